@@ -1,0 +1,18 @@
+//! Compiles the wire definitions with protox so that no system `protoc` is needed. The
+//! encoded descriptor set is kept too: the OTLP/JSON decoder maps JSON onto messages by it.
+
+use std::path::PathBuf;
+
+use prost::Message;
+
+const PROTOS: &[&str] = &["opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"];
+
+fn main() -> std::io::Result<()> {
+    println!("cargo:rerun-if-changed=protos");
+    let fds = protox::compile(PROTOS, ["protos"]).map_err(std::io::Error::other)?;
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::write(out_dir.join("descriptors.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure()
+        .include_file("mod.rs")
+        .compile_fds(fds)
+}

@@ -1,0 +1,158 @@
+//! The metadata index: which segments exist, what series and profiles they hold, and the
+//! label names and values answered without touching Parquet. One trait, a SQLite and a
+//! Postgres implementation, both run against the same test suite.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
+
+/// The tables a segment may carry, one Parquet object each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableKind {
+    Samples,
+    Stacks,
+    Locations,
+    Functions,
+    Mappings,
+    AttributeSets,
+}
+
+impl TableKind {
+    pub const ALL: [TableKind; 6] = [
+        TableKind::Samples,
+        TableKind::Stacks,
+        TableKind::Locations,
+        TableKind::Functions,
+        TableKind::Mappings,
+        TableKind::AttributeSets,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TableKind::Samples => "samples",
+            TableKind::Stacks => "stacks",
+            TableKind::Locations => "locations",
+            TableKind::Functions => "functions",
+            TableKind::Mappings => "mappings",
+            TableKind::AttributeSets => "attribute_sets",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    pub kind: TableKind,
+    /// Object key relative to the store's root.
+    pub key: String,
+    pub size_bytes: u64,
+    pub rows: u64,
+}
+
+/// Per-series extent inside a segment, used to prune segments by selector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentSeries {
+    pub series_id: i64,
+    pub min_time: i64,
+    pub max_time: i64,
+    pub samples: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// A UUIDv7, so ids sort by creation.
+    pub id: String,
+    pub tenant: String,
+    /// Closed interval of the sample times; every segment has at least one sample.
+    pub min_time: i64,
+    pub max_time: i64,
+    /// 0 for what ingest writes; compaction writes higher levels.
+    pub level: i32,
+    pub created_at_nanos: i64,
+    pub objects: Vec<ObjectMeta>,
+    pub series: Vec<SegmentSeries>,
+}
+
+impl SegmentMeta {
+    pub fn object(&self, kind: TableKind) -> Option<&ObjectMeta> {
+        self.objects.iter().find(|o| o.kind == kind)
+    }
+}
+
+/// Everything one flush makes visible, committed in one transaction.
+#[derive(Clone, Debug)]
+pub struct SegmentCommit {
+    pub segment: SegmentMeta,
+    /// Definitions of every series in `segment.series` (upserted; a different label set
+    /// under an existing id is a [`CatalogError::SeriesCollision`]).
+    pub series: Vec<Series>,
+    /// Distinct sample-attribute `(name, value)` pairs of the segment, so label queries
+    /// cover `thread.name` and friends without reading Parquet.
+    pub sample_labels: Vec<(String, String)>,
+    pub profiles: Vec<ProfileRecord>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableStats {
+    pub objects: u64,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// Totals for one tenant, per table kind (keyed by [`TableKind::as_str`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CatalogStats {
+    pub segments: u64,
+    pub series: u64,
+    pub tables: std::collections::BTreeMap<String, TableStats>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("catalog database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("catalog migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+    #[error("series id {id} already names a different label set; refusing to merge them")]
+    SeriesCollision { id: i64 },
+    #[error("invalid catalog url {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("corrupt catalog row: {0}")]
+    Corrupt(String),
+}
+
+pub type CatalogResult<T> = Result<T, CatalogError>;
+
+#[async_trait]
+pub trait Catalog: Send + Sync + 'static {
+    /// Makes a written segment visible: segment, series, sample labels and profiles in one
+    /// transaction. Nothing is visible if it fails.
+    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()>;
+
+    /// Segments of `tenant` whose time extent overlaps `range`, with objects and series.
+    async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>>;
+
+    /// Every segment of `tenant` that carries at least one symbol object (any time).
+    async fn symbol_segments(&self, tenant: &str) -> CatalogResult<Vec<SegmentMeta>>;
+
+    /// Series of `tenant` with samples in `range`.
+    async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>>;
+
+    /// Distinct profile types with samples in `range`.
+    async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>>;
+
+    /// Sorted label names (series labels and sample attributes) with samples in `range`.
+    async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>>;
+
+    /// Sorted values of one label name with samples in `range`.
+    async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>>;
+
+    /// Where a profile id was stored.
+    async fn profile(&self, tenant: &str, profile_id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>>;
+
+    async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats>;
+
+    /// Cheap round trip for readiness checks.
+    async fn ping(&self) -> CatalogResult<()>;
+}

@@ -1,0 +1,6 @@
+//! Canonical tables, segments on object storage, and the catalog that indexes them.
+
+pub mod catalog;
+pub mod model;
+pub mod schema;
+pub mod store;

@@ -1,0 +1,431 @@
+//! The normalized profile model every wire format converts into, and the content-derived
+//! identities that let independent ingest replicas agree on ids without coordinating.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
+
+/// Content-derived identity of a function, mapping, location, stack node or attribute set:
+/// xxh3-128 of the canonical fields. At 10^9 distinct rows the chance of any collision is
+/// about 10^-21, so ids are compared, never the content.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct SymbolId(pub [u8; 16]);
+
+impl SymbolId {
+    /// The id of "nothing": the empty stack, the empty attribute set, no mapping.
+    pub const ZERO: SymbolId = SymbolId([0; 16]);
+
+    pub fn is_zero(&self) -> bool {
+        *self == Self::ZERO
+    }
+
+    pub fn from_slice(bytes: &[u8]) -> Option<SymbolId> {
+        Some(SymbolId(bytes.try_into().ok()?))
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Debug for SymbolId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Display for SymbolId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// Feeds fields into xxh3-128 with a kind tag and length prefixes, so that no two different
+/// field lists (or kinds) produce the same byte stream.
+struct IdHasher(Xxh3Default);
+
+impl IdHasher {
+    fn new(kind: &[u8]) -> Self {
+        let mut h = Xxh3Default::new();
+        h.update(kind);
+        h.update(&[0xff]);
+        IdHasher(h)
+    }
+
+    fn str(&mut self, s: &str) -> &mut Self {
+        self.0.update(&(s.len() as u64).to_le_bytes());
+        self.0.update(s.as_bytes());
+        self
+    }
+
+    fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.update(&v.to_le_bytes());
+        self
+    }
+
+    fn id(&mut self, id: SymbolId) -> &mut Self {
+        self.0.update(&id.0);
+        self
+    }
+
+    fn finish(&self) -> SymbolId {
+        let id = SymbolId(self.0.digest128().to_le_bytes());
+        // The zero id is reserved for "nothing"; a real hash of zero is astronomically
+        // unlikely, but must not alias it.
+        if id.is_zero() { SymbolId([1; 16]) } else { id }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Function {
+    pub name: String,
+    pub system_name: String,
+    pub filename: String,
+    pub start_line: i64,
+}
+
+impl Function {
+    pub fn id(&self) -> SymbolId {
+        IdHasher::new(b"function")
+            .str(&self.name)
+            .str(&self.system_name)
+            .str(&self.filename)
+            .u64(self.start_line as u64)
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Mapping {
+    pub memory_start: u64,
+    pub memory_limit: u64,
+    pub file_offset: u64,
+    pub filename: String,
+    /// `process.executable.build_id.*` of the mapping when the sender gave one.
+    pub build_id: String,
+}
+
+impl Mapping {
+    pub fn id(&self) -> SymbolId {
+        IdHasher::new(b"mapping")
+            .u64(self.memory_start)
+            .u64(self.memory_limit)
+            .u64(self.file_offset)
+            .str(&self.filename)
+            .str(&self.build_id)
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Line {
+    pub function_id: SymbolId,
+    pub line: i64,
+    pub column: i64,
+}
+
+/// A code location. With several lines, the last one is the caller the others were
+/// inlined into (as in OTLP and pprof).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Location {
+    /// [`SymbolId::ZERO`] when the location has no mapping.
+    pub mapping_id: SymbolId,
+    pub address: u64,
+    pub lines: Vec<Line>,
+}
+
+impl Location {
+    pub fn id(&self) -> SymbolId {
+        let mut h = IdHasher::new(b"location");
+        h.id(self.mapping_id).u64(self.address).u64(self.lines.len() as u64);
+        for line in &self.lines {
+            h.id(line.function_id).u64(line.line as u64).u64(line.column as u64);
+        }
+        h.finish()
+    }
+}
+
+/// One node of the stack tree: a call path is its leaf node, and walking `parent_id` up to
+/// [`SymbolId::ZERO`] yields the locations leaf-first. Shared prefixes are stored once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StackNode {
+    /// [`SymbolId::ZERO`] for a root frame.
+    pub parent_id: SymbolId,
+    pub location_id: SymbolId,
+}
+
+impl StackNode {
+    pub fn id(&self) -> SymbolId {
+        IdHasher::new(b"stack").id(self.parent_id).id(self.location_id).finish()
+    }
+}
+
+/// Sample-level attributes (`thread.name`, `thread.id`, …) as strings, sorted by key.
+/// The empty set has id [`SymbolId::ZERO`] and is never stored.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct AttributeSet {
+    pub attrs: Vec<(String, String)>,
+}
+
+impl AttributeSet {
+    /// Sorts by key; for a key given twice the last value wins.
+    pub fn new(mut attrs: Vec<(String, String)>) -> Self {
+        attrs.reverse();
+        attrs.sort_by(|a, b| a.0.cmp(&b.0));
+        attrs.dedup_by(|a, b| a.0 == b.0);
+        AttributeSet { attrs }
+    }
+
+    pub fn id(&self) -> SymbolId {
+        if self.attrs.is_empty() {
+            return SymbolId::ZERO;
+        }
+        let mut h = IdHasher::new(b"attributes");
+        h.u64(self.attrs.len() as u64);
+        for (k, v) in &self.attrs {
+            h.str(k).str(v);
+        }
+        h.finish()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| self.attrs[i].1.as_str())
+    }
+}
+
+/// `sample_type:sample_unit:period_type:period_unit`, e.g. `samples:count:cpu:nanoseconds`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ProfileType {
+    pub sample_type: String,
+    pub sample_unit: String,
+    pub period_type: String,
+    pub period_unit: String,
+}
+
+impl ProfileType {
+    pub fn id(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.sample_type, self.sample_unit, self.period_type, self.period_unit
+        )
+    }
+
+    /// Parses an id; exactly four `:`-separated parts, the sample type not empty.
+    pub fn parse(id: &str) -> Option<ProfileType> {
+        let parts: Vec<&str> = id.split(':').collect();
+        let [sample_type, sample_unit, period_type, period_unit] = parts.as_slice() else {
+            return None;
+        };
+        if sample_type.is_empty() {
+            return None;
+        }
+        Some(ProfileType {
+            sample_type: sample_type.to_string(),
+            sample_unit: sample_unit.to_string(),
+            period_type: period_type.to_string(),
+            period_unit: period_unit.to_string(),
+        })
+    }
+}
+
+pub type Labels = BTreeMap<String, String>;
+
+/// A series: one profile type of one source (resource, scope and profile attributes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Series {
+    pub id: i64,
+    pub profile_type: ProfileType,
+    pub labels: Labels,
+    /// The sampling period in `period_unit`, as last sent (not part of the identity).
+    pub period: i64,
+}
+
+impl Series {
+    pub fn new(profile_type: ProfileType, labels: Labels, period: i64) -> Series {
+        Series { id: Self::id_of(&profile_type, &labels), profile_type, labels, period }
+    }
+
+    /// 64-bit: a tenant has at most millions of series, and the catalog refuses a second
+    /// label set under an existing id instead of merging them.
+    pub fn id_of(profile_type: &ProfileType, labels: &Labels) -> i64 {
+        let mut buf = Vec::with_capacity(256);
+        for s in [&profile_type.sample_type, &profile_type.sample_unit, &profile_type.period_type, &profile_type.period_unit] {
+            buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            buf.extend_from_slice(s.as_bytes());
+        }
+        for (k, v) in labels {
+            buf.extend_from_slice(&(k.len() as u64).to_le_bytes());
+            buf.extend_from_slice(k.as_bytes());
+            buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
+            buf.extend_from_slice(v.as_bytes());
+        }
+        xxh3_64(&buf) as i64
+    }
+}
+
+/// One observation: a value at a time for a stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SampleRow {
+    pub time_nanos: i64,
+    pub series_id: i64,
+    /// Leaf node of the stack tree; [`SymbolId::ZERO`] for an empty stack.
+    pub stack_id: SymbolId,
+    pub value: i64,
+    /// [`SymbolId::ZERO`] when the sample has no attributes.
+    pub attr_set_id: SymbolId,
+    pub trace_id: Option<[u8; 16]>,
+    pub span_id: Option<[u8; 8]>,
+    pub profile_id: Option<[u8; 16]>,
+}
+
+/// What the catalog keeps about a profile that carried a `profile_id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileRecord {
+    pub profile_id: [u8; 16],
+    pub series_id: i64,
+    pub start_nanos: i64,
+    pub end_nanos: i64,
+    pub sample_count: i64,
+}
+
+/// Normalized data of one or more requests of one tenant, symbols deduplicated by id.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pub tenant: String,
+    pub series: HashMap<i64, Series>,
+    pub samples: Vec<SampleRow>,
+    pub stacks: HashMap<SymbolId, StackNode>,
+    pub locations: HashMap<SymbolId, Location>,
+    pub functions: HashMap<SymbolId, Function>,
+    pub mappings: HashMap<SymbolId, Mapping>,
+    pub attr_sets: HashMap<SymbolId, AttributeSet>,
+    pub profiles: Vec<ProfileRecord>,
+}
+
+impl Batch {
+    pub fn new(tenant: impl Into<String>) -> Batch {
+        Batch { tenant: tenant.into(), ..Default::default() }
+    }
+
+    pub fn add_function(&mut self, function: Function) -> SymbolId {
+        let id = function.id();
+        self.functions.entry(id).or_insert(function);
+        id
+    }
+
+    pub fn add_mapping(&mut self, mapping: Mapping) -> SymbolId {
+        let id = mapping.id();
+        self.mappings.entry(id).or_insert(mapping);
+        id
+    }
+
+    pub fn add_location(&mut self, location: Location) -> SymbolId {
+        let id = location.id();
+        self.locations.entry(id).or_insert(location);
+        id
+    }
+
+    /// Adds a call path given leaf-first (as OTLP and pprof order it) and returns the id
+    /// of its leaf node; the empty path is [`SymbolId::ZERO`].
+    pub fn add_stack(&mut self, locations_leaf_first: &[SymbolId]) -> SymbolId {
+        let mut parent_id = SymbolId::ZERO;
+        for &location_id in locations_leaf_first.iter().rev() {
+            let node = StackNode { parent_id, location_id };
+            let id = node.id();
+            self.stacks.entry(id).or_insert(node);
+            parent_id = id;
+        }
+        parent_id
+    }
+
+    pub fn add_attr_set(&mut self, set: AttributeSet) -> SymbolId {
+        let id = set.id();
+        if !id.is_zero() {
+            self.attr_sets.entry(id).or_insert(set);
+        }
+        id
+    }
+
+    pub fn add_series(&mut self, series: Series) -> i64 {
+        let id = series.id;
+        self.series.insert(id, series);
+        id
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty() && self.profiles.is_empty()
+    }
+
+    /// Moves everything of `other` (same tenant) into `self`.
+    pub fn merge(&mut self, other: Batch) {
+        debug_assert_eq!(self.tenant, other.tenant);
+        self.series.extend(other.series);
+        self.samples.extend(other.samples);
+        self.stacks.extend(other.stacks);
+        self.locations.extend(other.locations);
+        self.functions.extend(other.functions);
+        self.mappings.extend(other.mappings);
+        self.attr_sets.extend(other.attr_sets);
+        self.profiles.extend(other.profiles);
+    }
+}
+
+/// Half-open time range `[start, end)` in unix nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeRange {
+    pub start: i64,
+    pub end: i64,
+}
+
+impl TimeRange {
+    pub const ALL: TimeRange = TimeRange { start: i64::MIN, end: i64::MAX };
+
+    pub fn contains(&self, t: i64) -> bool {
+        self.start <= t && t < self.end
+    }
+
+    /// Whether the closed interval `[min, max]` of some data overlaps this range.
+    pub fn overlaps(&self, min: i64, max: i64) -> bool {
+        min < self.end && max >= self.start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_prefixes_share_nodes() {
+        let mut b = Batch::new("t");
+        let [a, bb, c] = [1u8, 2, 3].map(|i| SymbolId([i; 16]));
+        let s1 = b.add_stack(&[c, bb, a]);
+        let s2 = b.add_stack(&[bb, a]);
+        assert_eq!(b.stacks.len(), 3, "a, a;b, a;b;c");
+        assert_eq!(b.stacks[&s1].parent_id, s2);
+        assert_ne!(s1, s2);
+        assert_eq!(b.add_stack(&[]), SymbolId::ZERO);
+    }
+
+    #[test]
+    fn ids_depend_on_every_field() {
+        let f = Function { name: "a".into(), filename: "b".into(), ..Default::default() };
+        let g = Function { name: "ab".into(), ..Default::default() };
+        assert_ne!(f.id(), g.id(), "length prefixes keep field boundaries");
+        let set = AttributeSet::new(vec![("b".into(), "1".into()), ("a".into(), "2".into()), ("b".into(), "3".into())]);
+        assert_eq!(set.attrs, vec![("a".into(), "2".into()), ("b".into(), "3".into())]);
+        assert_eq!(AttributeSet::default().id(), SymbolId::ZERO);
+    }
+
+    #[test]
+    fn profile_type_round_trips() {
+        let t = ProfileType::parse("off_cpu:nanoseconds::").unwrap();
+        assert_eq!(t.period_type, "");
+        assert_eq!(t.id(), "off_cpu:nanoseconds::");
+        assert!(ProfileType::parse("a:b:c").is_none());
+        assert!(ProfileType::parse(":b:c:d").is_none());
+    }
+}

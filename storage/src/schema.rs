@@ -1,0 +1,106 @@
+//! Arrow schemas of the Parquet tables. Every file carries [`SCHEMA_VERSION_KEY`] in its
+//! key-value metadata so that readers can refuse layouts they do not know.
+
+use std::sync::{Arc, LazyLock};
+
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+
+use crate::catalog::TableKind;
+
+pub const SCHEMA_VERSION_KEY: &str = "stackhouse.schema_version";
+pub const SCHEMA_VERSION: &str = "1";
+
+/// Column names of the `samples` table. Rows are sorted by (`series_id`, `time_nanos`).
+pub mod samples {
+    pub const TIME: &str = "time_nanos";
+    pub const SERIES_ID: &str = "series_id";
+    pub const STACK_ID: &str = "stack_id";
+    pub const VALUE: &str = "value";
+    pub const ATTR_SET_ID: &str = "attr_set_id";
+    pub const TRACE_ID: &str = "trace_id";
+    pub const SPAN_ID: &str = "span_id";
+    pub const PROFILE_ID: &str = "profile_id";
+}
+
+const ID: DataType = DataType::FixedSizeBinary(16);
+
+fn id(name: &str) -> Field {
+    Field::new(name, ID, false)
+}
+
+pub static SAMPLES: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new(samples::TIME, DataType::Int64, false),
+        Field::new(samples::SERIES_ID, DataType::Int64, false),
+        id(samples::STACK_ID),
+        Field::new(samples::VALUE, DataType::Int64, false),
+        id(samples::ATTR_SET_ID),
+        Field::new(samples::TRACE_ID, DataType::FixedSizeBinary(16), true),
+        Field::new(samples::SPAN_ID, DataType::FixedSizeBinary(8), true),
+        Field::new(samples::PROFILE_ID, DataType::FixedSizeBinary(16), true),
+    ]))
+});
+
+/// Stack tree nodes: `parent_id` is all zeros for a root frame.
+pub static STACKS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![id("stack_id"), id("parent_id"), id("location_id")]))
+});
+
+pub static LOCATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let line = Fields::from(vec![
+        id("function_id"),
+        Field::new("line", DataType::Int64, false),
+        Field::new("column", DataType::Int64, false),
+    ]);
+    Arc::new(Schema::new(vec![
+        id("location_id"),
+        id("mapping_id"),
+        Field::new("address", DataType::UInt64, false),
+        Field::new(
+            "lines",
+            DataType::List(Arc::new(Field::new("item", DataType::Struct(line), false))),
+            false,
+        ),
+    ]))
+});
+
+pub static FUNCTIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        id("function_id"),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("system_name", DataType::Utf8, false),
+        Field::new("filename", DataType::Utf8, false),
+        Field::new("start_line", DataType::Int64, false),
+    ]))
+});
+
+pub static MAPPINGS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        id("mapping_id"),
+        Field::new("memory_start", DataType::UInt64, false),
+        Field::new("memory_limit", DataType::UInt64, false),
+        Field::new("file_offset", DataType::UInt64, false),
+        Field::new("filename", DataType::Utf8, false),
+        Field::new("build_id", DataType::Utf8, false),
+    ]))
+});
+
+/// One row per (set, key): a set of n attributes takes n rows.
+pub static ATTRIBUTE_SETS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        id("attr_set_id"),
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", DataType::Utf8, false),
+    ]))
+});
+
+pub fn schema_of(kind: TableKind) -> SchemaRef {
+    match kind {
+        TableKind::Samples => SAMPLES.clone(),
+        TableKind::Stacks => STACKS.clone(),
+        TableKind::Locations => LOCATIONS.clone(),
+        TableKind::Functions => FUNCTIONS.clone(),
+        TableKind::Mappings => MAPPINGS.clone(),
+        TableKind::AttributeSets => ATTRIBUTE_SETS.clone(),
+    }
+}

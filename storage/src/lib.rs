@@ -3,4 +3,7 @@
 pub mod catalog;
 pub mod model;
 pub mod schema;
+pub mod segment;
 pub mod store;
+pub mod symbols;
+pub mod writer;

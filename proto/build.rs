@@ -14,5 +14,6 @@ fn main() -> std::io::Result<()> {
     std::fs::write(out_dir.join("descriptors.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
         .include_file("mod.rs")
+        .codec_path("crate::codec::ValidatingCodec")
         .compile_fds(fds)
 }

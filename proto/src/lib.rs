@@ -2,6 +2,8 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod codec;
+
 include!(concat!(env!("OUT_DIR"), "/mod.rs"));
 
 /// Encoded `FileDescriptorSet` of every message above, for reflection-based decoding

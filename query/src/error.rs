@@ -1,0 +1,47 @@
+//! Query failures, split into the caller's fault (HTTP 400) and ours (HTTP 500).
+
+use datafusion::error::DataFusionError;
+use stackhouse_storage::catalog::CatalogError;
+use stackhouse_storage::symbols::SymbolError;
+
+use crate::selector::SelectorError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The request is malformed (bad range, bad selector…): report 400.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    /// The query needs more memory than the configured limit allows: report 422 or 400
+    /// with advice to narrow the range or selector; retrying unchanged will not help.
+    #[error("query exceeds its resource limits, narrow the time range or selector: {0}")]
+    ResourcesExhausted(String),
+    #[error("catalog: {0}")]
+    Catalog(#[from] CatalogError),
+    #[error("symbols: {0}")]
+    Symbols(#[from] SymbolError),
+    #[error("query execution: {0}")]
+    Execution(DataFusionError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl QueryError {
+    /// Whether the caller can fix the error by changing the request (HTTP 4xx).
+    pub fn is_client_error(&self) -> bool {
+        matches!(
+            self,
+            QueryError::InvalidArgument(_) | QueryError::Selector(_) | QueryError::ResourcesExhausted(_)
+        )
+    }
+}
+
+impl From<DataFusionError> for QueryError {
+    fn from(e: DataFusionError) -> Self {
+        match e.find_root() {
+            DataFusionError::ResourcesExhausted(msg) => QueryError::ResourcesExhausted(msg.clone()),
+            _ => QueryError::Execution(e),
+        }
+    }
+}

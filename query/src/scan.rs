@@ -1,0 +1,188 @@
+//! The `samples` table of a chosen set of segments as a DataFusion table, and the filter
+//! that picks a selection's rows out of it.
+//!
+//! The provider is built per query over exactly the segments the catalog pruned to, so
+//! DataFusion never lists the bucket. Filters reach the Parquet reader as a predicate:
+//! row groups and pages are pruned by statistics and bloom filters, and rows are filtered
+//! while decoding (`pushdown_filters`), cheapest filters first (`reorder_filters`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::utils::{conjunction, disjunction};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use object_store::ObjectMeta;
+use stackhouse_storage::catalog::{SegmentMeta, TableKind};
+use stackhouse_storage::model::{SymbolId, TimeRange};
+use stackhouse_storage::schema::{SAMPLES, samples};
+use stackhouse_storage::store::Store;
+
+use crate::selection::SeriesGroup;
+
+/// The `samples` objects of some segments.
+#[derive(Debug)]
+pub struct SamplesTable {
+    object_store_url: ObjectStoreUrl,
+    files: Vec<ObjectMeta>,
+}
+
+impl SamplesTable {
+    /// Over the samples object of each segment (segments without one are skipped).
+    pub fn new(store: &Store, segments: &[SegmentMeta]) -> DfResult<SamplesTable> {
+        let object_store_url = ObjectStoreUrl::parse(store.base_url().as_str())?;
+        let files = segments
+            .iter()
+            .filter_map(|seg| seg.object(TableKind::Samples))
+            .map(|object| ObjectMeta {
+                location: store.path(&object.key),
+                // Segments are immutable, so the catalog's size is the object's size.
+                last_modified: Default::default(),
+                size: object.size_bytes,
+                e_tag: None,
+                version: None,
+            })
+            .collect();
+        Ok(SamplesTable {
+            object_store_url,
+            files,
+        })
+    }
+
+    /// Spreads the files over at most `partitions` groups, largest first, so that the
+    /// groups carry similar byte counts.
+    fn file_groups(&self, partitions: usize) -> Vec<FileGroup> {
+        let partitions = partitions.clamp(1, self.files.len().max(1));
+        let mut files = self.files.clone();
+        files.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.location.cmp(&b.location)));
+        let mut groups: Vec<(u64, Vec<PartitionedFile>)> = vec![(0, Vec::new()); partitions];
+        for file in files {
+            let smallest = groups
+                .iter_mut()
+                .min_by_key(|(bytes, _)| *bytes)
+                .expect("at least one group");
+            smallest.0 += file.size;
+            smallest.1.push(PartitionedFile::new_from_meta(file));
+        }
+        groups
+            .into_iter()
+            .map(|(_, files)| FileGroup::new(files))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl TableProvider for SamplesTable {
+    fn schema(&self) -> SchemaRef {
+        SAMPLES.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let schema = self.schema();
+        if self.files.is_empty() {
+            let projected = match projection {
+                Some(p) => Arc::new(schema.project(p)?),
+                None => schema,
+            };
+            return Ok(Arc::new(EmptyExec::new(projected)));
+        }
+        let runtime = state.runtime_env();
+        // Segments never change, so footers cached by path stay valid across queries.
+        let reader_factory = CachedParquetFileReaderFactory::new(
+            runtime.object_store(&self.object_store_url)?,
+            runtime.cache_manager.get_file_metadata_cache(),
+        );
+        let mut source = ParquetSource::new(schema.clone())
+            .with_table_parquet_options(state.table_options().parquet.clone())
+            .with_parquet_file_reader_factory(Arc::new(reader_factory))
+            .with_pushdown_filters(true)
+            .with_reorder_filters(true)
+            .with_enable_page_index(true)
+            .with_bloom_filter_on_read(true);
+        if let Some(predicate) = conjunction(filters.iter().cloned()) {
+            let df_schema = DFSchema::try_from(schema)?;
+            source = source.with_predicate(state.create_physical_expr(predicate, &df_schema)?);
+        }
+        let config = FileScanConfigBuilder::new(self.object_store_url.clone(), Arc::new(source))
+            .with_file_groups(self.file_groups(state.config().target_partitions()))
+            .with_projection_indices(projection.cloned())?
+            .with_limit(limit)
+            .build();
+        Ok(DataSourceExec::from_data_source(config))
+    }
+
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        // Statistics pruning is approximate, so DataFusion keeps its own filter as well.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+}
+
+/// `time in range AND (group 1 OR group 2 ...)`, a group being `series_id IN (...)`, and
+/// `attr_set_id IN (...)` when it filters sample attributes. `None` when there are no
+/// groups, that is when nothing can match.
+pub fn selection_filter(range: TimeRange, groups: &[SeriesGroup]) -> Option<Expr> {
+    let groups = groups.iter().map(|g| {
+        let series = col(samples::SERIES_ID).in_list(g.series_ids.iter().map(|&id| lit(id)).collect(), false);
+        match &g.attr_set_ids {
+            Some(ids) => {
+                series.and(col(samples::ATTR_SET_ID).in_list(ids.iter().map(id_literal).collect(), false))
+            }
+            None => series,
+        }
+    });
+    let time = col(samples::TIME)
+        .gt_eq(lit(range.start))
+        .and(col(samples::TIME).lt(lit(range.end)));
+    Some(time.and(disjunction(groups)?))
+}
+
+fn id_literal(id: &SymbolId) -> Expr {
+    lit(ScalarValue::FixedSizeBinary(16, Some(id.0.to_vec())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_combines_time_series_and_attributes() {
+        let range = TimeRange { start: 5, end: 10 };
+        assert!(selection_filter(range, &[]).is_none());
+        let groups = [
+            SeriesGroup {
+                series_ids: vec![1, 2],
+                attr_set_ids: None,
+            },
+            SeriesGroup {
+                series_ids: vec![3],
+                attr_set_ids: Some(vec![SymbolId::ZERO]),
+            },
+        ];
+        let filter = selection_filter(range, &groups).unwrap().to_string();
+        assert!(filter.contains("time_nanos >= Int64(5)"), "{filter}");
+        assert!(filter.contains("time_nanos < Int64(10)"), "{filter}");
+        assert!(filter.contains("series_id IN ([Int64(1), Int64(2)])"), "{filter}");
+        assert!(filter.contains(" OR "), "{filter}");
+        assert!(filter.contains("attr_set_id IN"), "{filter}");
+    }
+}

@@ -1,0 +1,413 @@
+//! Turning stack ids into frame names and call paths.
+//!
+//! A location gives one frame per `Line`, caller first (the last line is the caller the
+//! others were inlined into). A location without lines is named after its mapping and
+//! address. Ids missing from the symbol tables never fail a query: they become
+//! [`UNKNOWN`] frames, counted and reported in one warning per query.
+
+use std::collections::HashMap;
+
+use stackhouse_storage::model::{Location, SymbolId};
+use stackhouse_storage::symbols::SymbolIndex;
+
+use crate::tree::{Node, TreeBuilder};
+
+/// Name of a frame whose symbols are missing.
+pub const UNKNOWN: &str = "<unknown>";
+
+/// Guards the walk up the stack tree against a corrupt table that loops.
+const MAX_STACK_DEPTH: usize = 1 << 16;
+
+/// Ids referenced by samples or stacks but absent from the symbol tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MissingSymbols {
+    pub stacks: usize,
+    pub locations: usize,
+    pub functions: usize,
+    pub mappings: usize,
+}
+
+impl MissingSymbols {
+    pub fn is_empty(&self) -> bool {
+        *self == MissingSymbols::default()
+    }
+}
+
+/// Frame names of one location, caller first.
+pub fn location_frames(
+    index: &SymbolIndex,
+    location: &Location,
+    missing: &mut MissingSymbols,
+) -> Vec<String> {
+    if location.lines.is_empty() {
+        return vec![address_name(index, location, missing)];
+    }
+    location
+        .lines
+        .iter()
+        .rev()
+        .map(|line| match index.functions.get(&line.function_id) {
+            Some(f) if !f.name.is_empty() => f.name.clone(),
+            Some(f) if !f.system_name.is_empty() => f.system_name.clone(),
+            // A line that names no function is no better than no line at all.
+            Some(_) => address_name(index, location, missing),
+            None => {
+                missing.functions += 1;
+                UNKNOWN.to_string()
+            }
+        })
+        .collect()
+}
+
+/// `<mapping filename>+0x<address>`, or `0x<address>` without a mapping or its filename.
+fn address_name(index: &SymbolIndex, location: &Location, missing: &mut MissingSymbols) -> String {
+    let filename = if location.mapping_id.is_zero() {
+        None
+    } else {
+        match index.mappings.get(&location.mapping_id) {
+            Some(m) => Some(m.filename.as_str()).filter(|f| !f.is_empty()),
+            None => {
+                missing.mappings += 1;
+                None
+            }
+        }
+    };
+    match filename {
+        Some(filename) => format!("{filename}+0x{:x}", location.address),
+        None => format!("0x{:x}", location.address),
+    }
+}
+
+/// Builds a flamegraph tree from `(stack id, value)` pairs. Each stack node is resolved
+/// once: paths that share a prefix in the stack tree continue from the tree node where
+/// that prefix ended.
+pub struct Symbolizer<'a> {
+    index: &'a SymbolIndex,
+    tree: TreeBuilder,
+    /// Stack tree node → flamegraph node where its path ends.
+    ends: HashMap<SymbolId, usize>,
+    frames: HashMap<SymbolId, Vec<String>>,
+    missing: MissingSymbols,
+}
+
+impl<'a> Symbolizer<'a> {
+    pub fn new(index: &'a SymbolIndex) -> Symbolizer<'a> {
+        Symbolizer {
+            index,
+            tree: TreeBuilder::new(),
+            ends: HashMap::new(),
+            frames: HashMap::new(),
+            missing: MissingSymbols::default(),
+        }
+    }
+
+    /// Adds `value` to the call path ending at stack node `stack_id` (the root for ZERO).
+    pub fn add(&mut self, stack_id: SymbolId, value: i64) {
+        let node = self.path_end(stack_id);
+        self.tree.add_self(node, value);
+    }
+
+    /// The tree so far, and what was missing from the symbol tables.
+    pub fn finish(self) -> (Node, MissingSymbols) {
+        (self.tree.build(), self.missing)
+    }
+
+    fn path_end(&mut self, stack_id: SymbolId) -> usize {
+        // Walk up to the root or to the first node already placed; `None` marks a stack
+        // node missing from the table, which ends the walk as an unknown root frame.
+        let mut pending: Vec<(SymbolId, Option<SymbolId>)> = Vec::new();
+        let mut start = TreeBuilder::ROOT;
+        let mut current = stack_id;
+        while !current.is_zero() {
+            if let Some(&end) = self.ends.get(&current) {
+                start = end;
+                break;
+            }
+            if pending.len() >= MAX_STACK_DEPTH {
+                self.missing.stacks += 1;
+                pending.push((current, None));
+                break;
+            }
+            match self.index.stacks.get(&current) {
+                Some(node) => {
+                    pending.push((current, Some(node.location_id)));
+                    current = node.parent_id;
+                }
+                None => {
+                    self.missing.stacks += 1;
+                    pending.push((current, None));
+                    break;
+                }
+            }
+        }
+        let mut end = start;
+        for (stack_node, location_id) in pending.into_iter().rev() {
+            match location_id {
+                Some(location_id) => {
+                    let frames = cached_frames(&mut self.frames, self.index, &mut self.missing, location_id);
+                    for frame in frames {
+                        end = self.tree.child(end, frame);
+                    }
+                }
+                None => end = self.tree.child(end, UNKNOWN),
+            }
+            self.ends.insert(stack_node, end);
+        }
+        end
+    }
+}
+
+/// Frames of a location, computed once per query: locations recur across many stacks.
+fn cached_frames<'c>(
+    cache: &'c mut HashMap<SymbolId, Vec<String>>,
+    index: &SymbolIndex,
+    missing: &mut MissingSymbols,
+    location_id: SymbolId,
+) -> &'c [String] {
+    cache
+        .entry(location_id)
+        .or_insert_with(|| match index.locations.get(&location_id) {
+            Some(location) => location_frames(index, location, missing),
+            None => {
+                missing.locations += 1;
+                vec![UNKNOWN.to_string()]
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use stackhouse_storage::model::{Batch, Function, Line, Mapping, StackNode};
+
+    use super::*;
+
+    fn index_of(batch: &Batch) -> SymbolIndex {
+        SymbolIndex {
+            stacks: batch.stacks.clone(),
+            locations: batch.locations.clone(),
+            functions: batch.functions.clone(),
+            mappings: batch.mappings.clone(),
+            attr_sets: batch.attr_sets.clone(),
+        }
+    }
+
+    fn function(b: &mut Batch, name: &str) -> Line {
+        let function_id = b.add_function(Function {
+            name: name.into(),
+            ..Default::default()
+        });
+        Line {
+            function_id,
+            line: 1,
+            column: 0,
+        }
+    }
+
+    /// Paths with non-zero self value, root-first, as `a;b;c`.
+    fn paths(node: &Node, prefix: &str, out: &mut Vec<(String, i64)>) {
+        for c in &node.children {
+            let path = if prefix.is_empty() {
+                c.name.clone()
+            } else {
+                format!("{prefix};{}", c.name)
+            };
+            if c.self_value != 0 {
+                out.push((path.clone(), c.self_value));
+            }
+            paths(c, &path, out);
+        }
+    }
+
+    fn all_paths(node: &Node) -> Vec<(String, i64)> {
+        let mut out = Vec::new();
+        paths(node, "", &mut out);
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn inline_lines_put_the_caller_first() {
+        let mut b = Batch::new("t");
+        let lines = vec![
+            function(&mut b, "inlined"),
+            function(&mut b, "middle"),
+            function(&mut b, "caller"),
+        ];
+        let loc = Location {
+            mapping_id: SymbolId::ZERO,
+            address: 0x10,
+            lines,
+        };
+        let index = index_of(&b);
+        let mut missing = MissingSymbols::default();
+        assert_eq!(
+            location_frames(&index, &loc, &mut missing),
+            ["caller", "middle", "inlined"]
+        );
+        assert!(missing.is_empty());
+    }
+
+    #[test]
+    fn unsymbolized_locations_are_named_by_mapping_and_address() {
+        let mut b = Batch::new("t");
+        let libc = b.add_mapping(Mapping {
+            filename: "/lib/libc.so.6".into(),
+            ..Default::default()
+        });
+        let anonymous = b.add_mapping(Mapping {
+            memory_start: 1,
+            ..Default::default()
+        });
+        let index = index_of(&b);
+        let mut missing = MissingSymbols::default();
+        let mut name = |mapping_id, address| {
+            location_frames(
+                &index,
+                &Location {
+                    mapping_id,
+                    address,
+                    lines: vec![],
+                },
+                &mut missing,
+            )
+        };
+        assert_eq!(name(libc, 0xABCDEF), ["/lib/libc.so.6+0xabcdef"]);
+        assert_eq!(name(SymbolId::ZERO, 0xFF), ["0xff"]);
+        assert_eq!(name(anonymous, 0x1A), ["0x1a"], "a mapping without filename");
+        assert_eq!(name(SymbolId([9; 16]), 0x2), ["0x2"], "an unknown mapping");
+        assert_eq!(
+            missing,
+            MissingSymbols {
+                mappings: 1,
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn functions_without_name_fall_back() {
+        let mut b = Batch::new("t");
+        let system = b.add_function(Function {
+            system_name: "_ZN4main".into(),
+            ..Default::default()
+        });
+        let nameless = b.add_function(Function {
+            filename: "x.rs".into(),
+            ..Default::default()
+        });
+        let index = index_of(&b);
+        let line = |function_id| Line {
+            function_id,
+            line: 0,
+            column: 0,
+        };
+        let loc = Location {
+            mapping_id: SymbolId::ZERO,
+            address: 0x5,
+            lines: vec![line(system), line(nameless)],
+        };
+        let mut missing = MissingSymbols::default();
+        assert_eq!(location_frames(&index, &loc, &mut missing), ["0x5", "_ZN4main"]);
+    }
+
+    #[test]
+    fn stacks_become_root_first_paths() {
+        let mut b = Batch::new("t");
+        let loc = |b: &mut Batch, name: &str| {
+            let line = function(b, name);
+            b.add_location(Location {
+                mapping_id: SymbolId::ZERO,
+                address: 0,
+                lines: vec![line],
+            })
+        };
+        let (main, work, leaf) = (loc(&mut b, "main"), loc(&mut b, "work"), loc(&mut b, "leaf"));
+        let inlined = {
+            let lines = vec![function(&mut b, "inner"), function(&mut b, "outer")];
+            b.add_location(Location {
+                mapping_id: SymbolId::ZERO,
+                address: 0,
+                lines,
+            })
+        };
+        // Leaf-first, as samples reference them.
+        let s1 = b.add_stack(&[leaf, work, main]);
+        let s2 = b.add_stack(&[work, main]);
+        let s3 = b.add_stack(&[inlined, main]);
+        let index = index_of(&b);
+        let mut s = Symbolizer::new(&index);
+        s.add(s1, 10);
+        s.add(s2, 3);
+        s.add(s1, 1);
+        s.add(s3, 4);
+        s.add(SymbolId::ZERO, 2);
+        let (root, missing) = s.finish();
+        assert!(missing.is_empty());
+        assert_eq!(root.total, 20);
+        assert_eq!(root.self_value, 2, "the empty stack counts at the root");
+        assert_eq!(
+            all_paths(&root),
+            [
+                ("main;outer;inner".to_string(), 4),
+                ("main;work".to_string(), 3),
+                ("main;work;leaf".to_string(), 11),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_symbols_become_unknown_frames() {
+        let mut b = Batch::new("t");
+        let known = {
+            let line = function(&mut b, "known");
+            b.add_location(Location {
+                mapping_id: SymbolId::ZERO,
+                address: 0,
+                lines: vec![line],
+            })
+        };
+        let lost_location = SymbolId([7; 16]);
+        let with_lost_location = b.add_stack(&[lost_location, known]);
+        let lost_function = b.add_location(Location {
+            mapping_id: SymbolId::ZERO,
+            address: 0,
+            lines: vec![Line {
+                function_id: SymbolId([8; 16]),
+                line: 0,
+                column: 0,
+            }],
+        });
+        let with_lost_function = b.add_stack(&[lost_function]);
+        // A stack whose root node is missing from the table.
+        let orphan = StackNode {
+            parent_id: SymbolId([5; 16]),
+            location_id: known,
+        };
+        b.stacks.insert(orphan.id(), orphan);
+        let index = index_of(&b);
+        let mut s = Symbolizer::new(&index);
+        s.add(with_lost_location, 1);
+        s.add(with_lost_function, 2);
+        s.add(orphan.id(), 3);
+        s.add(SymbolId([6; 16]), 4);
+        let (root, missing) = s.finish();
+        assert_eq!(root.total, 10);
+        assert_eq!(
+            all_paths(&root),
+            [
+                ("<unknown>".to_string(), 6),
+                ("<unknown>;known".to_string(), 3),
+                ("known;<unknown>".to_string(), 1),
+            ]
+        );
+        assert_eq!(
+            missing,
+            MissingSymbols {
+                stacks: 2,
+                locations: 1,
+                functions: 1,
+                mappings: 0
+            }
+        );
+    }
+}

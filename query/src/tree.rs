@@ -1,0 +1,357 @@
+//! The flamegraph tree: building it from call paths, and truncating it to a node budget
+//! without losing value.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use serde::Serialize;
+use stackhouse_storage::model::ProfileType;
+
+/// Node budget when a query does not ask for one (as Pyroscope's `max_nodes`).
+pub const DEFAULT_MAX_NODES: usize = 8192;
+/// Name of the synthetic root every call path hangs from.
+pub const ROOT_NAME: &str = "total";
+/// Name of the node that stands for the siblings truncation folded away.
+pub const OTHER_NAME: &str = "other";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Node {
+    pub name: String,
+    /// Value of samples whose stack ends exactly here.
+    #[serde(rename = "self")]
+    pub self_value: i64,
+    /// `self_value` plus the totals of all children.
+    pub total: i64,
+    /// Sorted by total, largest first, then by name.
+    pub children: Vec<Node>,
+}
+
+impl Node {
+    pub fn leaf(name: impl Into<String>, value: i64) -> Node {
+        Node {
+            name: name.into(),
+            self_value: value,
+            total: value,
+            children: Vec::new(),
+        }
+    }
+
+    /// Nodes in this subtree, this one included.
+    pub fn count(&self) -> usize {
+        1 + self.children.iter().map(Node::count).sum::<usize>()
+    }
+
+    /// The child with this name, if any.
+    pub fn child(&self, name: &str) -> Option<&Node> {
+        self.children.iter().find(|c| c.name == name)
+    }
+
+    /// Keeps at most `max_nodes` nodes of this subtree, preferring larger totals, and
+    /// folds the siblings dropped under each kept node into one [`OTHER_NAME`] child whose
+    /// value is their summed totals. Every kept node keeps its exact total; the subtree
+    /// grows by at most one `other` node per kept node. This node is always kept.
+    pub fn truncate(&mut self, max_nodes: usize) {
+        let count = self.count();
+        if count <= max_nodes {
+            return;
+        }
+        // Number the nodes in pre-order, then pick the kept set best-first from the root:
+        // a node becomes a candidate only once its parent is kept, so the kept set always
+        // contains the ancestors of its members, even with negative values.
+        let mut totals = Vec::with_capacity(count);
+        let mut children = Vec::with_capacity(count);
+        number_preorder(self, &mut totals, &mut children);
+        let mut keep = vec![false; count];
+        let mut candidates = BinaryHeap::from([(totals[0], Reverse(0usize))]);
+        for _ in 0..max_nodes.max(1) {
+            let Some((_, Reverse(id))) = candidates.pop() else {
+                break;
+            };
+            keep[id] = true;
+            candidates.extend(children[id].iter().map(|&c: &usize| (totals[c], Reverse(c))));
+        }
+        let mut next = 0;
+        prune(self, &keep, &mut next);
+    }
+
+    fn sort_children(&mut self) {
+        self.children
+            .sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+    }
+}
+
+fn number_preorder(node: &Node, totals: &mut Vec<i64>, children: &mut Vec<Vec<usize>>) {
+    let id = totals.len();
+    totals.push(node.total);
+    children.push(Vec::with_capacity(node.children.len()));
+    for child in &node.children {
+        let child_id = totals.len();
+        children[id].push(child_id);
+        number_preorder(child, totals, children);
+    }
+}
+
+/// Walks the tree in the same pre-order as [`number_preorder`]; `next` is this node's id.
+fn prune(node: &mut Node, keep: &[bool], next: &mut usize) {
+    *next += 1;
+    let mut folded: Option<i64> = None;
+    for mut child in std::mem::take(&mut node.children) {
+        if keep[*next] {
+            prune(&mut child, keep, next);
+            node.children.push(child);
+        } else {
+            *next += child.count();
+            *folded.get_or_insert(0) += child.total;
+        }
+    }
+    if let Some(value) = folded {
+        node.children.push(Node::leaf(OTHER_NAME, value));
+        node.sort_children();
+    }
+}
+
+/// A query's result: the call tree plus what a client needs to read its values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flamegraph {
+    pub profile_type: ProfileType,
+    /// The sample unit of the profile type: what `self` and `total` count.
+    pub unit: String,
+    /// The largest sampling period of the selected series, in `period_unit`.
+    pub period: i64,
+    pub total: i64,
+    pub root: Node,
+    /// The node budget the tree was truncated to, when it was.
+    pub max_nodes: Option<usize>,
+}
+
+impl Flamegraph {
+    pub fn new(profile_type: ProfileType, period: i64, root: Node) -> Flamegraph {
+        Flamegraph {
+            unit: profile_type.sample_unit.clone(),
+            profile_type,
+            period,
+            total: root.total,
+            root,
+            max_nodes: None,
+        }
+    }
+
+    /// A flamegraph of nothing: total 0, a root without children.
+    pub fn empty(profile_type: ProfileType, period: i64) -> Flamegraph {
+        Flamegraph::new(profile_type, period, Node::leaf(ROOT_NAME, 0))
+    }
+
+    /// See [`Node::truncate`]; the root total never changes.
+    pub fn truncate(&mut self, max_nodes: usize) {
+        self.root.truncate(max_nodes);
+        self.max_nodes = Some(max_nodes);
+    }
+}
+
+/// Accumulates call paths into a tree; nodes are addressed by index so that callers can
+/// remember where a shared prefix ended and extend it without walking from the root again.
+#[derive(Debug)]
+pub struct TreeBuilder {
+    nodes: Vec<BuildNode>,
+}
+
+#[derive(Debug)]
+struct BuildNode {
+    name: String,
+    self_value: i64,
+    children: HashMap<String, usize>,
+}
+
+impl Default for TreeBuilder {
+    fn default() -> Self {
+        TreeBuilder::new()
+    }
+}
+
+impl TreeBuilder {
+    pub const ROOT: usize = 0;
+
+    pub fn new() -> TreeBuilder {
+        TreeBuilder {
+            nodes: vec![BuildNode {
+                name: ROOT_NAME.to_string(),
+                self_value: 0,
+                children: HashMap::new(),
+            }],
+        }
+    }
+
+    /// The child of `parent` named `name`, created when missing.
+    pub fn child(&mut self, parent: usize, name: &str) -> usize {
+        if let Some(&id) = self.nodes[parent].children.get(name) {
+            return id;
+        }
+        let id = self.nodes.len();
+        self.nodes.push(BuildNode {
+            name: name.to_string(),
+            self_value: 0,
+            children: HashMap::new(),
+        });
+        self.nodes[parent].children.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn add_self(&mut self, node: usize, value: i64) {
+        self.nodes[node].self_value += value;
+    }
+
+    /// Adds `value` at the end of a root-first call path.
+    pub fn add_path<S: AsRef<str>>(&mut self, frames: &[S], value: i64) {
+        let node = frames
+            .iter()
+            .fold(Self::ROOT, |node, frame| self.child(node, frame.as_ref()));
+        self.add_self(node, value);
+    }
+
+    /// The tree with totals computed and children sorted.
+    pub fn build(self) -> Node {
+        let mut built: Vec<Option<Node>> = Vec::with_capacity(self.nodes.len());
+        built.resize_with(self.nodes.len(), || None);
+        // A child is always created after its parent, so building from the highest index
+        // down finishes every child before its parent.
+        for (id, node) in self.nodes.into_iter().enumerate().rev() {
+            let children: Vec<Node> = node
+                .children
+                .into_values()
+                .map(|c| {
+                    built[c]
+                        .take()
+                        .expect("children have higher indices than parents")
+                })
+                .collect();
+            let total = node.self_value + children.iter().map(|c| c.total).sum::<i64>();
+            let mut done = Node {
+                name: node.name,
+                self_value: node.self_value,
+                total,
+                children,
+            };
+            done.sort_children();
+            built[id] = Some(done);
+        }
+        built.swap_remove(Self::ROOT).expect("the root exists")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every node's total is its self value plus its children's totals.
+    fn assert_consistent(node: &Node) {
+        let children: i64 = node.children.iter().map(|c| c.total).sum();
+        assert_eq!(node.total, node.self_value + children, "node {}", node.name);
+        for w in node.children.windows(2) {
+            assert!(
+                (w[0].total, &w[1].name) >= (w[1].total, &w[0].name),
+                "children of {} sorted",
+                node.name
+            );
+        }
+        node.children.iter().for_each(assert_consistent);
+    }
+
+    fn count_named(node: &Node, name: &str) -> usize {
+        usize::from(node.name == name) + node.children.iter().map(|c| count_named(c, name)).sum::<usize>()
+    }
+
+    fn sample_tree() -> Node {
+        let mut b = TreeBuilder::new();
+        b.add_path(&["main", "a", "a1"], 50);
+        b.add_path(&["main", "a", "a2"], 20);
+        b.add_path(&["main", "a"], 5);
+        b.add_path(&["main", "b", "b1"], 10);
+        b.add_path(&["main", "b", "b2"], 3);
+        b.add_path(&["main", "c"], 2);
+        b.add_path(&["main", "d"], 1);
+        b.add_path(&["gc"], 4);
+        b.add_path::<&str>(&[], 7);
+        b.build()
+    }
+
+    #[test]
+    fn builder_merges_paths_and_sums_totals() {
+        let root = sample_tree();
+        assert_eq!(root.name, ROOT_NAME);
+        assert_eq!(root.self_value, 7);
+        assert_eq!(root.total, 102);
+        assert_eq!(root.count(), 13);
+        let main = root.child("main").unwrap();
+        assert_eq!(main.total, 91);
+        assert_eq!(main.self_value, 0);
+        let names: Vec<&str> = main.children.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        assert_eq!(main.child("a").unwrap().self_value, 5);
+        assert_consistent(&root);
+    }
+
+    #[test]
+    fn equal_totals_sort_by_name() {
+        let mut b = TreeBuilder::new();
+        b.add_path(&["z"], 1);
+        b.add_path(&["y"], 1);
+        b.add_path(&["x"], 2);
+        let names: Vec<String> = b.build().children.into_iter().map(|c| c.name).collect();
+        assert_eq!(names, ["x", "y", "z"]);
+    }
+
+    #[test]
+    fn truncation_keeps_totals_exact() {
+        let original = sample_tree();
+        for max_nodes in 1..=original.count() + 1 {
+            let mut root = original.clone();
+            root.truncate(max_nodes);
+            assert_consistent(&root);
+            assert_eq!(root.total, original.total, "max_nodes {max_nodes}");
+            let others = count_named(&root, OTHER_NAME);
+            assert!(root.count() <= max_nodes.max(1) + others, "max_nodes {max_nodes}");
+            if max_nodes >= original.count() {
+                assert_eq!(root, original);
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_keeps_the_largest_nodes() {
+        let mut root = sample_tree();
+        // total, main, a, a1, a2 are the five largest.
+        root.truncate(5);
+        let main = root.child("main").unwrap();
+        assert_eq!(main.total, 91);
+        let a = main.child("a").unwrap();
+        assert_eq!((a.total, a.self_value), (75, 5));
+        assert!(a.child("a1").is_some() && a.child("a2").is_some());
+        assert!(a.child(OTHER_NAME).is_none(), "nothing of a was dropped");
+        // b (13), c (2), d (1) fold into one other of 16 under main.
+        let other = main.child(OTHER_NAME).unwrap();
+        assert_eq!((other.self_value, other.total, other.children.len()), (16, 16, 0));
+        // gc folds into the root's other.
+        assert_eq!(root.child(OTHER_NAME).unwrap().total, 4);
+        assert_eq!(root.self_value, 7);
+        assert_eq!(root.count(), 7);
+    }
+
+    #[test]
+    fn truncation_to_one_node_folds_everything_into_other() {
+        let mut root = sample_tree();
+        root.truncate(1);
+        assert_eq!(root.children, vec![Node::leaf(OTHER_NAME, 95)]);
+        assert_eq!(root.total, 102);
+    }
+
+    #[test]
+    fn flamegraph_truncation_records_the_budget() {
+        let pt = ProfileType::parse("samples:count:cpu:nanoseconds").unwrap();
+        let mut fg = Flamegraph::new(pt, 10, sample_tree());
+        assert_eq!((fg.unit.as_str(), fg.total, fg.max_nodes), ("count", 102, None));
+        fg.truncate(3);
+        assert_eq!((fg.total, fg.root.total, fg.max_nodes), (102, 102, Some(3)));
+        let empty = Flamegraph::empty(ProfileType::default(), 0);
+        assert_eq!((empty.total, empty.root.name.as_str()), (0, ROOT_NAME));
+    }
+}

@@ -1,0 +1,489 @@
+//! End to end through real storage: segments written with the segment writer, committed to
+//! a SQLite catalog, queried with the engine. Expected values are computed here from the
+//! hand-made samples, independently of the engine's planning.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use stackhouse_query::selector::parse_selector;
+use stackhouse_query::tree::{Node, OTHER_NAME};
+use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryError, folded};
+use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
+use stackhouse_storage::model::{
+    AttributeSet, Batch, Function, Labels, Line, Location, Mapping, ProfileType, SampleRow, Series, SymbolId,
+    TimeRange,
+};
+use stackhouse_storage::segment::write_segment;
+use stackhouse_storage::store::Store;
+use stackhouse_storage::symbols::SymbolCache;
+
+const TENANT: &str = "acme";
+
+fn cpu() -> ProfileType {
+    ProfileType::parse("samples:count:cpu:nanoseconds").unwrap()
+}
+
+fn alloc() -> ProfileType {
+    ProfileType::parse("alloc_space:bytes::").unwrap()
+}
+
+/// One sample as the test sees it: the path it expects, root-first.
+#[derive(Clone, Debug)]
+struct Expected {
+    time: i64,
+    labels: Labels,
+    profile_type: ProfileType,
+    attrs: Vec<(String, String)>,
+    path: Vec<&'static str>,
+    value: i64,
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    engine: QueryEngine,
+    samples: Vec<Expected>,
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Symbols every segment may reference, and the root-first path of each stack.
+struct Symbols {
+    batch: Batch,
+    stacks: Vec<(SymbolId, Vec<&'static str>)>,
+}
+
+fn symbols() -> Symbols {
+    let mut b = Batch::new(TENANT);
+    let func = |b: &mut Batch, name: &str| Line {
+        function_id: b.add_function(Function {
+            name: name.into(),
+            filename: "app.rs".into(),
+            ..Default::default()
+        }),
+        line: 7,
+        column: 0,
+    };
+    let loc = |b: &mut Batch, lines: Vec<Line>| {
+        b.add_location(Location {
+            mapping_id: SymbolId::ZERO,
+            address: 0x100,
+            lines,
+        })
+    };
+    let main = {
+        let l = func(&mut b, "main");
+        loc(&mut b, vec![l])
+    };
+    let work = {
+        let l = func(&mut b, "work");
+        loc(&mut b, vec![l])
+    };
+    let leaf = {
+        let l = func(&mut b, "leaf");
+        loc(&mut b, vec![l])
+    };
+    let gc = {
+        let l = func(&mut b, "gc");
+        loc(&mut b, vec![l])
+    };
+    // `parse` inlined into `handle`: the last line is the caller.
+    let inlined = {
+        let lines = vec![func(&mut b, "parse"), func(&mut b, "handle")];
+        loc(&mut b, lines)
+    };
+    let libc = b.add_mapping(Mapping {
+        filename: "libc.so.6".into(),
+        memory_limit: 1 << 20,
+        ..Default::default()
+    });
+    let native = b.add_location(Location {
+        mapping_id: libc,
+        address: 0xBEEF,
+        lines: vec![],
+    });
+    let stacks = vec![
+        (b.add_stack(&[leaf, work, main]), vec!["main", "work", "leaf"]),
+        (b.add_stack(&[work, main]), vec!["main", "work"]),
+        (b.add_stack(&[gc]), vec!["gc"]),
+        (b.add_stack(&[inlined, main]), vec!["main", "handle", "parse"]),
+        (
+            b.add_stack(&[native, work, main]),
+            vec!["main", "work", "libc.so.6+0xbeef"],
+        ),
+        (SymbolId::ZERO, vec![]),
+    ];
+    Symbols { batch: b, stacks }
+}
+
+/// Deterministic pseudo-random samples over three series, two profile types, two threads
+/// (and no thread), times 1000..4000.
+fn make_samples(stacks: &[(SymbolId, Vec<&'static str>)]) -> Vec<(Expected, SymbolId)> {
+    let api = labels(&[("service.name", "api"), ("host", "h1")]);
+    // `web` carries thread.name as a series label, so matchers on it apply to the label.
+    let web = labels(&[("service.name", "web"), ("thread.name", "web-main")]);
+    let threads: [&[(&str, &str)]; 3] = [
+        &[("thread.name", "main")],
+        &[("thread.name", "worker"), ("tid", "7")],
+        &[],
+    ];
+    let mut out = Vec::new();
+    let mut seed = 17u64;
+    for i in 0..120i64 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let r = (seed >> 33) as usize;
+        let (series_labels, profile_type) = match r % 5 {
+            0 | 1 => (api.clone(), cpu()),
+            2 | 3 => (web.clone(), cpu()),
+            _ => (api.clone(), alloc()),
+        };
+        let (stack_id, path) = &stacks[(r / 5) % stacks.len()];
+        let attrs = threads[(r / 31) % threads.len()]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let e = Expected {
+            time: 1000 + i * 25,
+            labels: series_labels,
+            profile_type,
+            attrs,
+            path: path.clone(),
+            value: 1 + (r % 97) as i64,
+        };
+        out.push((e, *stack_id));
+    }
+    out
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("objects").to_str().unwrap()).unwrap();
+    let catalog: Arc<dyn Catalog> = open_catalog(&format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("catalog.db").display()
+    ))
+    .await
+    .unwrap();
+    let Symbols {
+        batch: symbol_batch,
+        stacks,
+    } = symbols();
+    let samples = make_samples(&stacks);
+
+    // Two segments split in time; only the first carries the symbols, as the writer
+    // stores each symbol once.
+    for (n, part) in samples.chunks(samples.len() / 2 + 7).enumerate() {
+        let mut batch = if n == 0 {
+            symbol_batch.clone()
+        } else {
+            Batch::new(TENANT)
+        };
+        for (e, stack_id) in part {
+            let period = if e.labels["service.name"] == "api" {
+                10_000_000
+            } else {
+                20_000_000
+            };
+            let series_id = batch.add_series(Series::new(e.profile_type.clone(), e.labels.clone(), period));
+            let attr_set_id = batch.add_attr_set(AttributeSet::new(e.attrs.clone()));
+            batch.samples.push(SampleRow {
+                time_nanos: e.time,
+                series_id,
+                stack_id: *stack_id,
+                value: e.value,
+                attr_set_id,
+                trace_id: None,
+                span_id: None,
+                profile_id: None,
+            });
+        }
+        let segment_id = format!("0000000{n}-test");
+        let segment = write_segment(&store, &batch, &segment_id, 0).await.unwrap();
+        let mut sample_labels: Vec<(String, String)> = batch
+            .attr_sets
+            .values()
+            .flat_map(|s| s.attrs.iter().cloned())
+            .collect();
+        sample_labels.sort();
+        sample_labels.dedup();
+        let commit = SegmentCommit {
+            segment,
+            series: batch.series.values().cloned().collect(),
+            sample_labels,
+            profiles: vec![],
+        };
+        catalog.commit_segment(&commit).await.unwrap();
+    }
+
+    let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
+    let config = QueryConfig {
+        target_partitions: 2,
+        batch_size: 16,
+        memory_limit_bytes: Some(64 << 20),
+    };
+    let engine = QueryEngine::new(store, catalog, symbols, config);
+    Fixture {
+        _dir: dir,
+        engine,
+        samples: samples.into_iter().map(|(e, _)| e).collect(),
+    }
+}
+
+/// Self values per root-first path (`a;b;c`, `""` for the root), zeros left out.
+fn paths(root: &Node) -> BTreeMap<String, i64> {
+    fn walk(node: &Node, prefix: &str, out: &mut BTreeMap<String, i64>) {
+        if node.self_value != 0 {
+            out.insert(prefix.to_string(), node.self_value);
+        }
+        for c in &node.children {
+            let path = if prefix.is_empty() {
+                c.name.clone()
+            } else {
+                format!("{prefix};{}", c.name)
+            };
+            walk(c, &path, out);
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, "", &mut out);
+    out
+}
+
+/// The selector's meaning, written out: a matcher looks at the series label when the
+/// series has the key, else at the sample attribute, a missing one being "".
+fn expected(
+    f: &Fixture,
+    profile_type: &ProfileType,
+    selector: &str,
+    range: TimeRange,
+) -> BTreeMap<String, i64> {
+    let sel = parse_selector(selector).unwrap();
+    let mut out: BTreeMap<String, i64> = BTreeMap::new();
+    for s in &f.samples {
+        let attr = |k: &str| {
+            s.attrs
+                .iter()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| v.as_str())
+        };
+        let selected = &s.profile_type == profile_type
+            && range.contains(s.time)
+            && sel.matchers.iter().all(|m| match s.labels.get(&m.name) {
+                Some(v) => m.matches(Some(v)),
+                None => m.matches(attr(&m.name)),
+            });
+        if selected {
+            *out.entry(s.path.join(";")).or_default() += s.value;
+        }
+    }
+    out.retain(|_, v| *v != 0);
+    out
+}
+
+async fn check(
+    f: &Fixture,
+    profile_type: ProfileType,
+    selector: &str,
+    range: TimeRange,
+) -> BTreeMap<String, i64> {
+    let q = FlamegraphQuery {
+        tenant: TENANT.into(),
+        profile_type: profile_type.clone(),
+        selector: parse_selector(selector).unwrap(),
+        range,
+        max_nodes: 0,
+    };
+    let fg = f.engine.flamegraph(&q).await.unwrap();
+    let want = expected(f, &profile_type, selector, range);
+    let got = paths(&fg.root);
+    assert_eq!(got, want, "{selector} in {range:?}");
+    assert_eq!(fg.total, want.values().sum::<i64>(), "{selector}");
+    assert_eq!(fg.root.total, fg.total);
+    assert_eq!(fg.unit, profile_type.sample_unit);
+    got
+}
+
+const ALL: TimeRange = TimeRange::ALL;
+
+#[tokio::test]
+async fn flamegraphs_sum_exactly_what_the_selector_selects() {
+    let f = fixture().await;
+
+    let all = check(&f, cpu(), "{}", ALL).await;
+    assert!(all.contains_key("main;work;leaf"));
+    assert!(
+        all.contains_key("main;handle;parse"),
+        "inline frames, caller first"
+    );
+    assert!(
+        all.contains_key("main;work;libc.so.6+0xbeef"),
+        "unsymbolized frame"
+    );
+    assert!(all.contains_key(""), "empty stacks count at the root");
+    check(&f, alloc(), "", ALL).await;
+
+    // Series labels.
+    let api = check(&f, cpu(), r#"{service.name="api"}"#, ALL).await;
+    let web = check(&f, cpu(), r#"{service.name!="api"}"#, ALL).await;
+    assert!(!api.is_empty() && !web.is_empty());
+    assert_eq!(
+        api.values().chain(web.values()).sum::<i64>(),
+        all.values().sum::<i64>(),
+        "the two services partition the samples"
+    );
+    check(&f, cpu(), r#"{service.name=~"ap|we", host="h1"}"#, ALL).await;
+    check(&f, cpu(), r#"{host=""}"#, ALL).await;
+
+    // Sample attributes, and a key that is a label on one series and an attribute on another.
+    check(&f, cpu(), r#"{thread.name="main"}"#, ALL).await;
+    check(&f, cpu(), r#"{thread.name!="main"}"#, ALL).await;
+    check(&f, cpu(), r#"{thread.name=~".*main"}"#, ALL).await;
+    check(&f, cpu(), r#"{thread.name=""}"#, ALL).await;
+    check(
+        &f,
+        cpu(),
+        r#"{service.name="api", thread.name=~"work.*", tid="7"}"#,
+        ALL,
+    )
+    .await;
+    check(&f, cpu(), r#"{tid!~"7"}"#, ALL).await;
+
+    // Nothing selected: an empty tree, not an error.
+    for selector in [r#"{service.name="nope"}"#, r#"{thread.name="nope"}"#] {
+        assert!(check(&f, cpu(), selector, ALL).await.is_empty());
+    }
+    let unknown = ProfileType::parse("wall:nanoseconds::").unwrap();
+    assert!(check(&f, unknown, "{}", ALL).await.is_empty());
+}
+
+#[tokio::test]
+async fn time_ranges_cut_through_samples_and_segments() {
+    let f = fixture().await;
+    for (start, end) in [
+        (1000, 1001),
+        (1010, 2510),
+        (2000, 2025),
+        (2024, 2026),
+        (1500, 4000),
+        (3975, 9000),
+        (0, 1000),
+    ] {
+        let range = TimeRange { start, end };
+        check(&f, cpu(), "{}", range).await;
+        check(&f, cpu(), r#"{thread.name="worker"}"#, range).await;
+    }
+    assert!(
+        check(
+            &f,
+            cpu(),
+            "{}",
+            TimeRange {
+                start: 5000,
+                end: 6000
+            }
+        )
+        .await
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn results_carry_unit_period_and_stay_exact_when_truncated() {
+    let f = fixture().await;
+    let q = |selector: &str, max_nodes| FlamegraphQuery {
+        tenant: TENANT.into(),
+        profile_type: cpu(),
+        selector: parse_selector(selector).unwrap(),
+        range: ALL,
+        max_nodes,
+    };
+    let full = f.engine.flamegraph(&q("{}", 0)).await.unwrap();
+    assert_eq!(
+        full.period, 20_000_000,
+        "the largest period of the selected series"
+    );
+    assert_eq!(full.unit, "count");
+    let api = f
+        .engine
+        .flamegraph(&q(r#"{service.name="api"}"#, 0))
+        .await
+        .unwrap();
+    assert_eq!(api.period, 10_000_000);
+
+    let small = f.engine.flamegraph(&q("{}", 3)).await.unwrap();
+    assert_eq!(small.total, full.total);
+    assert_eq!(small.root.total, full.total);
+    assert!(
+        small.root.child(OTHER_NAME).is_some()
+            || small.root.child("main").unwrap().child(OTHER_NAME).is_some()
+    );
+
+    let text = folded(&full);
+    let folded_sum: i64 = text
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(
+        folded_sum,
+        full.total - full.root.self_value,
+        "folded omits only empty stacks"
+    );
+    let json = serde_json::to_value(&full).unwrap();
+    assert_eq!(json["total"], full.total);
+    assert_eq!(json["profile_type"], "samples:count:cpu:nanoseconds");
+}
+
+#[tokio::test]
+async fn bad_requests_are_client_errors_and_tenants_are_separate() {
+    let f = fixture().await;
+    let mut q = FlamegraphQuery {
+        tenant: TENANT.into(),
+        profile_type: cpu(),
+        selector: parse_selector("{}").unwrap(),
+        range: TimeRange { start: 10, end: 10 },
+        max_nodes: 0,
+    };
+    let err = f.engine.flamegraph(&q).await.unwrap_err();
+    assert!(matches!(err, QueryError::InvalidArgument(_)), "{err}");
+    assert!(err.is_client_error());
+
+    q.range = ALL;
+    q.tenant = "someone-else".into();
+    let other = f.engine.flamegraph(&q).await.unwrap();
+    assert_eq!((other.total, other.root.children.len()), (0, 0));
+}
+
+/// The values each stack got, as the test wrote them, per series label set, to make sure
+/// the fixture exercises what the tests above claim.
+#[tokio::test]
+async fn fixture_covers_every_case() {
+    let f = fixture().await;
+    let mut seen: HashMap<(String, String, String), i64> = HashMap::new();
+    for s in &f.samples {
+        let thread = s
+            .attrs
+            .iter()
+            .find(|(k, _)| k == "thread.name")
+            .map_or("", |(_, v)| v.as_str());
+        *seen
+            .entry((
+                s.profile_type.id(),
+                s.labels["service.name"].clone(),
+                thread.to_string(),
+            ))
+            .or_default() += 1;
+    }
+    for service in ["api", "web"] {
+        for thread in ["main", "worker", ""] {
+            let key = (cpu().id(), service.to_string(), thread.to_string());
+            assert!(seen.contains_key(&key), "no sample for {key:?}");
+        }
+    }
+    assert!(f.samples.iter().any(|s| s.path.is_empty()));
+}

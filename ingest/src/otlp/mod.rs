@@ -1,0 +1,11 @@
+//! OTLP profiles (v1development, opentelemetry-proto v1.10 layout): decode, validate,
+//! normalize.
+
+mod attributes;
+pub mod decode;
+pub mod normalize;
+mod validate;
+
+pub use decode::{DecodeError, decode_json, decode_protobuf};
+pub use normalize::{Normalized, normalize};
+pub use validate::{ProfileError, RequestError};

@@ -1,0 +1,356 @@
+//! Converts validated OTLP profiles into the normalized [`Batch`]: dictionary entries
+//! become content-addressed symbols, samples become rows of a series.
+
+use std::collections::HashMap;
+
+use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
+use stackhouse_proto::otlp_common::{InstrumentationScope, KeyValue};
+use stackhouse_proto::otlp_profiles::{Location, Profile, ProfilesDictionary, ValueType};
+use stackhouse_storage::model::{
+    self, AttributeSet, Batch, Labels, ProfileRecord, ProfileType, SampleRow, Series, SymbolId,
+};
+
+use super::attributes::{dictionary_pair, key_value_pair, string, value_string};
+use super::validate::{RequestError, Validator, check_dictionary};
+
+/// Enough to tell a sender what is wrong without letting a request of thousands of bad
+/// profiles build an enormous error message.
+pub const MAX_ERROR_MESSAGES: usize = 100;
+
+/// Mapping attributes that carry a build id, most specific first.
+const BUILD_ID_KEYS: [&str; 4] = [
+    "process.executable.build_id.gnu",
+    "process.executable.build_id.htlhash",
+    "process.executable.build_id.go",
+    "process.executable.build_id.profiling",
+];
+
+/// What one request contributed; rejected profiles contributed nothing to `batch`.
+#[derive(Debug)]
+pub struct Normalized {
+    pub batch: Batch,
+    pub accepted_profiles: usize,
+    pub rejected_profiles: usize,
+    /// One message per rejected profile, naming its position; at most
+    /// [`MAX_ERROR_MESSAGES`] (`rejected_profiles` is always exact).
+    pub errors: Vec<String>,
+}
+
+pub fn normalize(
+    tenant: &str,
+    request: &ExportProfilesServiceRequest,
+    received_at_nanos: i64,
+) -> Result<Normalized, RequestError> {
+    let empty = ProfilesDictionary::default();
+    let dict = request.dictionary.as_ref().unwrap_or(&empty);
+    check_dictionary(dict)?;
+    let mut validator = Validator::new(dict);
+    let mut interner = Interner::new(dict);
+    let mut out = Normalized {
+        batch: Batch::new(tenant),
+        accepted_profiles: 0,
+        rejected_profiles: 0,
+        errors: Vec::new(),
+    };
+    for (r, resource_profiles) in request.resource_profiles.iter().enumerate() {
+        let resource = resource_profiles
+            .resource
+            .as_ref()
+            .map_or(&[][..], |r| &r.attributes);
+        for (s, scope_profiles) in resource_profiles.scope_profiles.iter().enumerate() {
+            let scope = scope_profiles.scope.as_ref();
+            for (p, profile) in scope_profiles.profiles.iter().enumerate() {
+                // Validating first keeps a rejected profile from adding anything at all.
+                match validator.check_profile(resource, scope, profile) {
+                    Ok(()) => {
+                        interner.add_profile(&mut out.batch, resource, scope, profile, received_at_nanos);
+                        out.accepted_profiles += 1;
+                    }
+                    Err(e) => {
+                        out.rejected_profiles += 1;
+                        if out.errors.len() < MAX_ERROR_MESSAGES {
+                            out.errors.push(format!(
+                                "resource_profiles[{r}].scope_profiles[{s}].profiles[{p}]: {e}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Index 0 of a table is its zero value, also when the sender omitted the table.
+static ZERO_LOCATION: Location = Location {
+    mapping_index: 0,
+    address: 0,
+    lines: Vec::new(),
+    attribute_indices: Vec::new(),
+};
+
+/// Maps each dictionary index to its symbol id at most once per request: the dictionary is
+/// shared by every profile of the request, and hashing content is the expensive part.
+/// Only validated entries are interned, so every cached id has its symbol in the batch.
+struct Interner<'a> {
+    dict: &'a ProfilesDictionary,
+    functions: Vec<Option<SymbolId>>,
+    mappings: Vec<Option<SymbolId>>,
+    locations: Vec<Option<SymbolId>>,
+    stacks: Vec<Option<SymbolId>>,
+    attr_sets: HashMap<&'a [i32], SymbolId>,
+    /// Reused buffer for the location ids of one stack.
+    path: Vec<SymbolId>,
+}
+
+/// Indices are validated non-negative before they get here.
+fn slot(index: i32) -> usize {
+    usize::try_from(index).expect("validated index is non-negative")
+}
+
+fn cache(len: usize) -> Vec<Option<SymbolId>> {
+    vec![None; len.max(1)]
+}
+
+impl<'a> Interner<'a> {
+    fn new(dict: &'a ProfilesDictionary) -> Self {
+        Interner {
+            dict,
+            functions: cache(dict.function_table.len()),
+            mappings: cache(dict.mapping_table.len()),
+            locations: cache(dict.location_table.len()),
+            stacks: cache(dict.stack_table.len()),
+            attr_sets: HashMap::new(),
+            path: Vec::new(),
+        }
+    }
+
+    fn str(&self, index: i32) -> &'a str {
+        string(&self.dict.string_table, index)
+    }
+
+    fn add_profile(
+        &mut self,
+        batch: &mut Batch,
+        resource: &[KeyValue],
+        scope: Option<&InstrumentationScope>,
+        profile: &'a Profile,
+        received_at_nanos: i64,
+    ) {
+        let series = Series::new(
+            ProfileType {
+                sample_type: self.value_type_part(profile.sample_type, |t| t.type_strindex),
+                sample_unit: self.value_type_part(profile.sample_type, |t| t.unit_strindex),
+                period_type: self.value_type_part(profile.period_type, |t| t.type_strindex),
+                period_unit: self.value_type_part(profile.period_type, |t| t.unit_strindex),
+            },
+            self.labels(resource, scope, profile),
+            profile.period,
+        );
+        let series_id = batch.add_series(series);
+        let profile_id = nonzero_id::<16>(&profile.profile_id);
+        // Validated: both fit in i64 and so does their sum.
+        let start = profile.time_unix_nano as i64;
+        let time = if start == 0 { received_at_nanos } else { start };
+
+        let rows_before = batch.samples.len();
+        for sample in &profile.samples {
+            let stack_id = self.stack(batch, sample.stack_index);
+            let attr_set_id = self.attr_set(batch, &sample.attribute_indices);
+            let (trace_id, span_id) = self.link(sample.link_index);
+            let row = |time_nanos, value| SampleRow {
+                time_nanos,
+                series_id,
+                stack_id,
+                value,
+                attr_set_id,
+                trace_id,
+                span_id,
+                profile_id,
+            };
+            let timestamps = sample.timestamps_unix_nano.iter().map(|&t| t as i64);
+            match (sample.values.is_empty(), sample.timestamps_unix_nano.is_empty()) {
+                (false, false) => batch
+                    .samples
+                    .extend(timestamps.zip(&sample.values).map(|(t, &v)| row(t, v))),
+                (true, false) => batch.samples.extend(timestamps.map(|t| row(t, 1))),
+                (false, true) => batch.samples.extend(sample.values.iter().map(|&v| row(time, v))),
+                (true, true) => {}
+            }
+        }
+        if let Some(profile_id) = profile_id {
+            batch.profiles.push(ProfileRecord {
+                profile_id,
+                series_id,
+                start_nanos: time,
+                end_nanos: time.saturating_add(profile.duration_nano as i64),
+                sample_count: (batch.samples.len() - rows_before) as i64,
+            });
+        }
+    }
+
+    fn value_type_part(&self, value_type: Option<ValueType>, part: fn(&ValueType) -> i32) -> String {
+        value_type.map_or("", |t| self.str(part(&t))).to_string()
+    }
+
+    /// Resource, then scope, then profile attributes: the more specific one wins a key.
+    fn labels(
+        &self,
+        resource: &[KeyValue],
+        scope: Option<&InstrumentationScope>,
+        profile: &Profile,
+    ) -> Labels {
+        let strings = &self.dict.string_table;
+        let mut labels = Labels::new();
+        let mut insert = |(key, value): (String, String)| {
+            // An attribute without a key cannot be selected on.
+            if !key.is_empty() {
+                labels.insert(key, value);
+            }
+        };
+        resource.iter().for_each(|kv| insert(key_value_pair(kv, strings)));
+        if let Some(scope) = scope {
+            if !scope.name.is_empty() {
+                insert(("otel.scope.name".to_string(), scope.name.clone()));
+            }
+            scope
+                .attributes
+                .iter()
+                .for_each(|kv| insert(key_value_pair(kv, strings)));
+        }
+        for &i in &profile.attribute_indices {
+            if i != 0 {
+                insert(dictionary_pair(&self.dict.attribute_table[slot(i)], strings));
+            }
+        }
+        labels
+    }
+
+    fn attr_set(&mut self, batch: &mut Batch, indices: &'a [i32]) -> SymbolId {
+        if indices.is_empty() {
+            return SymbolId::ZERO;
+        }
+        if let Some(&id) = self.attr_sets.get(indices) {
+            return id;
+        }
+        let pairs = indices
+            .iter()
+            .filter(|&&i| i != 0)
+            .map(|&i| dictionary_pair(&self.dict.attribute_table[slot(i)], &self.dict.string_table))
+            .filter(|(key, _)| !key.is_empty())
+            .collect();
+        let id = batch.add_attr_set(AttributeSet::new(pairs));
+        self.attr_sets.insert(indices, id);
+        id
+    }
+
+    fn link(&self, index: i32) -> (Option<[u8; 16]>, Option<[u8; 8]>) {
+        match self.dict.link_table.get(slot(index)).filter(|_| index != 0) {
+            Some(link) => (nonzero_id(&link.trace_id), nonzero_id(&link.span_id)),
+            None => (None, None),
+        }
+    }
+
+    fn stack(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
+        let i = slot(index);
+        if i == 0 {
+            return SymbolId::ZERO;
+        }
+        if let Some(id) = self.stacks[i] {
+            return id;
+        }
+        let dict = self.dict;
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        for &location in &dict.stack_table[i].location_indices {
+            path.push(self.location(batch, location));
+        }
+        let id = batch.add_stack(&path);
+        self.path = path;
+        self.stacks[i] = Some(id);
+        id
+    }
+
+    fn location(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
+        let i = slot(index);
+        if let Some(id) = self.locations[i] {
+            return id;
+        }
+        let dict = self.dict;
+        let location = dict.location_table.get(i).unwrap_or(&ZERO_LOCATION);
+        let mapping_id = self.mapping(batch, location.mapping_index);
+        let lines = location
+            .lines
+            .iter()
+            .map(|line| model::Line {
+                function_id: self.function(batch, line.function_index),
+                line: line.line,
+                column: line.column,
+            })
+            .collect();
+        let id = batch.add_location(model::Location {
+            mapping_id,
+            address: location.address,
+            lines,
+        });
+        self.locations[i] = Some(id);
+        id
+    }
+
+    fn mapping(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
+        let i = slot(index);
+        if i == 0 {
+            return SymbolId::ZERO;
+        }
+        if let Some(id) = self.mappings[i] {
+            return id;
+        }
+        let mapping = &self.dict.mapping_table[i];
+        let id = batch.add_mapping(model::Mapping {
+            memory_start: mapping.memory_start,
+            memory_limit: mapping.memory_limit,
+            file_offset: mapping.file_offset,
+            filename: self.str(mapping.filename_strindex).to_string(),
+            build_id: self.build_id(&mapping.attribute_indices),
+        });
+        self.mappings[i] = Some(id);
+        id
+    }
+
+    fn build_id(&self, attribute_indices: &[i32]) -> String {
+        let attrs = || {
+            attribute_indices
+                .iter()
+                .filter(|&&i| i != 0)
+                .map(|&i| &self.dict.attribute_table[slot(i)])
+        };
+        BUILD_ID_KEYS
+            .iter()
+            .find_map(|&key| attrs().find(|a| self.str(a.key_strindex) == key))
+            .map(|a| value_string(a.value.as_ref(), &self.dict.string_table))
+            .unwrap_or_default()
+    }
+
+    fn function(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
+        let i = slot(index);
+        if let Some(id) = self.functions[i] {
+            return id;
+        }
+        let function = self.dict.function_table.get(i).copied().unwrap_or_default();
+        let id = batch.add_function(model::Function {
+            name: self.str(function.name_strindex).to_string(),
+            system_name: self.str(function.system_name_strindex).to_string(),
+            filename: self.str(function.filename_strindex).to_string(),
+            start_line: function.start_line,
+        });
+        self.functions[i] = Some(id);
+        id
+    }
+}
+
+/// Ids are validated to be empty or exactly `N` bytes; all-zero means "not set" in OTLP.
+fn nonzero_id<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
+    <[u8; N]>::try_from(bytes)
+        .ok()
+        .filter(|id| id.iter().any(|&b| b != 0))
+}

@@ -1,9 +1,45 @@
 //! A segment's Parquet objects: writing a batch's tables, reading symbol tables back.
 
-use crate::catalog::SegmentMeta;
-use crate::model::Batch;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, FixedSizeBinaryArray, Int64Array, ListArray, RecordBatch, StringArray,
+    StructArray, UInt64Array,
+};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, FieldRef, Fields, Int64Type, SchemaRef, UInt64Type};
+use bytes::Bytes;
+use object_store::{ObjectStoreExt, PutPayload};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use crate::catalog::{ObjectMeta, SegmentMeta, SegmentSeries, TableKind};
+use crate::model::{AttributeSet, Batch, Function, Line, Location, Mapping, SampleRow, StackNode, SymbolId};
+use crate::schema::{self, SCHEMA_VERSION, SCHEMA_VERSION_KEY, samples as col};
 use crate::store::{Store, StoreError};
 use crate::symbols::SymbolIndex;
+
+/// Rows per row group: large enough for good compression, small enough that time and series
+/// statistics prune most of a large segment.
+pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+
+/// Columns looked up by exact value (trace and profile links), hence the bloom filters.
+const BLOOM_COLUMNS: [&str; 3] = [col::TRACE_ID, col::SPAN_ID, col::PROFILE_ID];
+
+/// The symbol tables, in the order their objects are listed.
+const SYMBOL_KINDS: [TableKind; 5] = [
+    TableKind::Stacks,
+    TableKind::Locations,
+    TableKind::Functions,
+    TableKind::Mappings,
+    TableKind::AttributeSets,
+];
 
 /// Object key of one table of a segment, relative to the store root.
 pub fn object_key(tenant: &str, segment_id: &str, kind: crate::catalog::TableKind) -> String {
@@ -18,12 +54,425 @@ pub async fn write_segment(
     segment_id: &str,
     level: i32,
 ) -> Result<SegmentMeta, StoreError> {
-    let _ = (store, batch, segment_id, level);
-    todo!("storage helper")
+    let mut samples: Vec<&SampleRow> = batch.samples.iter().collect();
+    samples.sort_by_key(|s| (s.series_id, s.time_nanos, s.stack_id));
+    let (Some(first), Some(_)) = (samples.first(), samples.last()) else {
+        return Err(StoreError::EmptySegment);
+    };
+    let (mut min_time, mut max_time) = (first.time_nanos, first.time_nanos);
+    for s in &samples {
+        min_time = min_time.min(s.time_nanos);
+        max_time = max_time.max(s.time_nanos);
+    }
+    let series = series_extents(&samples);
+
+    let mut tables = vec![(TableKind::Samples, samples_batch(&samples)?)];
+    for kind in SYMBOL_KINDS {
+        let table = symbol_batch(kind, batch)?;
+        if table.num_rows() > 0 {
+            tables.push((kind, table));
+        }
+    }
+    let objects = futures::future::try_join_all(
+        tables
+            .into_iter()
+            .map(|(kind, table)| put_table(store, &batch.tenant, segment_id, kind, table)),
+    )
+    .await?;
+
+    Ok(SegmentMeta {
+        id: segment_id.to_string(),
+        tenant: batch.tenant.clone(),
+        min_time,
+        max_time,
+        level,
+        created_at_nanos: now_nanos(),
+        objects,
+        series,
+    })
 }
 
 /// Reads the symbol objects of one segment.
 pub async fn read_symbols(store: &Store, segment: &SegmentMeta) -> Result<SymbolIndex, StoreError> {
-    let _ = (store, segment);
-    todo!("storage helper")
+    let mut index = SymbolIndex::default();
+    for object in segment.objects.iter().filter(|o| SYMBOL_KINDS.contains(&o.kind)) {
+        let bytes = store
+            .object_store()
+            .get(&store.path(&object.key))
+            .await?
+            .bytes()
+            .await?;
+        let (kind, key) = (object.kind, object.key.clone());
+        let part = tokio::task::spawn_blocking(move || decode_symbols(kind, &key, bytes))
+            .await
+            .expect("decoding symbols does not panic")?;
+        index.merge(part);
+    }
+    Ok(index)
+}
+
+/// Opens a Parquet object, refusing it unless it carries our schema version and the exact
+/// schema of its table.
+pub fn open_table(
+    kind: TableKind,
+    key: &str,
+    bytes: Bytes,
+) -> Result<ParquetRecordBatchReaderBuilder<Bytes>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: key.to_string(),
+        reason,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+    let version = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kvs| kvs.iter().find(|kv| kv.key == SCHEMA_VERSION_KEY))
+        .and_then(|kv| kv.value.clone());
+    match version.as_deref() {
+        Some(SCHEMA_VERSION) => {}
+        Some(other) => return Err(corrupt(format!("unknown schema version {other:?}"))),
+        None => return Err(corrupt(format!("no {SCHEMA_VERSION_KEY} metadata"))),
+    }
+    if builder.schema().fields() != schema::schema_of(kind).fields() {
+        return Err(corrupt(format!("not the schema of the {} table", kind.as_str())));
+    }
+    Ok(builder)
+}
+
+fn now_nanos() -> i64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since_epoch.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Extents of each series; `samples` must be sorted by (series, time).
+fn series_extents(samples: &[&SampleRow]) -> Vec<SegmentSeries> {
+    let mut out: Vec<SegmentSeries> = Vec::new();
+    for s in samples {
+        match out.last_mut() {
+            Some(last) if last.series_id == s.series_id => {
+                last.max_time = s.time_nanos;
+                last.samples += 1;
+            }
+            _ => out.push(SegmentSeries {
+                series_id: s.series_id,
+                min_time: s.time_nanos,
+                max_time: s.time_nanos,
+                samples: 1,
+            }),
+        }
+    }
+    out
+}
+
+async fn put_table(
+    store: &Store,
+    tenant: &str,
+    segment_id: &str,
+    kind: TableKind,
+    table: RecordBatch,
+) -> Result<ObjectMeta, StoreError> {
+    let rows = table.num_rows() as u64;
+    // Encoding is CPU work of up to seconds for large flushes; keep it off the runtime.
+    let bytes = tokio::task::spawn_blocking(move || encode(kind, &table))
+        .await
+        .expect("encoding parquet does not panic")?;
+    let key = object_key(tenant, segment_id, kind);
+    let size_bytes = bytes.len() as u64;
+    store
+        .object_store()
+        .put(&store.path(&key), PutPayload::from(bytes))
+        .await?;
+    Ok(ObjectMeta {
+        kind,
+        key,
+        size_bytes,
+        rows,
+    })
+}
+
+fn writer_properties(kind: TableKind) -> WriterProperties {
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            SCHEMA_VERSION_KEY.to_string(),
+            SCHEMA_VERSION.to_string(),
+        )]));
+    if kind == TableKind::Samples {
+        let schema = schema::schema_of(kind);
+        let sorted_by = [col::SERIES_ID, col::TIME].map(|name| SortingColumn {
+            column_idx: schema
+                .index_of(name)
+                .expect("samples schema has its sort columns") as i32,
+            descending: false,
+            nulls_first: false,
+        });
+        props = props.set_sorting_columns(Some(sorted_by.to_vec()));
+        for name in BLOOM_COLUMNS {
+            props = props
+                .set_column_bloom_filter_enabled(ColumnPath::from(name), true)
+                .set_column_bloom_filter_max_ndv(ColumnPath::from(name), ROW_GROUP_ROWS as u64);
+        }
+    }
+    props.build()
+}
+
+fn encode(kind: TableKind, table: &RecordBatch) -> Result<Bytes, StoreError> {
+    let mut buf = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut buf, table.schema(), Some(writer_properties(kind)))?;
+    writer.write(table)?;
+    writer.close()?;
+    Ok(Bytes::from(buf))
+}
+
+fn id_array<'a>(ids: impl Iterator<Item = &'a SymbolId>) -> ArrayRef {
+    let bytes: Vec<u8> = ids.flat_map(|id| id.0).collect();
+    Arc::new(FixedSizeBinaryArray::new(16, bytes.into(), None))
+}
+
+fn optional_bytes<const N: usize>(
+    values: impl Iterator<Item = Option<[u8; N]>>,
+) -> Result<ArrayRef, StoreError> {
+    Ok(Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+        values, N as i32,
+    )?))
+}
+
+fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(values))
+}
+
+fn record_batch(schema: SchemaRef, columns: Vec<ArrayRef>) -> Result<RecordBatch, StoreError> {
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+fn samples_batch(samples: &[&SampleRow]) -> Result<RecordBatch, StoreError> {
+    record_batch(
+        schema::SAMPLES.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(samples.iter().map(|s| s.time_nanos))),
+            Arc::new(Int64Array::from_iter_values(samples.iter().map(|s| s.series_id))),
+            id_array(samples.iter().map(|s| &s.stack_id)),
+            Arc::new(Int64Array::from_iter_values(samples.iter().map(|s| s.value))),
+            id_array(samples.iter().map(|s| &s.attr_set_id)),
+            optional_bytes(samples.iter().map(|s| s.trace_id))?,
+            optional_bytes(samples.iter().map(|s| s.span_id))?,
+            optional_bytes(samples.iter().map(|s| s.profile_id))?,
+        ],
+    )
+}
+
+/// Rows sorted by id, so that files are deterministic and min/max statistics prune lookups.
+fn sorted<V>(table: &HashMap<SymbolId, V>) -> Vec<(&SymbolId, &V)> {
+    let mut rows: Vec<_> = table.iter().collect();
+    rows.sort_unstable_by_key(|(id, _)| **id);
+    rows
+}
+
+/// The `lines` list field of the locations schema and the fields of its struct items.
+fn line_fields() -> (FieldRef, Fields) {
+    let schema = schema::LOCATIONS.clone();
+    let DataType::List(item) = schema
+        .field_with_name("lines")
+        .expect("locations have lines")
+        .data_type()
+    else {
+        unreachable!("locations.lines is a list")
+    };
+    let DataType::Struct(fields) = item.data_type() else {
+        unreachable!("lines are structs")
+    };
+    (item.clone(), fields.clone())
+}
+
+fn symbol_batch(kind: TableKind, batch: &Batch) -> Result<RecordBatch, StoreError> {
+    let schema = schema::schema_of(kind);
+    match kind {
+        TableKind::Samples => unreachable!("samples are not a symbol table"),
+        TableKind::Stacks => {
+            let rows = sorted(&batch.stacks);
+            record_batch(
+                schema,
+                vec![
+                    id_array(rows.iter().map(|(id, _)| *id)),
+                    id_array(rows.iter().map(|(_, n)| &n.parent_id)),
+                    id_array(rows.iter().map(|(_, n)| &n.location_id)),
+                ],
+            )
+        }
+        TableKind::Locations => {
+            let rows = sorted(&batch.locations);
+            let lines = rows.iter().flat_map(|(_, l)| &l.lines);
+            let (item, fields) = line_fields();
+            let structs = StructArray::try_new(
+                fields,
+                vec![
+                    id_array(lines.clone().map(|l| &l.function_id)),
+                    Arc::new(Int64Array::from_iter_values(lines.clone().map(|l| l.line))),
+                    Arc::new(Int64Array::from_iter_values(lines.map(|l| l.column))),
+                ],
+                None,
+            )?;
+            let offsets = OffsetBuffer::from_lengths(rows.iter().map(|(_, l)| l.lines.len()));
+            let list = ListArray::try_new(item, offsets, Arc::new(structs), None)?;
+            record_batch(
+                schema,
+                vec![
+                    id_array(rows.iter().map(|(id, _)| *id)),
+                    id_array(rows.iter().map(|(_, l)| &l.mapping_id)),
+                    Arc::new(UInt64Array::from_iter_values(rows.iter().map(|(_, l)| l.address))),
+                    Arc::new(list),
+                ],
+            )
+        }
+        TableKind::Functions => {
+            let rows = sorted(&batch.functions);
+            record_batch(
+                schema,
+                vec![
+                    id_array(rows.iter().map(|(id, _)| *id)),
+                    strings(rows.iter().map(|(_, f)| f.name.as_str())),
+                    strings(rows.iter().map(|(_, f)| f.system_name.as_str())),
+                    strings(rows.iter().map(|(_, f)| f.filename.as_str())),
+                    Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|(_, f)| f.start_line),
+                    )),
+                ],
+            )
+        }
+        TableKind::Mappings => {
+            let rows = sorted(&batch.mappings);
+            record_batch(
+                schema,
+                vec![
+                    id_array(rows.iter().map(|(id, _)| *id)),
+                    Arc::new(UInt64Array::from_iter_values(
+                        rows.iter().map(|(_, m)| m.memory_start),
+                    )),
+                    Arc::new(UInt64Array::from_iter_values(
+                        rows.iter().map(|(_, m)| m.memory_limit),
+                    )),
+                    Arc::new(UInt64Array::from_iter_values(
+                        rows.iter().map(|(_, m)| m.file_offset),
+                    )),
+                    strings(rows.iter().map(|(_, m)| m.filename.as_str())),
+                    strings(rows.iter().map(|(_, m)| m.build_id.as_str())),
+                ],
+            )
+        }
+        TableKind::AttributeSets => {
+            let rows = sorted(&batch.attr_sets);
+            let pairs: Vec<(&SymbolId, &(String, String))> = rows
+                .iter()
+                .flat_map(|(id, set)| set.attrs.iter().map(move |kv| (*id, kv)))
+                .collect();
+            record_batch(
+                schema,
+                vec![
+                    id_array(pairs.iter().map(|(id, _)| *id)),
+                    strings(pairs.iter().map(|(_, (k, _))| k.as_str())),
+                    strings(pairs.iter().map(|(_, (_, v))| v.as_str())),
+                ],
+            )
+        }
+    }
+}
+
+fn ids(array: &ArrayRef) -> impl Iterator<Item = SymbolId> + '_ {
+    let array = array.as_fixed_size_binary();
+    (0..array.len()).map(|i| SymbolId::from_slice(array.value(i)).expect("schema checked: 16 bytes"))
+}
+
+fn decode_symbols(kind: TableKind, key: &str, bytes: Bytes) -> Result<SymbolIndex, StoreError> {
+    let mut index = SymbolIndex::default();
+    // Attribute sets span several rows; gather them before building the sets.
+    let mut attrs: BTreeMap<SymbolId, Vec<(String, String)>> = BTreeMap::new();
+    for table in open_table(kind, key, bytes)?.build()? {
+        let table = table?;
+        let c = table.columns();
+        match kind {
+            TableKind::Samples => unreachable!("only symbol objects are decoded here"),
+            TableKind::Stacks => {
+                for ((id, parent_id), location_id) in ids(&c[0]).zip(ids(&c[1])).zip(ids(&c[2])) {
+                    index.stacks.insert(
+                        id,
+                        StackNode {
+                            parent_id,
+                            location_id,
+                        },
+                    );
+                }
+            }
+            TableKind::Locations => {
+                let (mapping_ids, addresses) = (ids(&c[1]), c[2].as_primitive::<UInt64Type>());
+                let list = c[3].as_list::<i32>();
+                let lines = list.values().as_struct();
+                let function_ids: Vec<SymbolId> = ids(lines.column(0)).collect();
+                let (line_nos, columns) = (
+                    lines.column(1).as_primitive::<Int64Type>(),
+                    lines.column(2).as_primitive::<Int64Type>(),
+                );
+                let offsets = list.value_offsets().windows(2);
+                for (i, ((id, mapping_id), range)) in ids(&c[0]).zip(mapping_ids).zip(offsets).enumerate() {
+                    let lines = (range[0] as usize..range[1] as usize)
+                        .map(|j| Line {
+                            function_id: function_ids[j],
+                            line: line_nos.value(j),
+                            column: columns.value(j),
+                        })
+                        .collect();
+                    index.locations.insert(
+                        id,
+                        Location {
+                            mapping_id,
+                            address: addresses.value(i),
+                            lines,
+                        },
+                    );
+                }
+            }
+            TableKind::Functions => {
+                let [name, system_name, filename] = [1, 2, 3].map(|i| c[i].as_string::<i32>());
+                let start_line = c[4].as_primitive::<Int64Type>();
+                for (i, id) in ids(&c[0]).enumerate() {
+                    let function = Function {
+                        name: name.value(i).to_string(),
+                        system_name: system_name.value(i).to_string(),
+                        filename: filename.value(i).to_string(),
+                        start_line: start_line.value(i),
+                    };
+                    index.functions.insert(id, function);
+                }
+            }
+            TableKind::Mappings => {
+                let [start, limit, offset] = [1, 2, 3].map(|i| c[i].as_primitive::<UInt64Type>());
+                let [filename, build_id] = [4, 5].map(|i| c[i].as_string::<i32>());
+                for (i, id) in ids(&c[0]).enumerate() {
+                    let mapping = Mapping {
+                        memory_start: start.value(i),
+                        memory_limit: limit.value(i),
+                        file_offset: offset.value(i),
+                        filename: filename.value(i).to_string(),
+                        build_id: build_id.value(i).to_string(),
+                    };
+                    index.mappings.insert(id, mapping);
+                }
+            }
+            TableKind::AttributeSets => {
+                let [key, value] = [1, 2].map(|i| c[i].as_string::<i32>());
+                for (i, id) in ids(&c[0]).enumerate() {
+                    attrs
+                        .entry(id)
+                        .or_default()
+                        .push((key.value(i).to_string(), value.value(i).to_string()));
+                }
+            }
+        }
+    }
+    index
+        .attr_sets
+        .extend(attrs.into_iter().map(|(id, kvs)| (id, AttributeSet::new(kvs))));
+    Ok(index)
 }

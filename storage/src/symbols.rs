@@ -1,14 +1,19 @@
 //! Symbol tables held in memory per tenant: the writer asks which ids are already stored,
 //! queries turn stack ids into frames.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::OwnedRwLockReadGuard;
+use futures::{StreamExt, TryStreamExt};
+use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use crate::catalog::Catalog;
 use crate::model::{AttributeSet, Batch, Function, Location, Mapping, StackNode, SymbolId};
+use crate::segment::read_symbols;
 use crate::store::{Store, StoreError};
+
+/// How many segments' symbol objects are fetched at once when a tenant is loaded.
+const LOAD_CONCURRENCY: usize = 8;
 
 #[derive(Clone, Debug, Default)]
 pub struct SymbolIndex {
@@ -22,16 +27,52 @@ pub struct SymbolIndex {
 impl SymbolIndex {
     /// Adds every symbol of `batch`.
     pub fn extend_from_batch(&mut self, batch: &Batch) {
-        let _ = batch;
-        todo!("storage helper")
+        extend_cloned(&mut self.stacks, &batch.stacks);
+        extend_cloned(&mut self.locations, &batch.locations);
+        extend_cloned(&mut self.functions, &batch.functions);
+        extend_cloned(&mut self.mappings, &batch.mappings);
+        extend_cloned(&mut self.attr_sets, &batch.attr_sets);
+    }
+
+    /// Moves every symbol of `other` into `self`.
+    pub fn merge(&mut self, other: SymbolIndex) {
+        self.stacks.extend(other.stacks);
+        self.locations.extend(other.locations);
+        self.functions.extend(other.functions);
+        self.mappings.extend(other.mappings);
+        self.attr_sets.extend(other.attr_sets);
     }
 
     /// Removes from `batch` every symbol already in `self`, leaving only what still has to
     /// be written.
     pub fn retain_new(&self, batch: &mut Batch) {
-        let _ = batch;
-        todo!("storage helper")
+        batch.stacks.retain(|id, _| !self.stacks.contains_key(id));
+        batch.locations.retain(|id, _| !self.locations.contains_key(id));
+        batch.functions.retain(|id, _| !self.functions.contains_key(id));
+        batch.mappings.retain(|id, _| !self.mappings.contains_key(id));
+        batch.attr_sets.retain(|id, _| !self.attr_sets.contains_key(id));
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.stacks.is_empty()
+            && self.locations.is_empty()
+            && self.functions.is_empty()
+            && self.mappings.is_empty()
+            && self.attr_sets.is_empty()
+    }
+}
+
+fn extend_cloned<V: Clone>(into: &mut HashMap<SymbolId, V>, from: &HashMap<SymbolId, V>) {
+    into.extend(from.iter().map(|(id, v)| (*id, v.clone())));
+}
+
+/// Whether a batch carries any symbol, i.e. whether its segment gets symbol objects.
+pub fn has_symbols(batch: &Batch) -> bool {
+    !(batch.stacks.is_empty()
+        && batch.locations.is_empty()
+        && batch.functions.is_empty()
+        && batch.mappings.is_empty()
+        && batch.attr_sets.is_empty())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,28 +83,116 @@ pub enum SymbolError {
     Catalog(#[from] crate::catalog::CatalogError),
 }
 
+#[derive(Default)]
+struct TenantSymbols {
+    index: Arc<RwLock<SymbolIndex>>,
+    /// Serializes loading and recording, so one segment is never fetched twice at once and
+    /// `loaded` always describes what `index` holds.
+    loaded: tokio::sync::Mutex<HashSet<String>>,
+}
+
 /// Per-tenant [`SymbolIndex`], loaded lazily from the symbol objects of committed segments
 /// and kept up to date by the writer of this process.
 pub struct SymbolCache {
     store: Store,
     catalog: Arc<dyn Catalog>,
+    tenants: Mutex<HashMap<String, Arc<TenantSymbols>>>,
 }
 
 impl SymbolCache {
     pub fn new(store: Store, catalog: Arc<dyn Catalog>) -> SymbolCache {
-        SymbolCache { store, catalog }
+        SymbolCache {
+            store,
+            catalog,
+            tenants: Mutex::default(),
+        }
+    }
+
+    fn tenant(&self, tenant: &str) -> Arc<TenantSymbols> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        tenants.entry(tenant.to_string()).or_default().clone()
     }
 
     /// Loads the symbols of committed segments not loaded yet, then returns the index.
+    ///
+    /// When a segment loaded earlier is no longer in the catalog (compaction or retention
+    /// removed it), the index is rebuilt: its symbols may be gone from storage, and the
+    /// writer must not treat them as stored.
     pub async fn read(&self, tenant: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
-        let _ = (tenant, &self.store, &self.catalog);
-        todo!("storage helper")
+        let entry = self.tenant(tenant);
+        {
+            let mut loaded = entry.loaded.lock().await;
+            let segments = self.catalog.symbol_segments(tenant).await?;
+            let listed: HashSet<&str> = segments.iter().map(|s| s.id.as_str()).collect();
+            let rebuild = loaded.iter().any(|id| !listed.contains(id.as_str()));
+            let missing: Vec<_> = segments
+                .iter()
+                .filter(|s| rebuild || !loaded.contains(&s.id))
+                .collect();
+            if rebuild || !missing.is_empty() {
+                // Collected first: a lazy `map` closure here makes the future not `Send`
+                // for the compiler (higher-ranked lifetime inference).
+                let reads: Vec<_> = missing.iter().map(|s| read_symbols(&self.store, s)).collect();
+                let fresh = futures::stream::iter(reads)
+                    .buffer_unordered(LOAD_CONCURRENCY)
+                    .try_fold(SymbolIndex::default(), |mut acc, index| async move {
+                        acc.merge(index);
+                        Ok(acc)
+                    })
+                    .await?;
+                let mut index = entry.index.write().await;
+                if rebuild {
+                    *index = SymbolIndex::default();
+                    loaded.clear();
+                }
+                index.merge(fresh);
+                loaded.extend(missing.iter().map(|s| s.id.clone()));
+            }
+        }
+        Ok(entry.index.clone().read_owned().await)
     }
 
     /// Records the symbols of a segment this process just committed, so they are not read
     /// back from the store.
     pub async fn record(&self, tenant: &str, segment_id: &str, batch: &Batch) {
-        let _ = (tenant, segment_id, batch);
-        todo!("storage helper")
+        let entry = self.tenant(tenant);
+        let mut loaded = entry.loaded.lock().await;
+        entry.index.write().await.extend_from_batch(batch);
+        // Only segments with symbol objects are listed by `symbol_segments`; marking any
+        // other one would look like a removed segment and force a rebuild.
+        if has_symbols(batch) {
+            loaded.insert(segment_id.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Function;
+
+    #[test]
+    fn retain_new_drops_known_symbols_only() {
+        let mut old = Batch::new("t");
+        let f = old.add_function(Function {
+            name: "a".into(),
+            ..Default::default()
+        });
+        let mut index = SymbolIndex::default();
+        index.extend_from_batch(&old);
+
+        let mut next = Batch::new("t");
+        next.add_function(Function {
+            name: "a".into(),
+            ..Default::default()
+        });
+        let g = next.add_function(Function {
+            name: "b".into(),
+            ..Default::default()
+        });
+        index.retain_new(&mut next);
+        assert!(!next.functions.contains_key(&f));
+        assert!(next.functions.contains_key(&g));
+        assert!(has_symbols(&next));
     }
 }

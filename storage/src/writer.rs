@@ -2,13 +2,22 @@
 //! one segment per tenant is written, committed to the catalog, and only then is every
 //! waiting request acknowledged.
 
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::Catalog;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::{Id, JoinSet};
+use tokio::time::MissedTickBehavior;
+
+use crate::catalog::{Catalog, SegmentCommit};
 use crate::model::Batch;
+use crate::segment::write_segment;
 use crate::store::Store;
 use crate::symbols::SymbolCache;
+
+/// Requests queued towards the writer task before `write` waits for room.
+const QUEUE: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct WriterConfig {
@@ -19,7 +28,10 @@ pub struct WriterConfig {
 
 impl Default for WriterConfig {
     fn default() -> Self {
-        WriterConfig { flush_interval: Duration::from_secs(1), max_pending_samples: 1_000_000 }
+        WriterConfig {
+            flush_interval: Duration::from_secs(1),
+            max_pending_samples: 1_000_000,
+        }
     }
 }
 
@@ -36,25 +48,285 @@ pub enum WriteError {
 /// What an acknowledged write produced.
 #[derive(Clone, Debug)]
 pub struct WriteReceipt {
+    /// The segment the batch went into; empty for a batch without samples, which is
+    /// acknowledged without writing anything.
     pub segment_id: String,
 }
 
-pub struct Writer {}
+type Ack = oneshot::Sender<Result<WriteReceipt, WriteError>>;
+
+enum Msg {
+    /// Boxed: batches are large, and the queue holds many messages.
+    Write(Box<Batch>, Ack),
+    Shutdown,
+}
+
+pub struct Writer {
+    tx: mpsc::Sender<Msg>,
+    /// Becomes `true` when the writer task has flushed everything and stopped.
+    stopped: watch::Receiver<bool>,
+}
 
 impl Writer {
-    pub fn start(store: Store, catalog: Arc<dyn Catalog>, symbols: Arc<SymbolCache>, config: WriterConfig) -> Writer {
-        let _ = (store, catalog, symbols, config);
-        todo!("storage helper")
+    pub fn start(
+        store: Store,
+        catalog: Arc<dyn Catalog>,
+        symbols: Arc<SymbolCache>,
+        config: WriterConfig,
+    ) -> Writer {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let (stopped_tx, stopped) = watch::channel(false);
+        let flusher = Arc::new(Flusher {
+            store,
+            catalog,
+            symbols,
+        });
+        tokio::spawn(async move {
+            WriterTask::new(flusher, config).run(rx).await;
+            let _ = stopped_tx.send(true);
+        });
+        Writer { tx, stopped }
     }
 
     /// Returns once `batch` is durable (objects written, catalog committed).
+    ///
+    /// Dropping the future before it completes does not cancel the write: the batch may
+    /// still become durable, only the acknowledgement is lost.
     pub async fn write(&self, batch: Batch) -> Result<WriteReceipt, WriteError> {
-        let _ = batch;
-        todo!("storage helper")
+        if self.tx.is_closed() {
+            return Err(WriteError::ShuttingDown);
+        }
+        if batch.samples.is_empty() {
+            return Ok(WriteReceipt {
+                segment_id: String::new(),
+            });
+        }
+        if let Some(s) = batch
+            .samples
+            .iter()
+            .find(|s| !batch.series.contains_key(&s.series_id))
+        {
+            // Caught per request, so one bad request does not fail the whole group.
+            return Err(WriteError::Unavailable(format!(
+                "batch has samples of series {} but not its definition",
+                s.series_id
+            )));
+        }
+        let (ack, acked) = oneshot::channel();
+        self.tx
+            .send(Msg::Write(Box::new(batch), ack))
+            .await
+            .map_err(|_| WriteError::ShuttingDown)?;
+        acked
+            .await
+            .unwrap_or_else(|_| Err(WriteError::Unavailable("the writer task stopped".into())))
     }
 
     /// Flushes and acknowledges everything pending, then refuses new writes.
     pub async fn shutdown(&self) {
-        todo!("storage helper")
+        // Fails only when the task already stopped, which is what we wait for anyway.
+        let _ = self.tx.send(Msg::Shutdown).await;
+        let mut stopped = self.stopped.clone();
+        let _ = stopped.wait_for(|stopped| *stopped).await;
     }
+}
+
+/// Requests of one tenant waiting for the next flush.
+struct Pending {
+    batch: Batch,
+    acks: Vec<Ack>,
+}
+
+/// The single task that owns all pending state; flushes run as tasks it spawns, at most
+/// one per tenant at a time, so tenants never wait for (or fail with) each other.
+struct WriterTask {
+    flusher: Arc<Flusher>,
+    config: WriterConfig,
+    pending: HashMap<String, Pending>,
+    flushing: HashMap<Id, String>,
+    tasks: JoinSet<()>,
+}
+
+impl WriterTask {
+    fn new(flusher: Arc<Flusher>, config: WriterConfig) -> WriterTask {
+        WriterTask {
+            flusher,
+            config,
+            pending: HashMap::new(),
+            flushing: HashMap::new(),
+            tasks: JoinSet::new(),
+        }
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+        let mut tick = tokio::time::interval(self.config.flush_interval);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut open = true;
+        loop {
+            if !open {
+                self.flush_all();
+                if self.tasks.is_empty() {
+                    return;
+                }
+            }
+            tokio::select! {
+                msg = rx.recv(), if open => match msg {
+                    Some(Msg::Write(batch, ack)) => self.add(*batch, ack),
+                    Some(Msg::Shutdown) | None => {
+                        // Refuse new requests, but keep those already queued.
+                        rx.close();
+                        while let Some(msg) = rx.recv().await {
+                            if let Msg::Write(batch, ack) = msg {
+                                self.add(*batch, ack);
+                            }
+                        }
+                        open = false;
+                    }
+                },
+                _ = tick.tick() => self.flush_all(),
+                Some(done) = self.tasks.join_next_with_id() => {
+                    let id = match done {
+                        Ok((id, ())) => id,
+                        Err(e) => {
+                            // The acks moved into the task were dropped, so its requests
+                            // already got `Unavailable`.
+                            tracing::error!(error = %e, "segment flush task failed");
+                            e.id()
+                        }
+                    };
+                    if let Some(tenant) = self.flushing.remove(&id) {
+                        self.flush_if_full(&tenant);
+                    }
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, batch: Batch, ack: Ack) {
+        let tenant = batch.tenant.clone();
+        match self.pending.get_mut(&tenant) {
+            Some(pending) => {
+                pending.batch.merge(batch);
+                pending.acks.push(ack);
+            }
+            None => {
+                self.pending.insert(
+                    tenant.clone(),
+                    Pending {
+                        batch,
+                        acks: vec![ack],
+                    },
+                );
+            }
+        }
+        self.flush_if_full(&tenant);
+    }
+
+    fn flush_if_full(&mut self, tenant: &str) {
+        let full = self
+            .pending
+            .get(tenant)
+            .is_some_and(|p| p.batch.samples.len() >= self.config.max_pending_samples);
+        if full {
+            self.start_flush(tenant);
+        }
+    }
+
+    fn flush_all(&mut self) {
+        let tenants: Vec<String> = self.pending.keys().cloned().collect();
+        for tenant in tenants {
+            self.start_flush(&tenant);
+        }
+    }
+
+    /// Starts flushing what `tenant` has pending, unless one of its flushes is running:
+    /// segments of a tenant are written one after the other, so each flush sees the
+    /// symbols the previous one stored.
+    fn start_flush(&mut self, tenant: &str) {
+        if self.flushing.values().any(|t| t == tenant) {
+            return;
+        }
+        let Some(Pending { batch, acks }) = self.pending.remove(tenant) else {
+            return;
+        };
+        let flusher = self.flusher.clone();
+        let handle = self.tasks.spawn(async move {
+            let result = flusher.flush(batch).await.map_err(|e| {
+                tracing::warn!(tenant = %e.tenant, error = %e.message, "segment flush failed");
+                WriteError::Unavailable(e.message)
+            });
+            for ack in acks {
+                // A requester that gave up no longer listens; nothing to do for it.
+                let _ = ack.send(result.clone());
+            }
+        });
+        self.flushing.insert(handle.id(), tenant.to_string());
+    }
+}
+
+struct FlushError {
+    tenant: String,
+    message: String,
+}
+
+struct Flusher {
+    store: Store,
+    catalog: Arc<dyn Catalog>,
+    symbols: Arc<SymbolCache>,
+}
+
+impl Flusher {
+    /// Writes one segment of `batch` with only the symbols not stored yet, commits it, and
+    /// remembers its symbols.
+    async fn flush(&self, mut batch: Batch) -> Result<WriteReceipt, FlushError> {
+        let tenant = batch.tenant.clone();
+        let fail = |message: String| FlushError {
+            tenant: tenant.clone(),
+            message,
+        };
+        // Before `retain_new`: the labels come from every set used, stored before or not.
+        let sample_labels = sample_labels(&batch);
+        self.symbols
+            .read(&tenant)
+            .await
+            .map_err(|e| fail(format!("loading symbols: {e}")))?
+            .retain_new(&mut batch);
+        let segment_id = uuid::Uuid::now_v7().to_string();
+        let segment = write_segment(&self.store, &batch, &segment_id, 0)
+            .await
+            .map_err(|e| fail(format!("writing segment: {e}")))?;
+        let series = segment
+            .series
+            .iter()
+            .filter_map(|s| batch.series.get(&s.series_id).cloned())
+            .collect();
+        let commit = SegmentCommit {
+            segment,
+            series,
+            sample_labels,
+            profiles: std::mem::take(&mut batch.profiles),
+        };
+        self.catalog
+            .commit_segment(&commit)
+            .await
+            .map_err(|e| fail(format!("committing segment: {e}")))?;
+        self.symbols.record(&tenant, &segment_id, &batch).await;
+        Ok(WriteReceipt { segment_id })
+    }
+}
+
+/// Distinct `(key, value)` pairs of the attribute sets the samples use.
+fn sample_labels(batch: &Batch) -> Vec<(String, String)> {
+    let used: HashSet<_> = batch
+        .samples
+        .iter()
+        .map(|s| s.attr_set_id)
+        .filter(|id| !id.is_zero())
+        .collect();
+    let labels: BTreeSet<&(String, String)> = used
+        .iter()
+        .filter_map(|id| batch.attr_sets.get(id))
+        .flat_map(|set| &set.attrs)
+        .collect();
+    labels.into_iter().cloned().collect()
 }

@@ -1,0 +1,11 @@
+//! HTTP and gRPC servers, configuration and the `stackhouse` binary.
+
+pub mod config;
+pub mod error;
+pub mod export;
+pub mod grpc;
+pub mod http;
+pub mod server;
+pub mod telemetry;
+pub mod tenant;
+pub mod time_param;

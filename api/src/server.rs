@@ -1,0 +1,112 @@
+//! Wires the pieces together and runs both listeners until a shutdown signal, then drains:
+//! in-flight requests finish, the writer flushes and acknowledges what it holds.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use stackhouse_query::engine::{QueryConfig, QueryEngine};
+use stackhouse_storage::catalog::open_catalog;
+use stackhouse_storage::store::Store;
+use stackhouse_storage::symbols::SymbolCache;
+use stackhouse_storage::writer::{Writer, WriterConfig};
+use tokio::sync::watch;
+
+use crate::config::ServeArgs;
+use crate::export::Exporter;
+use crate::{grpc, http};
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let storage_url = args.storage_url()?;
+    let catalog_url = args.catalog_url()?;
+    if args.storage.is_none() || args.catalog.is_none() {
+        std::fs::create_dir_all(&args.data_dir)
+            .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
+    }
+    let store = Store::open(&storage_url).with_context(|| format!("opening storage {storage_url}"))?;
+    let catalog = open_catalog(&catalog_url)
+        .await
+        .with_context(|| format!("opening catalog {}", redact(&catalog_url)))?;
+    let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
+    let writer = Arc::new(Writer::start(
+        store.clone(),
+        catalog.clone(),
+        symbols.clone(),
+        WriterConfig { flush_interval: args.flush_interval, max_pending_samples: args.max_pending_samples },
+    ));
+    let engine = Arc::new(QueryEngine::new(store.clone(), catalog.clone(), symbols, QueryConfig::default()));
+    let exporter = Arc::new(Exporter::new(writer.clone()));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let state = http::AppState {
+        exporter: exporter.clone(),
+        engine,
+        catalog,
+        store,
+        max_message_bytes: args.max_message_bytes,
+    };
+    let http_listener = tokio::net::TcpListener::bind(args.http_addr)
+        .await
+        .with_context(|| format!("binding http address {}", args.http_addr))?;
+    let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
+        .await
+        .with_context(|| format!("binding grpc address {}", args.grpc_addr))?;
+    tracing::info!(
+        http = %http_listener.local_addr()?,
+        grpc = %grpc_listener.local_addr()?,
+        storage = %storage_url,
+        catalog = %redact(&catalog_url),
+        "stackhouse listening"
+    );
+
+    let http_server = axum::serve(http_listener, http::router(state)).with_graceful_shutdown(stopped(stop_rx.clone()));
+    let grpc_server = tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(grpc::remap_too_large))
+        .add_service(grpc::service(exporter, args.max_message_bytes))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc_listener),
+            stopped(stop_rx),
+        );
+
+    let signal = tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: draining requests and flushing pending data");
+        let _ = stop_tx.send(true);
+    });
+    let (http_result, grpc_result) = tokio::join!(http_server, grpc_server);
+    signal.abort();
+    writer.shutdown().await;
+    http_result.context("http server failed")?;
+    grpc_result.context("grpc server failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Hides a password in a catalog URL before it is logged.
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}

@@ -2,10 +2,19 @@
 //! label names and values answered without touching Parquet. One trait, a SQLite and a
 //! Postgres implementation, both run against the same test suite.
 
+mod common;
+pub mod postgres;
+pub mod sqlite;
+
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
+
+pub use postgres::PostgresCatalog;
+pub use sqlite::SqliteCatalog;
 
 /// The tables a segment may carry, one Parquet object each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -155,4 +164,18 @@ pub trait Catalog: Send + Sync + 'static {
 
     /// Cheap round trip for readiness checks.
     async fn ping(&self) -> CatalogResult<()>;
+}
+
+/// Opens the catalog a url names: `sqlite:///abs/path/catalog.db`, `sqlite::memory:`, or
+/// `postgres://user@host/db` (also `postgresql://`). Migrations run before it returns.
+pub async fn open_catalog(url: &str) -> CatalogResult<Arc<dyn Catalog>> {
+    let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+    match scheme {
+        "sqlite" => Ok(Arc::new(SqliteCatalog::open(url).await?)),
+        "postgres" | "postgresql" => Ok(Arc::new(PostgresCatalog::connect(url).await?)),
+        _ => Err(CatalogError::InvalidUrl {
+            url: common::redact_password(url),
+            reason: "expected a sqlite: or postgres:// url".to_string(),
+        }),
+    }
 }

@@ -1,0 +1,236 @@
+//! Backend-independent pieces of the catalog: value conversions, commit validation and
+//! assembling segments from the flat rows both databases return.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::{
+    CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
+    SegmentSeries, TableKind, TableStats,
+};
+use crate::model::{Labels, ProfileType, Series};
+
+/// Both databases store integers as signed 64-bit; a count that does not fit is refused
+/// rather than wrapped into a negative number.
+pub(crate) fn to_i64(value: u64, what: &str) -> CatalogResult<i64> {
+    i64::try_from(value).map_err(|_| {
+        CatalogError::Corrupt(format!(
+            "{what} {value} does not fit a 64-bit signed column"
+        ))
+    })
+}
+
+pub(crate) fn to_u64(value: i64, what: &str) -> CatalogResult<u64> {
+    u64::try_from(value).map_err(|_| CatalogError::Corrupt(format!("negative {what} {value}")))
+}
+
+pub(crate) fn parse_kind(kind: &str) -> CatalogResult<TableKind> {
+    TableKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == kind)
+        .ok_or_else(|| CatalogError::Corrupt(format!("unknown table kind {kind:?}")))
+}
+
+pub(crate) fn encode_labels(labels: &Labels) -> CatalogResult<String> {
+    serde_json::to_string(labels)
+        .map_err(|e| CatalogError::Corrupt(format!("labels do not serialize: {e}")))
+}
+
+pub(crate) fn decode_labels(json: &str) -> CatalogResult<Labels> {
+    serde_json::from_str(json)
+        .map_err(|e| CatalogError::Corrupt(format!("labels are not a json object of strings: {e}")))
+}
+
+pub(crate) fn profile_id(bytes: &[u8]) -> CatalogResult<[u8; 16]> {
+    bytes
+        .try_into()
+        .map_err(|_| CatalogError::Corrupt(format!("profile id has {} bytes, not 16", bytes.len())))
+}
+
+/// The series of a commit, one per id and sorted by id so concurrent commits take row locks
+/// in the same order. Two different definitions under one id are a collision.
+pub(crate) fn distinct_series(commit: &SegmentCommit) -> CatalogResult<Vec<&Series>> {
+    let mut by_id: BTreeMap<i64, &Series> = BTreeMap::new();
+    for series in &commit.series {
+        if let Some(other) = by_id.insert(series.id, series)
+            && !same_identity(other, series)
+        {
+            return Err(CatalogError::SeriesCollision { id: series.id });
+        }
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// Whether two definitions name the same series (the period is not part of the identity).
+pub(crate) fn same_identity(a: &Series, b: &Series) -> bool {
+    a.profile_type == b.profile_type && a.labels == b.labels
+}
+
+/// Rebuilds a series from its stored columns.
+pub(crate) fn series_from_columns(
+    id: i64,
+    profile_type: [String; 4],
+    labels_json: &str,
+    period: i64,
+) -> CatalogResult<Series> {
+    let [sample_type, sample_unit, period_type, period_unit] = profile_type;
+    Ok(Series {
+        id,
+        profile_type: ProfileType {
+            sample_type,
+            sample_unit,
+            period_type,
+            period_unit,
+        },
+        labels: decode_labels(labels_json)?,
+        period,
+    })
+}
+
+/// Sample labels of a commit without duplicates, in a stable order.
+pub(crate) fn distinct_sample_labels(commit: &SegmentCommit) -> Vec<(&str, &str)> {
+    commit
+        .sample_labels
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// One row of `segments`.
+pub(crate) struct SegmentRow {
+    pub id: String,
+    pub tenant: String,
+    pub min_time: i64,
+    pub max_time: i64,
+    pub level: i32,
+    pub created_at_nanos: i64,
+}
+
+/// One row of `segment_objects`.
+pub(crate) struct ObjectRow {
+    pub segment_id: String,
+    pub position: i64,
+    pub kind: String,
+    pub key: String,
+    pub size_bytes: i64,
+    pub rows: i64,
+}
+
+/// One row of `segment_series`.
+pub(crate) struct SegmentSeriesRow {
+    pub segment_id: String,
+    pub position: i64,
+    pub series_id: i64,
+    pub min_time: i64,
+    pub max_time: i64,
+    pub samples: i64,
+}
+
+/// Joins the three row sets fetched in bulk into segments ordered by id. Child rows of
+/// segments not in `segments` are ignored.
+pub(crate) fn assemble_segments(
+    segments: Vec<SegmentRow>,
+    objects: Vec<ObjectRow>,
+    series: Vec<SegmentSeriesRow>,
+) -> CatalogResult<Vec<SegmentMeta>> {
+    let mut objects_by_segment: HashMap<String, Vec<(i64, ObjectMeta)>> = HashMap::new();
+    for row in objects {
+        let meta = ObjectMeta {
+            kind: parse_kind(&row.kind)?,
+            key: row.key,
+            size_bytes: to_u64(row.size_bytes, "object size")?,
+            rows: to_u64(row.rows, "object row count")?,
+        };
+        objects_by_segment
+            .entry(row.segment_id)
+            .or_default()
+            .push((row.position, meta));
+    }
+    let mut series_by_segment: HashMap<String, Vec<(i64, SegmentSeries)>> = HashMap::new();
+    for row in series {
+        let meta = SegmentSeries {
+            series_id: row.series_id,
+            min_time: row.min_time,
+            max_time: row.max_time,
+            samples: to_u64(row.samples, "sample count")?,
+        };
+        series_by_segment
+            .entry(row.segment_id)
+            .or_default()
+            .push((row.position, meta));
+    }
+    let mut out: Vec<SegmentMeta> = segments
+        .into_iter()
+        .map(|row| SegmentMeta {
+            objects: in_position_order(objects_by_segment.remove(&row.id)),
+            series: in_position_order(series_by_segment.remove(&row.id)),
+            id: row.id,
+            tenant: row.tenant,
+            min_time: row.min_time,
+            max_time: row.max_time,
+            level: row.level,
+            created_at_nanos: row.created_at_nanos,
+        })
+        .collect();
+    // Sorted here rather than in SQL: Postgres would order by its locale collation.
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+fn in_position_order<T>(items: Option<Vec<(i64, T)>>) -> Vec<T> {
+    let mut items = items.unwrap_or_default();
+    items.sort_by_key(|(position, _)| *position);
+    items.into_iter().map(|(_, item)| item).collect()
+}
+
+/// Sorted, deduplicated strings in byte order, the same for both databases.
+pub(crate) fn sorted_distinct(values: Vec<String>) -> Vec<String> {
+    values
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// Stats with every table kind present, so callers can index any kind of an empty tenant.
+pub(crate) fn empty_stats(segments: i64, series: i64) -> CatalogResult<CatalogStats> {
+    Ok(CatalogStats {
+        segments: to_u64(segments, "segment count")?,
+        series: to_u64(series, "series count")?,
+        tables: TableKind::ALL
+            .iter()
+            .map(|k| (k.as_str().to_string(), TableStats::default()))
+            .collect(),
+    })
+}
+
+pub(crate) fn add_table_stats(
+    stats: &mut CatalogStats,
+    kind: &str,
+    objects: i64,
+    rows: i64,
+    bytes: i64,
+) -> CatalogResult<()> {
+    let kind = parse_kind(kind)?;
+    stats.tables.insert(
+        kind.as_str().to_string(),
+        TableStats {
+            objects: to_u64(objects, "object count")?,
+            rows: to_u64(rows, "row count")?,
+            bytes: to_u64(bytes, "byte count")?,
+        },
+    );
+    Ok(())
+}
+
+/// Connection urls carry passwords; error messages must not.
+pub(crate) fn redact_password(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("redacted"));
+            parsed.to_string()
+        }
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,826 @@
+//! One behaviour suite for every catalog implementation: each behaviour below runs once
+//! against a fresh SQLite file and once against a fresh Postgres database.
+//!
+//! Postgres comes from `STACKHOUSE_TEST_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); each test creates and drops its own
+//! database so tests run in parallel. An unreachable server fails the tests: CI provides
+//! one, and a silently skipped suite would hide a broken implementation.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
+use stackhouse_storage::catalog::{
+    Catalog, CatalogError, ObjectMeta, SegmentCommit, SegmentMeta, SegmentSeries, TableKind,
+    TableStats, open_catalog,
+};
+use stackhouse_storage::model::{Labels, ProfileRecord, ProfileType, Series, TimeRange};
+
+const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+async fn with_sqlite<F, Fut>(test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    // A directory that does not exist yet: opening must create it.
+    let path = dir.path().join("data").join("catalog.db");
+    test(format!("sqlite://{}", path.display())).await;
+}
+
+async fn with_postgres<F, Fut>(test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let admin_url = std::env::var("STACKHOUSE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_string());
+    let mut admin = PgConnection::connect(&admin_url).await.unwrap_or_else(|e| {
+        panic!(
+            "postgres is unreachable at {admin_url}: {e}\n\
+             the catalog suite needs a postgres server (trust auth is enough); start one or point \
+             STACKHOUSE_TEST_POSTGRES_URL at it"
+        )
+    });
+    let db = format!("stackhouse_test_{}", uuid::Uuid::now_v7().simple());
+    admin
+        .execute(AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .await
+        .unwrap();
+    let mut url = url::Url::parse(&admin_url).unwrap();
+    url.set_path(&db);
+    // Run on its own task so a failing assertion still reaches the cleanup below.
+    let outcome = tokio::spawn(test(url.to_string())).await;
+    admin
+        .execute(AssertSqlSafe(format!("DROP DATABASE {db} WITH (FORCE)")))
+        .await
+        .unwrap();
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Declares every behaviour once per backend.
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::with_sqlite(crate::$name).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::with_postgres(crate::$name).await
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    commit_round_trips,
+    tenants_are_isolated,
+    time_range_edges,
+    series_extent_not_segment_extent,
+    series_collision_rolls_back_everything,
+    collision_inside_one_commit,
+    same_series_updates_period,
+    duplicate_segment_is_rejected,
+    unknown_series_is_rejected,
+    labels_include_sample_labels,
+    stats_sum_per_table,
+    data_survives_reopening,
+    profile_lookup,
+    symbol_segments_need_symbol_objects,
+    concurrent_commits_share_new_series,
+);
+
+// ---- fixtures ----
+
+fn cpu() -> ProfileType {
+    ProfileType::parse("samples:count:cpu:nanoseconds").unwrap()
+}
+
+fn off_cpu() -> ProfileType {
+    ProfileType::parse("off_cpu:nanoseconds::").unwrap()
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn series(profile_type: ProfileType, pairs: &[(&str, &str)]) -> Series {
+    Series::new(profile_type, labels(pairs), 10_000_000)
+}
+
+fn object(segment: &str, kind: TableKind, size_bytes: u64, rows: u64) -> ObjectMeta {
+    ObjectMeta {
+        kind,
+        key: format!("t/{segment}/{}.parquet", kind.as_str()),
+        size_bytes,
+        rows,
+    }
+}
+
+/// A segment spanning its series' extents, with a samples and a stacks object.
+fn commit(tenant: &str, id: &str, extents: &[(&Series, i64, i64)]) -> SegmentCommit {
+    let min_time = extents.iter().map(|e| e.1).min().unwrap();
+    let max_time = extents.iter().map(|e| e.2).max().unwrap();
+    SegmentCommit {
+        segment: SegmentMeta {
+            id: id.to_string(),
+            tenant: tenant.to_string(),
+            min_time,
+            max_time,
+            level: 0,
+            created_at_nanos: 1_700_000_000_000_000_000,
+            objects: vec![
+                object(id, TableKind::Samples, 1000, 10),
+                object(id, TableKind::Stacks, 300, 3),
+            ],
+            series: extents
+                .iter()
+                .map(|(s, min, max)| SegmentSeries {
+                    series_id: s.id,
+                    min_time: *min,
+                    max_time: *max,
+                    samples: 5,
+                })
+                .collect(),
+        },
+        series: extents.iter().map(|e| e.0.clone()).collect(),
+        sample_labels: vec![],
+        profiles: vec![],
+    }
+}
+
+fn range(start: i64, end: i64) -> TimeRange {
+    TimeRange { start, end }
+}
+
+fn ids(segments: &[SegmentMeta]) -> Vec<&str> {
+    segments.iter().map(|s| s.id.as_str()).collect()
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+async fn open(url: &str) -> Arc<dyn Catalog> {
+    open_catalog(url).await.unwrap()
+}
+
+// ---- behaviours ----
+
+async fn commit_round_trips(url: String) {
+    let cat = open(&url).await;
+    cat.ping().await.unwrap();
+    let web = series(cpu(), &[("service.name", "web"), ("host.name", "a")]);
+    let db = series(off_cpu(), &[("service.name", "db")]);
+    let mut c = commit("acme", "seg-1", &[(&web, 100, 200), (&db, 150, 300)]);
+    // Objects come back in the order the writer listed them, not sorted by kind.
+    c.segment
+        .objects
+        .insert(0, object("seg-1", TableKind::Mappings, 50, 1));
+    c.segment.level = 2;
+    cat.commit_segment(&c).await.unwrap();
+
+    let segments = cat.segments("acme", TimeRange::ALL).await.unwrap();
+    assert_eq!(segments, vec![c.segment.clone()]);
+    assert_eq!(segments[0].object(TableKind::Stacks).unwrap().rows, 3);
+
+    let mut expected = vec![web.clone(), db.clone()];
+    expected.sort_by_key(|s| s.id);
+    assert_eq!(cat.series("acme", TimeRange::ALL).await.unwrap(), expected);
+    assert_eq!(
+        cat.profile_types("acme", TimeRange::ALL).await.unwrap(),
+        vec![off_cpu(), cpu()]
+    );
+    // Only the cpu series has samples before 150.
+    assert_eq!(
+        cat.profile_types("acme", range(0, 150)).await.unwrap(),
+        vec![cpu()]
+    );
+}
+
+async fn tenants_are_isolated(url: String) {
+    let cat = open(&url).await;
+    // The very same series (same id) in two tenants, and a tenant-specific one.
+    let shared = series(cpu(), &[("service.name", "web")]);
+    let only_b = series(cpu(), &[("service.name", "secret")]);
+    let mut a = commit("a", "seg-a", &[(&shared, 100, 200)]);
+    a.sample_labels = vec![("thread.name".into(), "main".into())];
+    a.profiles = vec![ProfileRecord {
+        profile_id: [7; 16],
+        series_id: shared.id,
+        start_nanos: 100,
+        end_nanos: 200,
+        sample_count: 3,
+    }];
+    let mut b = commit("b", "seg-b", &[(&shared, 100, 200), (&only_b, 100, 200)]);
+    b.sample_labels = vec![("thread.name".into(), "worker".into())];
+    b.segment
+        .objects
+        .push(object("seg-b", TableKind::Functions, 77, 7));
+    cat.commit_segment(&a).await.unwrap();
+    cat.commit_segment(&b).await.unwrap();
+
+    assert_eq!(
+        ids(&cat.segments("a", TimeRange::ALL).await.unwrap()),
+        ["seg-a"]
+    );
+    assert_eq!(
+        ids(&cat.segments("b", TimeRange::ALL).await.unwrap()),
+        ["seg-b"]
+    );
+    assert_eq!(ids(&cat.symbol_segments("a").await.unwrap()), ["seg-a"]);
+    assert_eq!(
+        cat.series("a", TimeRange::ALL).await.unwrap(),
+        vec![shared.clone()]
+    );
+    assert_eq!(cat.series("b", TimeRange::ALL).await.unwrap().len(), 2);
+    assert_eq!(
+        cat.label_values("a", "service.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["web"])
+    );
+    assert_eq!(
+        cat.label_values("a", "thread.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["main"])
+    );
+    assert_eq!(
+        cat.label_values("b", "thread.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["worker"])
+    );
+    assert_eq!(cat.profile("a", [7; 16]).await.unwrap().len(), 1);
+    assert!(cat.profile("b", [7; 16]).await.unwrap().is_empty());
+
+    let stats_a = cat.stats("a").await.unwrap();
+    assert_eq!((stats_a.segments, stats_a.series), (1, 1));
+    assert_eq!(stats_a.tables["functions"], TableStats::default());
+    let stats_b = cat.stats("b").await.unwrap();
+    assert_eq!((stats_b.segments, stats_b.series), (1, 2));
+    assert_eq!(stats_b.tables["functions"].rows, 7);
+
+    assert!(
+        cat.segments("nobody", TimeRange::ALL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        cat.label_names("nobody", TimeRange::ALL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(cat.stats("nobody").await.unwrap().segments, 0);
+}
+
+async fn time_range_edges(url: String) {
+    let cat = open(&url).await;
+    let s = series(cpu(), &[("service.name", "web")]);
+    cat.commit_segment(&commit("t", "seg-mid", &[(&s, 100, 200)]))
+        .await
+        .unwrap();
+    // Segments at the very ends of the representable range.
+    cat.commit_segment(&commit("t", "seg-min", &[(&s, i64::MIN, i64::MIN)]))
+        .await
+        .unwrap();
+    cat.commit_segment(&commit("t", "seg-max", &[(&s, i64::MAX - 1, i64::MAX - 1)]))
+        .await
+        .unwrap();
+
+    let mid = |start, end| {
+        let cat = cat.clone();
+        async move { ids(&cat.segments("t", range(start, end)).await.unwrap()).contains(&"seg-mid") }
+    };
+    // The segment is the closed interval [100, 200]; ranges are half-open [start, end).
+    assert!(
+        mid(200, 300).await,
+        "a range starting at max_time includes the last sample"
+    );
+    assert!(
+        !mid(201, 300).await,
+        "a range starting after max_time misses it"
+    );
+    assert!(!mid(0, 100).await, "a range ending at min_time excludes it");
+    assert!(
+        mid(0, 101).await,
+        "a range ending just after min_time includes it"
+    );
+    assert!(mid(120, 130).await, "a range inside the segment");
+    assert!(mid(0, 1000).await, "a range around the segment");
+
+    let all = cat.segments("t", TimeRange::ALL).await.unwrap();
+    assert_eq!(
+        ids(&all),
+        ["seg-max", "seg-mid", "seg-min"],
+        "ordered by id, extremes included"
+    );
+    assert_eq!(
+        ids(&cat
+            .segments("t", range(i64::MIN, i64::MIN + 1))
+            .await
+            .unwrap()),
+        ["seg-min"]
+    );
+    assert_eq!(
+        ids(&cat
+            .segments("t", range(i64::MAX - 1, i64::MAX))
+            .await
+            .unwrap()),
+        ["seg-max"]
+    );
+    assert_eq!(
+        cat.series("t", range(i64::MIN, i64::MIN + 1))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(cat.series("t", range(300, 400)).await.unwrap().is_empty());
+    assert!(
+        cat.label_names("t", range(300, 400))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn series_extent_not_segment_extent(url: String) {
+    let cat = open(&url).await;
+    let early = series(cpu(), &[("service.name", "early")]);
+    let late = series(off_cpu(), &[("service.name", "late"), ("region", "eu")]);
+    let mut c = commit("t", "seg", &[(&early, 100, 150), (&late, 180, 200)]);
+    c.sample_labels = vec![("thread.name".into(), "main".into())];
+    cat.commit_segment(&c).await.unwrap();
+
+    // The segment [100, 200] overlaps [160, 170), but neither series has samples there.
+    assert_eq!(
+        ids(&cat.segments("t", range(160, 170)).await.unwrap()),
+        ["seg"]
+    );
+    assert!(cat.series("t", range(160, 170)).await.unwrap().is_empty());
+    assert!(
+        cat.profile_types("t", range(160, 170))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Sample labels are only known per segment, so they still show.
+    assert_eq!(
+        cat.label_names("t", range(160, 170)).await.unwrap(),
+        strings(&["thread.name"])
+    );
+
+    assert_eq!(
+        cat.series("t", range(190, 191)).await.unwrap(),
+        vec![late.clone()]
+    );
+    assert_eq!(
+        cat.profile_types("t", range(190, 191)).await.unwrap(),
+        vec![off_cpu()]
+    );
+    assert_eq!(
+        cat.label_names("t", range(190, 191)).await.unwrap(),
+        strings(&["region", "service.name", "thread.name"])
+    );
+    assert_eq!(
+        cat.label_values("t", "service.name", range(190, 191))
+            .await
+            .unwrap(),
+        strings(&["late"])
+    );
+    assert_eq!(
+        cat.label_values("t", "service.name", range(0, 151))
+            .await
+            .unwrap(),
+        strings(&["early"])
+    );
+}
+
+async fn series_collision_rolls_back_everything(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    cat.commit_segment(&commit("t", "seg-1", &[(&web, 100, 200)]))
+        .await
+        .unwrap();
+    let before = cat.stats("t").await.unwrap();
+
+    // A new series first, so that a partial commit would leave it behind.
+    let fresh = series(cpu(), &[("service.name", "fresh")]);
+    let impostor = Series {
+        id: web.id,
+        ..series(cpu(), &[("service.name", "not-web")])
+    };
+    let mut c = commit("t", "seg-2", &[(&fresh, 300, 400), (&impostor, 300, 400)]);
+    c.sample_labels = vec![("thread.name".into(), "main".into())];
+    c.profiles = vec![ProfileRecord {
+        profile_id: [1; 16],
+        series_id: fresh.id,
+        start_nanos: 300,
+        end_nanos: 400,
+        sample_count: 1,
+    }];
+    let err = cat.commit_segment(&c).await.unwrap_err();
+    assert!(
+        matches!(err, CatalogError::SeriesCollision { id } if id == web.id),
+        "got {err:?}"
+    );
+
+    // The same id under a different profile type collides too.
+    let other_type = Series {
+        id: web.id,
+        ..series(off_cpu(), &[("service.name", "web")])
+    };
+    let err = cat
+        .commit_segment(&commit("t", "seg-3", &[(&other_type, 300, 400)]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CatalogError::SeriesCollision { .. }),
+        "got {err:?}"
+    );
+
+    assert_eq!(cat.stats("t").await.unwrap(), before);
+    assert_eq!(
+        ids(&cat.segments("t", TimeRange::ALL).await.unwrap()),
+        ["seg-1"]
+    );
+    assert_eq!(
+        cat.series("t", TimeRange::ALL).await.unwrap(),
+        vec![web.clone()]
+    );
+    assert_eq!(
+        cat.label_values("t", "service.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["web"])
+    );
+    assert!(
+        cat.label_values("t", "thread.name", TimeRange::ALL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(cat.profile("t", [1; 16]).await.unwrap().is_empty());
+
+    // The rolled-back segment id is still free, and the fresh series can still be added.
+    cat.commit_segment(&commit("t", "seg-2", &[(&fresh, 300, 400)]))
+        .await
+        .unwrap();
+    assert_eq!(cat.stats("t").await.unwrap().series, 2);
+}
+
+async fn collision_inside_one_commit(url: String) {
+    let cat = open(&url).await;
+    let a = series(cpu(), &[("service.name", "a")]);
+    let twin = Series {
+        id: a.id,
+        ..series(cpu(), &[("service.name", "b")])
+    };
+    let mut c = commit("t", "seg", &[(&a, 1, 2)]);
+    c.series.push(twin);
+    let err = cat.commit_segment(&c).await.unwrap_err();
+    assert!(
+        matches!(err, CatalogError::SeriesCollision { .. }),
+        "got {err:?}"
+    );
+    assert_eq!(cat.stats("t").await.unwrap().series, 0);
+}
+
+async fn same_series_updates_period(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    cat.commit_segment(&commit("t", "seg-1", &[(&web, 1, 2)]))
+        .await
+        .unwrap();
+    let faster = Series {
+        period: 1_000_000,
+        ..web.clone()
+    };
+    cat.commit_segment(&commit("t", "seg-2", &[(&faster, 3, 4)]))
+        .await
+        .unwrap();
+    assert_eq!(cat.series("t", TimeRange::ALL).await.unwrap(), vec![faster]);
+    assert_eq!(cat.stats("t").await.unwrap().series, 1);
+}
+
+async fn duplicate_segment_is_rejected(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let first = commit("t", "seg", &[(&web, 1, 2)]);
+    cat.commit_segment(&first).await.unwrap();
+    let mut again = commit("t", "seg", &[(&web, 50, 60)]);
+    again.sample_labels = vec![("thread.name".into(), "main".into())];
+    assert!(cat.commit_segment(&again).await.is_err());
+    // Not even under another tenant: ids name objects and are global.
+    assert!(
+        cat.commit_segment(&commit("u", "seg", &[(&web, 1, 2)]))
+            .await
+            .is_err()
+    );
+
+    assert_eq!(
+        cat.segments("t", TimeRange::ALL).await.unwrap(),
+        vec![first.segment]
+    );
+    assert!(
+        cat.label_names("t", TimeRange::ALL)
+            .await
+            .unwrap()
+            .iter()
+            .all(|n| n != "thread.name")
+    );
+    assert_eq!(cat.stats("u").await.unwrap().series, 0);
+}
+
+async fn unknown_series_is_rejected(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let mut c = commit("t", "seg", &[(&web, 1, 2)]);
+    // The segment references a series that is neither in the commit nor in the catalog.
+    c.series.clear();
+    assert!(
+        cat.commit_segment(&c).await.is_err(),
+        "foreign keys must be enforced"
+    );
+    assert_eq!(cat.stats("t").await.unwrap().segments, 0);
+}
+
+async fn labels_include_sample_labels(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web"), ("host.name", "h1")]);
+    let api = series(cpu(), &[("service.name", "api")]);
+    let mut c1 = commit("t", "seg-1", &[(&web, 100, 200)]);
+    c1.sample_labels = vec![
+        ("thread.name".into(), "main".into()),
+        ("thread.name".into(), "gc".into()),
+        ("thread.name".into(), "main".into()),
+        ("thread.id".into(), "1".into()),
+    ];
+    let mut c2 = commit("t", "seg-2", &[(&api, 1000, 2000)]);
+    c2.sample_labels = vec![
+        ("thread.name".into(), "io".into()),
+        ("service.name".into(), "from-sample".into()),
+    ];
+    cat.commit_segment(&c1).await.unwrap();
+    cat.commit_segment(&c2).await.unwrap();
+
+    assert_eq!(
+        cat.label_names("t", TimeRange::ALL).await.unwrap(),
+        strings(&["host.name", "service.name", "thread.id", "thread.name"])
+    );
+    assert_eq!(
+        cat.label_values("t", "thread.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["gc", "io", "main"])
+    );
+    assert_eq!(
+        cat.label_values("t", "service.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["api", "from-sample", "web"])
+    );
+    assert_eq!(
+        cat.label_values("t", "thread.name", range(0, 500))
+            .await
+            .unwrap(),
+        strings(&["gc", "main"])
+    );
+    assert_eq!(
+        cat.label_names("t", range(1500, 1600)).await.unwrap(),
+        strings(&["service.name", "thread.name"])
+    );
+    assert!(
+        cat.label_values("t", "nope", TimeRange::ALL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn stats_sum_per_table(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let api = series(cpu(), &[("service.name", "api")]);
+    cat.commit_segment(&commit("t", "seg-1", &[(&web, 1, 2)]))
+        .await
+        .unwrap();
+    let mut c2 = commit("t", "seg-2", &[(&web, 3, 4), (&api, 3, 4)]);
+    c2.segment.objects = vec![
+        object("seg-2", TableKind::Samples, 5_000_000_000, 40),
+        object("seg-2", TableKind::Locations, 20, 2),
+    ];
+    cat.commit_segment(&c2).await.unwrap();
+    cat.commit_segment(&commit("other", "seg-3", &[(&web, 1, 2)]))
+        .await
+        .unwrap();
+
+    let stats = cat.stats("t").await.unwrap();
+    assert_eq!(stats.segments, 2);
+    assert_eq!(stats.series, 2);
+    let expected: BTreeMap<String, TableStats> = [
+        (
+            "samples",
+            TableStats {
+                objects: 2,
+                rows: 50,
+                bytes: 5_000_001_000,
+            },
+        ),
+        (
+            "stacks",
+            TableStats {
+                objects: 1,
+                rows: 3,
+                bytes: 300,
+            },
+        ),
+        (
+            "locations",
+            TableStats {
+                objects: 1,
+                rows: 2,
+                bytes: 20,
+            },
+        ),
+        ("functions", TableStats::default()),
+        ("mappings", TableStats::default()),
+        ("attribute_sets", TableStats::default()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(stats.tables, expected);
+}
+
+async fn data_survives_reopening(url: String) {
+    let web = series(cpu(), &[("service.name", "web")]);
+    let mut c = commit("t", "seg", &[(&web, 1, 2)]);
+    c.sample_labels = vec![("thread.name".into(), "main".into())];
+    c.profiles = vec![ProfileRecord {
+        profile_id: [9; 16],
+        series_id: web.id,
+        start_nanos: 1,
+        end_nanos: 2,
+        sample_count: 4,
+    }];
+    {
+        let cat = open(&url).await;
+        cat.commit_segment(&c).await.unwrap();
+    }
+    // Opening again also re-runs the (already applied) migrations.
+    let cat = open(&url).await;
+    assert_eq!(
+        cat.segments("t", TimeRange::ALL).await.unwrap(),
+        vec![c.segment.clone()]
+    );
+    assert_eq!(cat.series("t", TimeRange::ALL).await.unwrap(), vec![web]);
+    assert_eq!(
+        cat.label_values("t", "thread.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["main"])
+    );
+    assert_eq!(
+        cat.profile("t", [9; 16]).await.unwrap(),
+        vec![("seg".to_string(), c.profiles[0].clone())]
+    );
+}
+
+async fn profile_lookup(url: String) {
+    let cat = open(&url).await;
+    let cpu_s = series(cpu(), &[("service.name", "web")]);
+    let off_s = series(off_cpu(), &[("service.name", "web")]);
+    let id = [0xab; 16];
+    let record = |series_id, start_nanos, sample_count| ProfileRecord {
+        profile_id: id,
+        series_id,
+        start_nanos,
+        end_nanos: start_nanos + 10,
+        sample_count,
+    };
+    let mut c1 = commit("t", "seg-1", &[(&cpu_s, 100, 110), (&off_s, 100, 110)]);
+    c1.profiles = vec![record(cpu_s.id, 100, 5), record(off_s.id, 100, 6)];
+    let mut c2 = commit("t", "seg-2", &[(&cpu_s, 200, 210)]);
+    c2.profiles = vec![
+        record(cpu_s.id, 200, 7),
+        ProfileRecord {
+            profile_id: [0xcd; 16],
+            ..record(cpu_s.id, 200, 1)
+        },
+    ];
+    cat.commit_segment(&c1).await.unwrap();
+    cat.commit_segment(&c2).await.unwrap();
+
+    let found = cat.profile("t", id).await.unwrap();
+    let mut expected = vec![
+        ("seg-1".to_string(), record(cpu_s.id, 100, 5)),
+        ("seg-1".to_string(), record(off_s.id, 100, 6)),
+        ("seg-2".to_string(), record(cpu_s.id, 200, 7)),
+    ];
+    let mut found_sorted = found.clone();
+    found_sorted.sort_by_key(|(seg, r)| (seg.clone(), r.series_id));
+    expected.sort_by_key(|(seg, r)| (seg.clone(), r.series_id));
+    assert_eq!(found_sorted, expected);
+    assert_eq!(cat.profile("t", [0xcd; 16]).await.unwrap().len(), 1);
+    assert!(cat.profile("t", [0xef; 16]).await.unwrap().is_empty());
+}
+
+async fn symbol_segments_need_symbol_objects(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let mut samples_only = commit("t", "seg-1", &[(&web, 1, 2)]);
+    samples_only
+        .segment
+        .objects
+        .retain(|o| o.kind == TableKind::Samples);
+    let with_symbols = commit("t", "seg-2", &[(&web, 1_000_000, 2_000_000)]);
+    let mut mappings_only = commit("t", "seg-3", &[(&web, 5, 6)]);
+    mappings_only.segment.objects = vec![object("seg-3", TableKind::Mappings, 1, 1)];
+    for c in [&samples_only, &with_symbols, &mappings_only] {
+        cat.commit_segment(c).await.unwrap();
+    }
+    let found = cat.symbol_segments("t").await.unwrap();
+    assert_eq!(
+        found,
+        vec![with_symbols.segment.clone(), mappings_only.segment.clone()]
+    );
+    // Fully populated: the samples object of a symbol segment is listed too.
+    assert_eq!(found[0].objects.len(), 2);
+}
+
+async fn concurrent_commits_share_new_series(url: String) {
+    let cat = open(&url).await;
+    let shared = series(cpu(), &[("service.name", "shared")]);
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let cat = cat.clone();
+            let own = series(cpu(), &[("service.name", "own"), ("n", &i.to_string())]);
+            let c = commit(
+                "t",
+                &format!("seg-{i}"),
+                &[(&shared, i, i + 1), (&own, i, i + 1)],
+            );
+            tokio::spawn(async move { cat.commit_segment(&c).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let stats = cat.stats("t").await.unwrap();
+    assert_eq!((stats.segments, stats.series), (8, 9));
+    assert_eq!(
+        cat.label_values("t", "n", TimeRange::ALL)
+            .await
+            .unwrap()
+            .len(),
+        8
+    );
+}
+
+// ---- url handling, independent of the backend ----
+
+#[tokio::test]
+async fn unknown_scheme_is_invalid_url() {
+    for url in ["mysql://root:hunter2@localhost/db", "catalog.db", ""] {
+        match open_catalog(url).await {
+            Err(CatalogError::InvalidUrl { url: shown, .. }) => {
+                assert!(
+                    !shown.contains("hunter2"),
+                    "the password leaked into {shown:?}"
+                )
+            }
+            Err(other) => panic!("{url:?}: expected an invalid url error, got {other:?}"),
+            Ok(_) => panic!("{url:?}: expected an invalid url error, got a catalog"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn in_memory_sqlite_works() {
+    let cat = open("sqlite::memory:").await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    cat.commit_segment(&commit("t", "seg", &[(&web, 1, 2)]))
+        .await
+        .unwrap();
+    assert_eq!(cat.series("t", TimeRange::ALL).await.unwrap(), vec![web]);
+}

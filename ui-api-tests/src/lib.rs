@@ -1,1 +1,24 @@
+//! Harness for black-box tests: the real `stackhouse` binary, real Postgres, a real
+//! S3-compatible server, and expected values computed from the inputs alone.
 
+pub mod capture;
+pub mod checks;
+pub mod client;
+pub mod requests;
+pub mod server;
+pub mod services;
+
+/// Repository root (the workspace), for test data and the binary.
+pub fn workspace_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf()
+}
+
+/// `../shared/testdata` next to the repository (or `$STACKHOUSE_TESTDATA`).
+pub fn testdata(rel: &str) -> std::path::PathBuf {
+    let base = std::env::var_os("STACKHOUSE_TESTDATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_dir().join("../shared/testdata"));
+    let path = base.join(rel);
+    assert!(path.exists(), "test data {} is missing; set STACKHOUSE_TESTDATA", path.display());
+    path
+}

@@ -1,0 +1,157 @@
+//! Starts the real binary on free ports and waits until it is ready.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::workspace_dir;
+
+/// Builds `stackhouse` once per test process, so `cargo test` alone runs everything.
+pub fn binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("STACKHOUSE_BIN") {
+            return PathBuf::from(bin);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "stackhouse-api", "--bin", "stackhouse"])
+            .current_dir(workspace_dir())
+            .status()
+            .expect("running cargo build for the stackhouse binary");
+        assert!(status.success(), "building the stackhouse binary failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_dir().join("target"));
+        target.join("debug/stackhouse")
+    })
+    .clone()
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("binding a free port").local_addr().unwrap().port()
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub catalog: Option<String>,
+    pub storage: Option<String>,
+    pub extra_args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+pub struct Server {
+    child: Option<Child>,
+    pub http_port: u16,
+    pub grpc_port: u16,
+    pub data_dir: PathBuf,
+    options: Options,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    pub async fn start(options: Options) -> Server {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let data_dir = tmp.path().join("data");
+        let mut server =
+            Server { child: None, http_port: 0, grpc_port: 0, data_dir, options, _tmp: Some(tmp) };
+        server.spawn().await;
+        server
+    }
+
+    pub fn http(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    pub fn grpc(&self) -> String {
+        format!("http://127.0.0.1:{}", self.grpc_port)
+    }
+
+    async fn spawn(&mut self) {
+        self.http_port = free_port();
+        self.grpc_port = free_port();
+        let mut cmd = Command::new(binary());
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .arg("--http-addr")
+            .arg(format!("127.0.0.1:{}", self.http_port))
+            .arg("--grpc-addr")
+            .arg(format!("127.0.0.1:{}", self.grpc_port))
+            .arg("--flush-interval")
+            .arg("200ms")
+            .args(&self.options.extra_args)
+            .envs(self.options.env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null());
+        if let Some(c) = &self.options.catalog {
+            cmd.arg("--catalog").arg(c);
+        }
+        if let Some(s) = &self.options.storage {
+            cmd.arg("--storage").arg(s);
+        }
+        let child = cmd.spawn().expect("starting stackhouse");
+        self.child = Some(child);
+        wait_ready(&self.http(), self.child.as_mut().unwrap()).await;
+    }
+
+    /// SIGKILL: no flush, no goodbye.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns whether it exited with success.
+    pub fn terminate(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else { return true };
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for stackhouse") {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts the binary again on the same data dir (and catalog/storage).
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.spawn().await;
+    }
+
+    pub fn data_path(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn wait_ready(http: &str, child: &mut Child) {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().expect("polling stackhouse") {
+            panic!("stackhouse exited during start-up with {status}");
+        }
+        if let Ok(r) = client.get(format!("{http}/readyz")).send().await
+            && r.status().is_success()
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "stackhouse did not become ready within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

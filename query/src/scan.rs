@@ -11,14 +11,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
+use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::logical_expr::utils::{conjunction, disjunction};
+use datafusion::logical_expr::utils::disjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
@@ -95,7 +95,7 @@ impl TableProvider for SamplesTable {
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        filters: &[Expr],
+        _filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let schema = self.schema();
@@ -112,17 +112,17 @@ impl TableProvider for SamplesTable {
             runtime.object_store(&self.object_store_url)?,
             runtime.cache_manager.get_file_metadata_cache(),
         );
-        let mut source = ParquetSource::new(schema.clone())
+        // `filters` are not applied here: DataFusion keeps them in a filter above the scan
+        // (they are inexact) and its FilterPushdown pass moves that filter into the
+        // ParquetSource as its predicate, as for ListingTable. Setting them here as well
+        // would evaluate every filter twice.
+        let source = ParquetSource::new(schema.clone())
             .with_table_parquet_options(state.table_options().parquet.clone())
             .with_parquet_file_reader_factory(Arc::new(reader_factory))
             .with_pushdown_filters(true)
             .with_reorder_filters(true)
             .with_enable_page_index(true)
             .with_bloom_filter_on_read(true);
-        if let Some(predicate) = conjunction(filters.iter().cloned()) {
-            let df_schema = DFSchema::try_from(schema)?;
-            source = source.with_predicate(state.create_physical_expr(predicate, &df_schema)?);
-        }
         let config = FileScanConfigBuilder::new(self.object_store_url.clone(), Arc::new(source))
             .with_file_groups(self.file_groups(state.config().target_partitions()))
             .with_projection_indices(projection.cloned())?

@@ -429,7 +429,7 @@ mod tests {
             ("{a=\"b\"", 6, "unterminated selector"),
             ("{a=\"\\x\"}", 4, "unknown escape \\x"),
             ("{a=~\"(\"}", 2, "invalid regular expression"),
-            ("{a=\"b\"} x", 9, "after the closing"),
+            ("{a=\"b\"} x", 8, "after the closing"),
             ("{a==\"b\"}", 3, "double-quoted"),
             ("{a=\"b\",,}", 7, "label name"),
         ];

@@ -280,7 +280,7 @@ mod tests {
         assert_eq!(root.name, ROOT_NAME);
         assert_eq!(root.self_value, 7);
         assert_eq!(root.total, 102);
-        assert_eq!(root.count(), 13);
+        assert_eq!(root.count(), 11);
         let main = root.child("main").unwrap();
         assert_eq!(main.total, 91);
         assert_eq!(main.self_value, 0);

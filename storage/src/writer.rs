@@ -159,7 +159,10 @@ impl WriterTask {
     }
 
     async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
-        let mut tick = tokio::time::interval(self.config.flush_interval);
+        // The first tick one period out: `interval` fires at once, which would flush the
+        // first requests alone instead of grouping them.
+        let period = self.config.flush_interval;
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut open = true;
         loop {

@@ -1,0 +1,303 @@
+//! Segment objects: what `write_segment` puts in Parquet, read back with the `parquet` crate.
+
+mod common;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use bytes::Bytes;
+use common::*;
+use object_store::{ObjectStoreExt, PutPayload};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+use stackhouse_storage::catalog::{SegmentSeries, TableKind};
+use stackhouse_storage::model::{Batch, SampleRow, SymbolId};
+use stackhouse_storage::schema::{self, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use stackhouse_storage::segment::{object_key, read_symbols, write_segment};
+use stackhouse_storage::store::StoreError;
+
+fn read_all(bytes: Bytes) -> Vec<RecordBatch> {
+    ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn i64s(batches: &[RecordBatch], column: &str) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name(column)
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn samples_are_sorted_compressed_and_versioned() {
+    let (_dir, store) = local_store();
+    let batch = sample_batch("acme");
+    let (a, b) = (series("a").id, series("b").id);
+    let seg = write_segment(&store, &batch, "seg-1", 0).await.unwrap();
+
+    assert_eq!(
+        (seg.id.as_str(), seg.tenant.as_str(), seg.level),
+        ("seg-1", "acme", 0)
+    );
+    assert_eq!((seg.min_time, seg.max_time), (50, 300));
+    let mut expected_series = vec![
+        SegmentSeries {
+            series_id: a,
+            min_time: 50,
+            max_time: 200,
+            samples: 2,
+        },
+        SegmentSeries {
+            series_id: b,
+            min_time: 100,
+            max_time: 300,
+            samples: 2,
+        },
+    ];
+    expected_series.sort_by_key(|s| s.series_id);
+    assert_eq!(seg.series, expected_series);
+    assert!(
+        seg.created_at_nanos > 1_600_000_000_000_000_000,
+        "a wall-clock time"
+    );
+
+    let samples = seg.object(TableKind::Samples).unwrap();
+    assert_eq!(samples.key, object_key("acme", "seg-1", TableKind::Samples));
+    assert_eq!(samples.key, "tenants/acme/segments/seg-1/samples.parquet");
+    assert_eq!(samples.rows, 4);
+    let bytes = read_object(&store, &seg, TableKind::Samples).await;
+    assert_eq!(samples.size_bytes, bytes.len() as u64);
+
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
+    let meta = builder.metadata().clone();
+    let kv = meta.file_metadata().key_value_metadata().unwrap();
+    assert!(
+        kv.iter()
+            .any(|kv| kv.key == SCHEMA_VERSION_KEY && kv.value.as_deref() == Some(SCHEMA_VERSION))
+    );
+    assert_eq!(builder.schema().fields(), schema::SAMPLES.fields());
+    for column in meta.row_group(0).columns() {
+        assert!(matches!(column.compression(), Compression::ZSTD(_)), "{column:?}");
+        assert!(
+            column.statistics().is_some(),
+            "statistics on {}",
+            column.column_path()
+        );
+        assert!(
+            column.column_index_offset().is_some(),
+            "page statistics on {}",
+            column.column_path()
+        );
+    }
+
+    // Sorted by (series, time): whichever series id is smaller comes first.
+    let rows = read_all(bytes);
+    let (first, second) = if a < b {
+        ((a, [50, 200], [1, 3]), (b, [100, 300], [5, 7]))
+    } else {
+        ((b, [100, 300], [5, 7]), (a, [50, 200], [1, 3]))
+    };
+    assert_eq!(
+        i64s(&rows, "series_id"),
+        vec![first.0, first.0, second.0, second.0]
+    );
+    assert_eq!(i64s(&rows, "time_nanos"), [first.1, second.1].concat());
+    assert_eq!(i64s(&rows, "value"), [first.2, second.2].concat());
+
+    let trace = rows[0].column_by_name("trace_id").unwrap().as_fixed_size_binary();
+    let time = rows[0]
+        .column_by_name("time_nanos")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    for i in 0..trace.len() {
+        assert_eq!(
+            trace.is_valid(i),
+            time.value(i) == 50,
+            "only the sample at t=50 has a trace id"
+        );
+    }
+    let at_50 = (0..time.len()).find(|&i| time.value(i) == 50).unwrap();
+    assert_eq!(trace.value(at_50), TRACE);
+    let span = rows[0].column_by_name("span_id").unwrap().as_fixed_size_binary();
+    assert_eq!(span.value(at_50), SPAN);
+    let stack = rows[0].column_by_name("stack_id").unwrap().as_fixed_size_binary();
+    let expected_stack = batch
+        .samples
+        .iter()
+        .find(|s| s.time_nanos == 50)
+        .unwrap()
+        .stack_id;
+    assert_eq!(stack.value(at_50), expected_stack.0);
+}
+
+#[tokio::test]
+async fn id_columns_have_bloom_filters() {
+    let (_dir, store) = local_store();
+    let seg = write_segment(&store, &sample_batch("acme"), "seg-bloom", 0)
+        .await
+        .unwrap();
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(read_object(&store, &seg, TableKind::Samples).await)
+            .unwrap();
+    let schema = schema::SAMPLES.clone();
+    let bloom = |name: &str| {
+        builder
+            .get_row_group_column_bloom_filter(0, schema.index_of(name).unwrap())
+            .unwrap()
+    };
+
+    let trace = bloom("trace_id").expect("trace_id has a bloom filter");
+    assert!(trace.check(&TRACE[..]));
+    let absent = (0..100u8).filter(|i| trace.check(&[*i; 16][..])).count();
+    assert!(absent < 20, "{absent} of 100 absent ids pass the filter");
+    assert!(
+        bloom("span_id")
+            .expect("span_id has a bloom filter")
+            .check(&SPAN[..])
+    );
+    assert!(
+        bloom("profile_id")
+            .expect("profile_id has a bloom filter")
+            .check(&PROFILE[..])
+    );
+    assert!(
+        bloom("value").is_none(),
+        "no bloom filter where nobody looks up values"
+    );
+}
+
+#[tokio::test]
+async fn symbols_round_trip() {
+    let (_dir, store) = local_store();
+    let batch = sample_batch("acme");
+    let seg = write_segment(&store, &batch, "seg-sym", 0).await.unwrap();
+
+    let rows = |kind| seg.object(kind).unwrap_or_else(|| panic!("{kind:?} object")).rows as usize;
+    assert_eq!(rows(TableKind::Stacks), STACK_NODES);
+    assert_eq!(rows(TableKind::Locations), LOCATIONS);
+    assert_eq!(rows(TableKind::Functions), FUNCTIONS);
+    assert_eq!(rows(TableKind::Mappings), MAPPINGS);
+    assert_eq!(
+        rows(TableKind::AttributeSets),
+        ATTR_ROWS,
+        "one row per (set, key)"
+    );
+    assert_eq!(seg.objects.len(), 6);
+
+    let index = read_symbols(&store, &seg).await.unwrap();
+    assert_eq!(index.stacks, batch.stacks);
+    assert_eq!(index.locations, batch.locations);
+    assert_eq!(index.functions, batch.functions);
+    assert_eq!(index.mappings, batch.mappings);
+    assert_eq!(index.attr_sets, batch.attr_sets);
+    let raw = index.locations.values().find(|l| l.address == 0x1234).unwrap();
+    assert!(raw.lines.is_empty() && raw.mapping_id.is_zero());
+}
+
+#[tokio::test]
+async fn tables_without_rows_get_no_object() {
+    let (_dir, store) = local_store();
+    let mut batch = sample_batch("acme");
+    batch.mappings.clear();
+    batch.attr_sets.clear();
+    let seg = write_segment(&store, &batch, "seg-partial", 1).await.unwrap();
+    let mut kinds: Vec<_> = seg.objects.iter().map(|o| o.kind.as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, ["functions", "locations", "samples", "stacks"]);
+    assert_eq!(seg.level, 1);
+    let index = read_symbols(&store, &seg).await.unwrap();
+    assert!(index.mappings.is_empty() && index.attr_sets.is_empty());
+    assert_eq!(index.functions.len(), FUNCTIONS);
+
+    let empty = write_segment(&store, &Batch::new("acme"), "seg-empty", 0).await;
+    assert!(matches!(empty, Err(StoreError::EmptySegment)), "{empty:?}");
+}
+
+#[tokio::test]
+async fn large_segments_split_into_row_groups_in_order() {
+    let (_dir, store) = local_store();
+    let mut batch = Batch::new("acme");
+    let ids: Vec<i64> = (0..3)
+        .map(|i| batch.add_series(series(&format!("svc-{i}"))))
+        .collect();
+    let n: i64 = 300_000;
+    // Interleaved series and reversed time, so nothing is sorted on the way in.
+    batch.samples = (0..n)
+        .rev()
+        .map(|t| SampleRow {
+            time_nanos: t,
+            series_id: ids[(t % 3) as usize],
+            stack_id: SymbolId::ZERO,
+            value: t,
+            attr_set_id: SymbolId::ZERO,
+            trace_id: None,
+            span_id: None,
+            profile_id: None,
+        })
+        .collect();
+    let seg = write_segment(&store, &batch, "seg-big", 0).await.unwrap();
+    assert_eq!(seg.objects.len(), 1, "no symbols, samples only");
+    assert_eq!(seg.series.iter().map(|s| s.samples).sum::<u64>(), n as u64);
+
+    let bytes = read_object(&store, &seg, TableKind::Samples).await;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
+    let groups: Vec<i64> = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| g.num_rows())
+        .collect();
+    assert_eq!(groups, vec![131_072, 131_072, 300_000 - 262_144]);
+
+    let rows = read_all(bytes);
+    let (series_col, time) = (i64s(&rows, "series_id"), i64s(&rows, "time_nanos"));
+    assert_eq!(series_col.len(), n as usize);
+    let keys: Vec<(i64, i64)> = series_col.into_iter().zip(time).collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]),
+        "strictly ordered by (series, time)"
+    );
+    // Series i holds the times t with t % 3 == i, so the smallest series starts at time i.
+    let smallest = *ids.iter().min().unwrap();
+    let i = ids.iter().position(|&id| id == smallest).unwrap() as i64;
+    assert_eq!(keys[0], (smallest, i));
+}
+
+#[tokio::test]
+async fn unversioned_symbol_objects_are_refused() {
+    let (_dir, store) = local_store();
+    let batch = sample_batch("acme");
+    let mut seg = write_segment(&store, &batch, "seg-bad", 0).await.unwrap();
+    // Replace the functions object by one with the right schema but no version metadata.
+    let table = RecordBatch::new_empty(schema::FUNCTIONS.clone());
+    let mut buf = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut buf, table.schema(), None).unwrap();
+    writer.write(&table).unwrap();
+    writer.close().unwrap();
+    let key = "tenants/acme/segments/seg-bad/functions-unversioned.parquet".to_string();
+    store
+        .object_store()
+        .put(&store.path(&key), PutPayload::from(buf))
+        .await
+        .unwrap();
+    seg.objects
+        .iter_mut()
+        .find(|o| o.kind == TableKind::Functions)
+        .unwrap()
+        .key = key.clone();
+
+    match read_symbols(&store, &seg).await {
+        Err(StoreError::Corrupt { key: k, .. }) => assert_eq!(k, key),
+        other => panic!("expected a corrupt-object error, got {other:?}"),
+    }
+}

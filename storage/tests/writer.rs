@@ -1,0 +1,360 @@
+//! The group-commit writer against a real SQLite catalog and a local object store.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::*;
+use stackhouse_storage::catalog::{
+    Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta, TableKind,
+};
+use stackhouse_storage::model::{Batch, ProfileRecord, ProfileType, Series, TimeRange};
+use stackhouse_storage::store::Store;
+use stackhouse_storage::symbols::SymbolCache;
+use stackhouse_storage::writer::{WriteError, Writer, WriterConfig};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    store: Store,
+    catalog: Arc<dyn Catalog>,
+}
+
+async fn env() -> Env {
+    let (dir, store) = local_store();
+    let catalog = sqlite_catalog(&dir).await;
+    Env {
+        _dir: dir,
+        store,
+        catalog,
+    }
+}
+
+fn config(flush_ms: u64) -> WriterConfig {
+    WriterConfig {
+        flush_interval: Duration::from_millis(flush_ms),
+        max_pending_samples: 1_000_000,
+    }
+}
+
+fn writer_on(env: &Env, catalog: Arc<dyn Catalog>, config: WriterConfig) -> Writer {
+    let symbols = Arc::new(SymbolCache::new(env.store.clone(), catalog.clone()));
+    Writer::start(env.store.clone(), catalog, symbols, config)
+}
+
+async fn segments(catalog: &dyn Catalog, tenant: &str) -> Vec<SegmentMeta> {
+    catalog.segments(tenant, TimeRange::ALL).await.unwrap()
+}
+
+fn rows(stats: &CatalogStats, kind: TableKind) -> u64 {
+    stats.tables.get(kind.as_str()).map_or(0, |t| t.rows)
+}
+
+#[tokio::test]
+async fn symbols_are_stored_once() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    let first = writer.write(sample_batch("acme")).await.unwrap();
+    let second = writer.write(sample_batch("acme")).await.unwrap();
+    assert_ne!(first.segment_id, second.segment_id);
+
+    let segs = segments(env.catalog.as_ref(), "acme").await;
+    let seg = |id: &str| segs.iter().find(|s| s.id == id).unwrap().clone();
+    assert_eq!(
+        seg(&first.segment_id).objects.len(),
+        6,
+        "samples and five symbol tables"
+    );
+    let kinds: Vec<_> = seg(&second.segment_id).objects.iter().map(|o| o.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![TableKind::Samples],
+        "the second segment repeats no symbol"
+    );
+
+    let stats = env.catalog.stats("acme").await.unwrap();
+    assert_eq!(stats.segments, 2);
+    assert_eq!(
+        rows(&stats, TableKind::Samples),
+        8,
+        "samples are not deduplicated"
+    );
+    assert_eq!(rows(&stats, TableKind::Stacks), STACK_NODES as u64);
+    assert_eq!(rows(&stats, TableKind::Locations), LOCATIONS as u64);
+    assert_eq!(rows(&stats, TableKind::Functions), FUNCTIONS as u64);
+    assert_eq!(rows(&stats, TableKind::Mappings), MAPPINGS as u64);
+    assert_eq!(rows(&stats, TableKind::AttributeSets), ATTR_ROWS as u64);
+    writer.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_new_process_loads_stored_symbols() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    writer.write(sample_batch("acme")).await.unwrap();
+    writer.shutdown().await;
+
+    // A second writer with an empty cache, as after a restart or on another replica.
+    let restarted = writer_on(&env, env.catalog.clone(), config(20));
+    let receipt = restarted.write(sample_batch("acme")).await.unwrap();
+    let segs = segments(env.catalog.as_ref(), "acme").await;
+    let seg = segs.iter().find(|s| s.id == receipt.segment_id).unwrap();
+    assert_eq!(
+        seg.objects.len(),
+        1,
+        "symbols were read back from the first segment"
+    );
+
+    // Another tenant never sees them.
+    let other = restarted.write(sample_batch("other")).await.unwrap();
+    let segs = segments(env.catalog.as_ref(), "other").await;
+    assert_eq!(
+        segs.iter()
+            .find(|s| s.id == other.segment_id)
+            .unwrap()
+            .objects
+            .len(),
+        6
+    );
+    restarted.shutdown().await;
+}
+
+#[tokio::test]
+async fn acknowledged_only_once_visible() {
+    let env = env().await;
+    let writer = Arc::new(writer_on(&env, env.catalog.clone(), config(1000)));
+    let pending = tokio::spawn({
+        let writer = writer.clone();
+        async move { writer.write(sample_batch("acme")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!pending.is_finished(), "waits for the flush");
+    assert!(segments(env.catalog.as_ref(), "acme").await.is_empty());
+
+    let receipt = pending.await.unwrap().unwrap();
+    let segs = segments(env.catalog.as_ref(), "acme").await;
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].id, receipt.segment_id);
+    assert_eq!((segs[0].min_time, segs[0].max_time), (50, 300));
+
+    // What the commit carried: series, sample attributes and the profile record.
+    let names = env.catalog.label_names("acme", TimeRange::ALL).await.unwrap();
+    for name in ["service.name", "thread.id", "thread.name"] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    let threads = env
+        .catalog
+        .label_values("acme", "thread.name", TimeRange::ALL)
+        .await
+        .unwrap();
+    assert_eq!(threads, ["main", "worker"]);
+    let profile = env.catalog.profile("acme", PROFILE).await.unwrap();
+    assert_eq!(profile.len(), 1);
+    assert_eq!(profile[0].0, receipt.segment_id);
+    writer.shutdown().await;
+}
+
+#[tokio::test]
+async fn concurrent_writers_share_a_segment() {
+    let env = env().await;
+    let writer = Arc::new(writer_on(&env, env.catalog.clone(), config(300)));
+    let tasks: Vec<_> = (0..40)
+        .map(|_| {
+            let writer = writer.clone();
+            tokio::spawn(async move { writer.write(sample_batch("acme")).await })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.unwrap().unwrap().segment_id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert!(ids.len() <= 3, "40 requests went into {} segments", ids.len());
+
+    let stats = env.catalog.stats("acme").await.unwrap();
+    assert_eq!(stats.segments, ids.len() as u64);
+    assert_eq!(rows(&stats, TableKind::Samples), 40 * 4);
+    assert_eq!(rows(&stats, TableKind::Stacks), STACK_NODES as u64);
+    writer.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_size_bound_flushes_early() {
+    let env = env().await;
+    let config = WriterConfig {
+        flush_interval: Duration::from_secs(3600),
+        max_pending_samples: 4,
+    };
+    let writer = writer_on(&env, env.catalog.clone(), config);
+    let receipt = tokio::time::timeout(Duration::from_secs(20), writer.write(sample_batch("acme")))
+        .await
+        .expect("four samples reach the bound without waiting for the interval")
+        .unwrap();
+    assert_eq!(
+        segments(env.catalog.as_ref(), "acme").await[0].id,
+        receipt.segment_id
+    );
+    writer.shutdown().await;
+}
+
+#[tokio::test]
+async fn empty_batches_are_acknowledged_without_a_segment() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    let receipt = writer.write(Batch::new("acme")).await.unwrap();
+    assert!(receipt.segment_id.is_empty());
+    writer.shutdown().await;
+    assert!(segments(env.catalog.as_ref(), "acme").await.is_empty());
+}
+
+#[tokio::test]
+async fn shutdown_flushes_pending_then_refuses() {
+    let env = env().await;
+    let writer = Arc::new(writer_on(&env, env.catalog.clone(), config(3_600_000)));
+    let pending: Vec<_> = ["acme", "other"]
+        .map(|tenant| {
+            let writer = writer.clone();
+            tokio::spawn(async move { writer.write(sample_batch(tenant)).await })
+        })
+        .into();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    writer.shutdown().await;
+    for task in pending {
+        let receipt = task
+            .await
+            .unwrap()
+            .expect("pending requests are flushed, not dropped");
+        assert!(!receipt.segment_id.is_empty());
+    }
+    assert_eq!(segments(env.catalog.as_ref(), "acme").await.len(), 1);
+    assert_eq!(segments(env.catalog.as_ref(), "other").await.len(), 1);
+    assert!(matches!(
+        writer.write(sample_batch("acme")).await,
+        Err(WriteError::ShuttingDown)
+    ));
+    writer.shutdown().await; // a second call returns too
+}
+
+#[tokio::test]
+async fn a_dropped_request_does_not_break_the_writer() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(500));
+    let gave_up = tokio::time::timeout(Duration::from_millis(20), writer.write(sample_batch("acme"))).await;
+    assert!(gave_up.is_err(), "the flush interval is longer than the timeout");
+    let receipt = writer.write(sample_batch("acme")).await.unwrap();
+    // The abandoned request was already queued, so it may share the segment; either way
+    // the writer keeps serving.
+    assert!(
+        segments(env.catalog.as_ref(), "acme")
+            .await
+            .iter()
+            .any(|s| s.id == receipt.segment_id)
+    );
+    writer.shutdown().await;
+}
+
+/// Delegates to a real catalog but refuses commits for one tenant.
+struct FailingCatalog {
+    inner: Arc<dyn Catalog>,
+    failing_tenant: &'static str,
+    refused: AtomicUsize,
+}
+
+#[async_trait]
+impl Catalog for FailingCatalog {
+    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()> {
+        if commit.segment.tenant == self.failing_tenant {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(CatalogError::Corrupt("injected failure".into()));
+        }
+        self.inner.commit_segment(commit).await
+    }
+    async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
+        self.inner.segments(tenant, range).await
+    }
+    async fn symbol_segments(&self, tenant: &str) -> CatalogResult<Vec<SegmentMeta>> {
+        self.inner.symbol_segments(tenant).await
+    }
+    async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
+        self.inner.series(tenant, range).await
+    }
+    async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
+        self.inner.profile_types(tenant, range).await
+    }
+    async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
+        self.inner.label_names(tenant, range).await
+    }
+    async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
+        self.inner.label_values(tenant, name, range).await
+    }
+    async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
+        self.inner.profile(tenant, id).await
+    }
+    async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
+        self.inner.stats(tenant).await
+    }
+    async fn ping(&self) -> CatalogResult<()> {
+        self.inner.ping().await
+    }
+}
+
+#[tokio::test]
+async fn a_failing_commit_fails_only_its_tenant() {
+    let env = env().await;
+    let failing = Arc::new(FailingCatalog {
+        inner: env.catalog.clone(),
+        failing_tenant: "bad",
+        refused: AtomicUsize::new(0),
+    });
+    let writer = Arc::new(writer_on(&env, failing.clone(), config(200)));
+    let tasks: Vec<_> = ["bad", "bad", "bad", "good", "good"]
+        .into_iter()
+        .map(|tenant| {
+            let writer = writer.clone();
+            tokio::spawn(async move { (tenant, writer.write(sample_batch(tenant)).await) })
+        })
+        .collect();
+    for task in tasks {
+        match task.await.unwrap() {
+            ("bad", result) => assert!(matches!(result, Err(WriteError::Unavailable(_))), "{result:?}"),
+            (_, result) => assert!(result.is_ok(), "{result:?}"),
+        }
+    }
+    assert!(failing.refused.load(Ordering::SeqCst) >= 1);
+    assert!(
+        segments(env.catalog.as_ref(), "bad").await.is_empty(),
+        "nothing of a failed flush is visible"
+    );
+    assert_eq!(env.catalog.stats("bad").await.unwrap().segments, 0);
+    assert_eq!(
+        rows(&env.catalog.stats("good").await.unwrap(), TableKind::Samples),
+        8
+    );
+
+    // The failed symbols were never recorded: once commits work, they are written again.
+    let healthy = writer_on(&env, env.catalog.clone(), config(20));
+    let receipt = healthy.write(sample_batch("bad")).await.unwrap();
+    assert_eq!(
+        segments(env.catalog.as_ref(), "bad").await[0].id,
+        receipt.segment_id
+    );
+    assert_eq!(segments(env.catalog.as_ref(), "bad").await[0].objects.len(), 6);
+    writer.shutdown().await;
+    healthy.shutdown().await;
+}
+
+#[tokio::test]
+async fn samples_of_undefined_series_are_refused_per_request() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    let mut batch = sample_batch("acme");
+    batch.series.clear();
+    assert!(matches!(
+        writer.write(batch).await,
+        Err(WriteError::Unavailable(_))
+    ));
+    writer.shutdown().await;
+}

@@ -116,7 +116,7 @@ impl TableProvider for SamplesTable {
         // (they are inexact) and its FilterPushdown pass moves that filter into the
         // ParquetSource as its predicate, as for ListingTable. Setting them here as well
         // would evaluate every filter twice.
-        let source = ParquetSource::new(schema.clone())
+        let source = ParquetSource::new(schema)
             .with_table_parquet_options(state.table_options().parquet.clone())
             .with_parquet_file_reader_factory(Arc::new(reader_factory))
             .with_pushdown_filters(true)

@@ -120,7 +120,7 @@ pub struct Flamegraph {
     pub period: i64,
     pub total: i64,
     pub root: Node,
-    /// The node budget the tree was truncated to, when it was.
+    /// The node budget applied by [`Flamegraph::truncate`]; `None` before truncation.
     pub max_nodes: Option<usize>,
 }
 

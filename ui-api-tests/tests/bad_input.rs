@@ -41,7 +41,7 @@ async fn one_invalid_profile_is_rejected_and_the_valid_one_stored() {
 
     // Each case: one valid profile (value 7) and one broken one, in one request.
     let mut broken_dict = dictionary();
-    broken_dict.location_table[2].lines[0].function_index = 77;
+    broken_dict.location_table[3].lines[0].function_index = 77;
     let mut bad_string = dictionary();
     bad_string.function_table[3].name_strindex = 500;
     let mut bad_location = dictionary();

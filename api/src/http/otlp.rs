@@ -97,9 +97,16 @@ pub async fn export(State(state): State<AppState>, request: Request) -> Response
         Err(m) => return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, m),
     };
     let limit = state.max_message_bytes;
-    let raw = match axum::body::to_bytes(request.into_body(), limit).await {
+    let raw = match read_limited(request.into_body(), limit).await {
         Ok(b) => b,
-        Err(e) => return read_error(encoding, e, limit),
+        Err(ReadError::TooLarge) => {
+            let message = format!("request body exceeds the limit of {limit} bytes");
+            return error(encoding, StatusCode::PAYLOAD_TOO_LARGE, tonic::Code::ResourceExhausted, message);
+        }
+        Err(ReadError::Body(e)) => {
+            let message = format!("failed to read request body: {e}");
+            return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, message);
+        }
     };
     let content_encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
     let body = match decompress(&raw, content_encoding, limit) {
@@ -127,15 +134,30 @@ pub async fn export(State(state): State<AppState>, request: Request) -> Response
     }
 }
 
-fn read_error(encoding: Encoding, e: axum::Error, limit: usize) -> Response {
-    // axum reports an over-limit body as a length-limit error somewhere in the source chain.
-    let too_large = std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
-        .any(|e| e.is::<http_body_util::LengthLimitError>());
-    if too_large {
-        let message = format!("request body exceeds the limit of {limit} bytes");
-        error(encoding, StatusCode::PAYLOAD_TOO_LARGE, tonic::Code::ResourceExhausted, message)
-    } else {
-        error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, format!("failed to read request body: {e}"))
-    }
+enum ReadError {
+    TooLarge,
+    Body(axum::Error),
 }
 
+/// Reads at most `limit` bytes. Past the limit the rest is read and dropped (up to a bound)
+/// before answering 413: a server that answers while the client is still sending resets the
+/// connection, and the client sees a broken pipe instead of the error.
+async fn read_limited(body: axum::body::Body, limit: usize) -> Result<bytes::Bytes, ReadError> {
+    use http_body_util::BodyExt;
+    let drain_bound = limit.saturating_mul(4).max(16 << 20);
+    let mut body = body;
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(ReadError::Body)?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen = seen.saturating_add(data.len());
+        if seen > drain_bound {
+            break;
+        }
+        if seen <= limit {
+            buf.extend_from_slice(&data);
+        }
+    }
+    if seen > limit { Err(ReadError::TooLarge) } else { Ok(buf.freeze()) }
+}

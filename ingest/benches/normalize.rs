@@ -1,0 +1,32 @@
+//! Throughput of the OTLP hot path on the real eBPF capture, without a benchmark
+//! framework: `cargo bench -p stackhouse-ingest`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use stackhouse_ingest::otlp::{decode_json, decode_protobuf, normalize};
+
+const CAPTURE: &str = "/work/shared/testdata/otlp/ebpf-cpu-offcpu.v1_10";
+
+fn time<T>(name: &str, rows: usize, mut f: impl FnMut() -> T) {
+    f(); // warm up caches and lazy statics
+    let start = Instant::now();
+    let mut iterations = 0u32;
+    while start.elapsed() < Duration::from_secs(2) {
+        black_box(f());
+        iterations += 1;
+    }
+    let per_iteration = start.elapsed() / iterations;
+    let rows_per_second = rows as f64 / per_iteration.as_secs_f64();
+    println!("{name:<20} {per_iteration:>12.2?}/request  {rows_per_second:>14.0} rows/s");
+}
+
+fn main() {
+    let pb = std::fs::read(format!("{CAPTURE}.pb")).expect("capture present");
+    let json = std::fs::read(format!("{CAPTURE}.json")).expect("capture present");
+    let request = decode_protobuf(&pb).unwrap();
+    let rows = normalize("bench", &request, 0).unwrap().batch.samples.len();
+    time("decode_protobuf", rows, || decode_protobuf(&pb).unwrap());
+    time("decode_json", rows, || decode_json(&json).unwrap());
+    time("normalize", rows, || normalize("bench", &request, 0).unwrap());
+}

@@ -11,7 +11,8 @@ use stackhouse_storage::model::{
 };
 
 use super::attributes::{dictionary_pair, key_value_pair, string, value_string};
-use super::validate::{RequestError, Validator, check_dictionary};
+pub use super::validate::RequestError;
+use super::validate::{Validator, check_dictionary};
 
 /// Enough to tell a sender what is wrong without letting a request of thousands of bad
 /// profiles build an enormous error message.

@@ -56,14 +56,20 @@ impl ServeArgs {
     pub fn storage_url(&self) -> anyhow::Result<String> {
         match &self.storage {
             Some(url) => Ok(url.clone()),
-            None => Ok(format!("file://{}", absolute(&self.data_dir.join("objects"))?.display())),
+            None => Ok(format!(
+                "file://{}",
+                absolute(&self.data_dir.join("objects"))?.display()
+            )),
         }
     }
 
     pub fn catalog_url(&self) -> anyhow::Result<String> {
         match &self.catalog {
             Some(url) => Ok(url.clone()),
-            None => Ok(format!("sqlite://{}", absolute(&self.data_dir.join("catalog.db"))?.display())),
+            None => Ok(format!(
+                "sqlite://{}",
+                absolute(&self.data_dir.join("catalog.db"))?.display()
+            )),
         }
     }
 }

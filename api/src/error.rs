@@ -12,12 +12,18 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError { status: StatusCode::BAD_REQUEST, message: message.into() }
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
     }
 
     pub fn internal(message: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %message, "request failed");
-        ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: message.to_string() }
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.to_string(),
+        }
     }
 }
 

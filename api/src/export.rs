@@ -43,7 +43,9 @@ impl Exporter {
             .map_err(|e| ExportError::InvalidArgument(e.to_string()))?;
         if !normalized.batch.is_empty() {
             self.writer.write(normalized.batch).await.map_err(|e| match e {
-                WriteError::Unavailable(_) | WriteError::ShuttingDown => ExportError::Unavailable(e.to_string()),
+                WriteError::Unavailable(_) | WriteError::ShuttingDown => {
+                    ExportError::Unavailable(e.to_string())
+                }
             })?;
         }
         let partial_success = (normalized.rejected_profiles > 0).then(|| ExportProfilesPartialSuccess {

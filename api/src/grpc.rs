@@ -45,11 +45,16 @@ impl ProfilesService for OtlpProfiles {
 /// senders must not retry it). Our handlers never return OUT_OF_RANGE themselves.
 pub fn remap_too_large<B>(mut response: http::Response<B>) -> http::Response<B> {
     let out_of_range = (tonic::Code::OutOfRange as i32).to_string();
-    if response.headers().get("grpc-status").is_some_and(|v| v.as_bytes() == out_of_range.as_bytes()) {
+    if response
+        .headers()
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == out_of_range.as_bytes())
+    {
         let exhausted = (tonic::Code::ResourceExhausted as i32).to_string();
-        response
-            .headers_mut()
-            .insert("grpc-status", http::HeaderValue::from_str(&exhausted).expect("digits"));
+        response.headers_mut().insert(
+            "grpc-status",
+            http::HeaderValue::from_str(&exhausted).expect("digits"),
+        );
     }
     response
 }

@@ -31,9 +31,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         catalog.clone(),
         symbols.clone(),
-        WriterConfig { flush_interval: args.flush_interval, max_pending_samples: args.max_pending_samples },
+        WriterConfig {
+            flush_interval: args.flush_interval,
+            max_pending_samples: args.max_pending_samples,
+        },
     ));
-    let engine = Arc::new(QueryEngine::new(store.clone(), catalog.clone(), symbols, QueryConfig::default()));
+    let engine = Arc::new(QueryEngine::new(
+        store.clone(),
+        catalog.clone(),
+        symbols,
+        QueryConfig::default(),
+    ));
     let exporter = Arc::new(Exporter::new(writer.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -58,7 +66,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "stackhouse listening"
     );
 
-    let http_server = axum::serve(http_listener, http::router(state)).with_graceful_shutdown(stopped(stop_rx.clone()));
+    let http_server =
+        axum::serve(http_listener, http::router(state)).with_graceful_shutdown(stopped(stop_rx.clone()));
     let grpc_server = tonic::transport::Server::builder()
         .layer(tower::util::MapResponseLayer::new(grpc::remap_too_large))
         .add_service(grpc::service(exporter, args.max_message_bytes))

@@ -5,13 +5,17 @@ pub const HEADER: &str = "x-scope-orgid";
 pub const DEFAULT: &str = "anonymous";
 
 pub fn parse(value: Option<&[u8]>) -> Result<String, String> {
-    let Some(raw) = value else { return Ok(DEFAULT.to_string()) };
+    let Some(raw) = value else {
+        return Ok(DEFAULT.to_string());
+    };
     let tenant = std::str::from_utf8(raw).map_err(|_| "X-Scope-OrgID is not valid UTF-8".to_string())?;
     let valid = !tenant.is_empty()
         && tenant.len() <= 150
         && tenant != "."
         && tenant != ".."
-        && tenant.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        && tenant
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if valid {
         Ok(tenant.to_string())
     } else {

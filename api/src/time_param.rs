@@ -13,7 +13,9 @@ pub fn parse_time(value: &str, now_nanos: i64) -> Result<i64, String> {
         let ago = rest
             .strip_prefix('-')
             .and_then(|d| humantime::parse_duration(d).ok())
-            .ok_or_else(|| format!("invalid time {value:?}: expected now or now-<duration> such as now-1h"))?;
+            .ok_or_else(|| {
+                format!("invalid time {value:?}: expected now or now-<duration> such as now-1h")
+            })?;
         return Ok(now_nanos.saturating_sub(ago.as_nanos().min(i64::MAX as u128) as i64));
     }
     if let Ok(nanos) = value.parse::<i64>() {
@@ -38,7 +40,9 @@ pub fn parse_range(from: Option<&str>, to: Option<&str>, now_nanos: i64) -> Resu
         None => end.saturating_sub(DEFAULT_WINDOW_NANOS),
     };
     if start >= end {
-        return Err(format!("invalid time range: from ({start}) must be before to ({end})"));
+        return Err(format!(
+            "invalid time range: from ({start}) must be before to ({end})"
+        ));
     }
     Ok(TimeRange { start, end })
 }
@@ -55,7 +59,10 @@ mod tests {
     fn formats() {
         assert_eq!(parse_time("1774910497545532978", 0).unwrap(), 1774910497545532978);
         assert_eq!(parse_time("1970-01-01T00:00:01Z", 0).unwrap(), 1_000_000_000);
-        assert_eq!(parse_time("1970-01-01T01:00:01.5+01:00", 0).unwrap(), 1_500_000_000);
+        assert_eq!(
+            parse_time("1970-01-01T01:00:01.5+01:00", 0).unwrap(),
+            1_500_000_000
+        );
         assert_eq!(parse_time("now-1s", 5_000_000_000).unwrap(), 4_000_000_000);
         assert!(parse_time("yesterday", 0).is_err());
         assert!(parse_range(Some("10"), Some("10"), 0).is_err());

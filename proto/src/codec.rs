@@ -47,7 +47,10 @@ impl<U: Message + Default> Decoder for ValidatingDecoder<U> {
         U::decode(buf).map(Some).map_err(|e| {
             Status::invalid_argument(format!(
                 "failed to decode {}: {e}",
-                std::any::type_name::<U>().rsplit("::").next().unwrap_or("message")
+                std::any::type_name::<U>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("message")
             ))
         })
     }

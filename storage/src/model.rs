@@ -138,9 +138,13 @@ pub struct Location {
 impl Location {
     pub fn id(&self) -> SymbolId {
         let mut h = IdHasher::new(b"location");
-        h.id(self.mapping_id).u64(self.address).u64(self.lines.len() as u64);
+        h.id(self.mapping_id)
+            .u64(self.address)
+            .u64(self.lines.len() as u64);
         for line in &self.lines {
-            h.id(line.function_id).u64(line.line as u64).u64(line.column as u64);
+            h.id(line.function_id)
+                .u64(line.line as u64)
+                .u64(line.column as u64);
         }
         h.finish()
     }
@@ -157,7 +161,10 @@ pub struct StackNode {
 
 impl StackNode {
     pub fn id(&self) -> SymbolId {
-        IdHasher::new(b"stack").id(self.parent_id).id(self.location_id).finish()
+        IdHasher::new(b"stack")
+            .id(self.parent_id)
+            .id(self.location_id)
+            .finish()
     }
 }
 
@@ -246,14 +253,24 @@ pub struct Series {
 
 impl Series {
     pub fn new(profile_type: ProfileType, labels: Labels, period: i64) -> Series {
-        Series { id: Self::id_of(&profile_type, &labels), profile_type, labels, period }
+        Series {
+            id: Self::id_of(&profile_type, &labels),
+            profile_type,
+            labels,
+            period,
+        }
     }
 
     /// 64-bit: a tenant has at most millions of series, and the catalog refuses a second
     /// label set under an existing id instead of merging them.
     pub fn id_of(profile_type: &ProfileType, labels: &Labels) -> i64 {
         let mut buf = Vec::with_capacity(256);
-        for s in [&profile_type.sample_type, &profile_type.sample_unit, &profile_type.period_type, &profile_type.period_unit] {
+        for s in [
+            &profile_type.sample_type,
+            &profile_type.sample_unit,
+            &profile_type.period_type,
+            &profile_type.period_unit,
+        ] {
             buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
             buf.extend_from_slice(s.as_bytes());
         }
@@ -308,7 +325,10 @@ pub struct Batch {
 
 impl Batch {
     pub fn new(tenant: impl Into<String>) -> Batch {
-        Batch { tenant: tenant.into(), ..Default::default() }
+        Batch {
+            tenant: tenant.into(),
+            ..Default::default()
+        }
     }
 
     pub fn add_function(&mut self, function: Function) -> SymbolId {
@@ -334,7 +354,10 @@ impl Batch {
     pub fn add_stack(&mut self, locations_leaf_first: &[SymbolId]) -> SymbolId {
         let mut parent_id = SymbolId::ZERO;
         for &location_id in locations_leaf_first.iter().rev() {
-            let node = StackNode { parent_id, location_id };
+            let node = StackNode {
+                parent_id,
+                location_id,
+            };
             let id = node.id();
             self.stacks.entry(id).or_insert(node);
             parent_id = id;
@@ -382,7 +405,10 @@ pub struct TimeRange {
 }
 
 impl TimeRange {
-    pub const ALL: TimeRange = TimeRange { start: i64::MIN, end: i64::MAX };
+    pub const ALL: TimeRange = TimeRange {
+        start: i64::MIN,
+        end: i64::MAX,
+    };
 
     pub fn contains(&self, t: i64) -> bool {
         self.start <= t && t < self.end
@@ -412,11 +438,25 @@ mod tests {
 
     #[test]
     fn ids_depend_on_every_field() {
-        let f = Function { name: "a".into(), filename: "b".into(), ..Default::default() };
-        let g = Function { name: "ab".into(), ..Default::default() };
+        let f = Function {
+            name: "a".into(),
+            filename: "b".into(),
+            ..Default::default()
+        };
+        let g = Function {
+            name: "ab".into(),
+            ..Default::default()
+        };
         assert_ne!(f.id(), g.id(), "length prefixes keep field boundaries");
-        let set = AttributeSet::new(vec![("b".into(), "1".into()), ("a".into(), "2".into()), ("b".into(), "3".into())]);
-        assert_eq!(set.attrs, vec![("a".into(), "2".into()), ("b".into(), "3".into())]);
+        let set = AttributeSet::new(vec![
+            ("b".into(), "1".into()),
+            ("a".into(), "2".into()),
+            ("b".into(), "3".into()),
+        ]);
+        assert_eq!(
+            set.attrs,
+            vec![("a".into(), "2".into()), ("b".into(), "3".into())]
+        );
         assert_eq!(AttributeSet::default().id(), SymbolId::ZERO);
     }
 

@@ -43,7 +43,11 @@ pub static SAMPLES: LazyLock<SchemaRef> = LazyLock::new(|| {
 
 /// Stack tree nodes: `parent_id` is all zeros for a root frame.
 pub static STACKS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![id("stack_id"), id("parent_id"), id("location_id")]))
+    Arc::new(Schema::new(vec![
+        id("stack_id"),
+        id("parent_id"),
+        id("location_id"),
+    ]))
 });
 
 pub static LOCATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
 use stackhouse_storage::catalog::{
-    Catalog, CatalogError, ObjectMeta, SegmentCommit, SegmentMeta, SegmentSeries, TableKind,
-    TableStats, open_catalog,
+    Catalog, CatalogError, ObjectMeta, SegmentCommit, SegmentMeta, SegmentSeries, TableKind, TableStats,
+    open_catalog,
 };
 use stackhouse_storage::model::{Labels, ProfileRecord, ProfileType, Series, TimeRange};
 
@@ -35,8 +35,8 @@ where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let admin_url = std::env::var("STACKHOUSE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_string());
+    let admin_url =
+        std::env::var("STACKHOUSE_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.to_string());
     let mut admin = PgConnection::connect(&admin_url).await.unwrap_or_else(|e| {
         panic!(
             "postgres is unreachable at {admin_url}: {e}\n\
@@ -235,14 +235,8 @@ async fn tenants_are_isolated(url: String) {
     cat.commit_segment(&a).await.unwrap();
     cat.commit_segment(&b).await.unwrap();
 
-    assert_eq!(
-        ids(&cat.segments("a", TimeRange::ALL).await.unwrap()),
-        ["seg-a"]
-    );
-    assert_eq!(
-        ids(&cat.segments("b", TimeRange::ALL).await.unwrap()),
-        ["seg-b"]
-    );
+    assert_eq!(ids(&cat.segments("a", TimeRange::ALL).await.unwrap()), ["seg-a"]);
+    assert_eq!(ids(&cat.segments("b", TimeRange::ALL).await.unwrap()), ["seg-b"]);
     assert_eq!(ids(&cat.symbol_segments("a").await.unwrap()), ["seg-a"]);
     assert_eq!(
         cat.series("a", TimeRange::ALL).await.unwrap(),
@@ -277,12 +271,7 @@ async fn tenants_are_isolated(url: String) {
     assert_eq!((stats_b.segments, stats_b.series), (1, 2));
     assert_eq!(stats_b.tables["functions"].rows, 7);
 
-    assert!(
-        cat.segments("nobody", TimeRange::ALL)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(cat.segments("nobody", TimeRange::ALL).await.unwrap().is_empty());
     assert!(
         cat.label_names("nobody", TimeRange::ALL)
             .await
@@ -315,10 +304,7 @@ async fn time_range_edges(url: String) {
         mid(200, 300).await,
         "a range starting at max_time includes the last sample"
     );
-    assert!(
-        !mid(201, 300).await,
-        "a range starting after max_time misses it"
-    );
+    assert!(!mid(201, 300).await, "a range starting after max_time misses it");
     assert!(!mid(0, 100).await, "a range ending at min_time excludes it");
     assert!(
         mid(0, 101).await,
@@ -334,17 +320,11 @@ async fn time_range_edges(url: String) {
         "ordered by id, extremes included"
     );
     assert_eq!(
-        ids(&cat
-            .segments("t", range(i64::MIN, i64::MIN + 1))
-            .await
-            .unwrap()),
+        ids(&cat.segments("t", range(i64::MIN, i64::MIN + 1)).await.unwrap()),
         ["seg-min"]
     );
     assert_eq!(
-        ids(&cat
-            .segments("t", range(i64::MAX - 1, i64::MAX))
-            .await
-            .unwrap()),
+        ids(&cat.segments("t", range(i64::MAX - 1, i64::MAX)).await.unwrap()),
         ["seg-max"]
     );
     assert_eq!(
@@ -355,12 +335,7 @@ async fn time_range_edges(url: String) {
         1
     );
     assert!(cat.series("t", range(300, 400)).await.unwrap().is_empty());
-    assert!(
-        cat.label_names("t", range(300, 400))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(cat.label_names("t", range(300, 400)).await.unwrap().is_empty());
 }
 
 async fn series_extent_not_segment_extent(url: String) {
@@ -372,17 +347,9 @@ async fn series_extent_not_segment_extent(url: String) {
     cat.commit_segment(&c).await.unwrap();
 
     // The segment [100, 200] overlaps [160, 170), but neither series has samples there.
-    assert_eq!(
-        ids(&cat.segments("t", range(160, 170)).await.unwrap()),
-        ["seg"]
-    );
+    assert_eq!(ids(&cat.segments("t", range(160, 170)).await.unwrap()), ["seg"]);
     assert!(cat.series("t", range(160, 170)).await.unwrap().is_empty());
-    assert!(
-        cat.profile_types("t", range(160, 170))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(cat.profile_types("t", range(160, 170)).await.unwrap().is_empty());
     // Sample labels are only known per segment, so they still show.
     assert_eq!(
         cat.label_names("t", range(160, 170)).await.unwrap(),
@@ -453,20 +420,11 @@ async fn series_collision_rolls_back_everything(url: String) {
         .commit_segment(&commit("t", "seg-3", &[(&other_type, 300, 400)]))
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, CatalogError::SeriesCollision { .. }),
-        "got {err:?}"
-    );
+    assert!(matches!(err, CatalogError::SeriesCollision { .. }), "got {err:?}");
 
     assert_eq!(cat.stats("t").await.unwrap(), before);
-    assert_eq!(
-        ids(&cat.segments("t", TimeRange::ALL).await.unwrap()),
-        ["seg-1"]
-    );
-    assert_eq!(
-        cat.series("t", TimeRange::ALL).await.unwrap(),
-        vec![web.clone()]
-    );
+    assert_eq!(ids(&cat.segments("t", TimeRange::ALL).await.unwrap()), ["seg-1"]);
+    assert_eq!(cat.series("t", TimeRange::ALL).await.unwrap(), vec![web.clone()]);
     assert_eq!(
         cat.label_values("t", "service.name", TimeRange::ALL)
             .await
@@ -498,10 +456,7 @@ async fn collision_inside_one_commit(url: String) {
     let mut c = commit("t", "seg", &[(&a, 1, 2)]);
     c.series.push(twin);
     let err = cat.commit_segment(&c).await.unwrap_err();
-    assert!(
-        matches!(err, CatalogError::SeriesCollision { .. }),
-        "got {err:?}"
-    );
+    assert!(matches!(err, CatalogError::SeriesCollision { .. }), "got {err:?}");
     assert_eq!(cat.stats("t").await.unwrap().series, 0);
 }
 
@@ -600,9 +555,7 @@ async fn labels_include_sample_labels(url: String) {
         strings(&["api", "from-sample", "web"])
     );
     assert_eq!(
-        cat.label_values("t", "thread.name", range(0, 500))
-            .await
-            .unwrap(),
+        cat.label_values("t", "thread.name", range(0, 500)).await.unwrap(),
         strings(&["gc", "main"])
     );
     assert_eq!(
@@ -775,11 +728,7 @@ async fn concurrent_commits_share_new_series(url: String) {
         .map(|i| {
             let cat = cat.clone();
             let own = series(cpu(), &[("service.name", "own"), ("n", &i.to_string())]);
-            let c = commit(
-                "t",
-                &format!("seg-{i}"),
-                &[(&shared, i, i + 1), (&own, i, i + 1)],
-            );
+            let c = commit("t", &format!("seg-{i}"), &[(&shared, i, i + 1), (&own, i, i + 1)]);
             tokio::spawn(async move { cat.commit_segment(&c).await })
         })
         .collect();
@@ -788,13 +737,7 @@ async fn concurrent_commits_share_new_series(url: String) {
     }
     let stats = cat.stats("t").await.unwrap();
     assert_eq!((stats.segments, stats.series), (8, 9));
-    assert_eq!(
-        cat.label_values("t", "n", TimeRange::ALL)
-            .await
-            .unwrap()
-            .len(),
-        8
-    );
+    assert_eq!(cat.label_values("t", "n", TimeRange::ALL).await.unwrap().len(), 8);
 }
 
 // ---- url handling, independent of the backend ----
@@ -804,10 +747,7 @@ async fn unknown_scheme_is_invalid_url() {
     for url in ["mysql://root:hunter2@localhost/db", "catalog.db", ""] {
         match open_catalog(url).await {
             Err(CatalogError::InvalidUrl { url: shown, .. }) => {
-                assert!(
-                    !shown.contains("hunter2"),
-                    "the password leaked into {shown:?}"
-                )
+                assert!(!shown.contains("hunter2"), "the password leaked into {shown:?}")
             }
             Err(other) => panic!("{url:?}: expected an invalid url error, got {other:?}"),
             Ok(_) => panic!("{url:?}: expected an invalid url error, got a catalog"),

@@ -25,19 +25,17 @@ pub struct Observation {
 /// or one per value at the profile's time.
 fn expand(values: &[i64], timestamps: &[u64], profile_time: i64, mut emit: impl FnMut(i64, i64)) {
     match (values.is_empty(), timestamps.is_empty()) {
-        (false, false) => values.iter().zip(timestamps).for_each(|(v, t)| emit(*t as i64, *v)),
+        (false, false) => values
+            .iter()
+            .zip(timestamps)
+            .for_each(|(v, t)| emit(*t as i64, *v)),
         (true, false) => timestamps.iter().for_each(|t| emit(*t as i64, 1)),
         (false, true) => values.iter().for_each(|v| emit(profile_time, *v)),
         (true, true) => {}
     }
 }
 
-fn frame_names(
-    lines: &[(String,)],
-    mapping_file: Option<&str>,
-    address: u64,
-    out: &mut Vec<String>,
-) {
+fn frame_names(lines: &[(String,)], mapping_file: Option<&str>, address: u64, out: &mut Vec<String>) {
     if lines.is_empty() {
         out.push(match mapping_file {
             Some(f) if !f.is_empty() => format!("{f}+0x{address:x}"),
@@ -105,16 +103,21 @@ pub fn from_protobuf(req: &ExportProfilesServiceRequest) -> Vec<Observation> {
                     }
                     let trace_id = (sample.link_index != 0)
                         .then(|| hex::encode(&d.link_table[sample.link_index as usize].trace_id));
-                    expand(&sample.values, &sample.timestamps_unix_nano, p.time_unix_nano as i64, |time, value| {
-                        out.push(Observation {
-                            profile_type: type_id.clone(),
-                            attrs: sample_attrs.clone(),
-                            frames: frames.clone(),
-                            time,
-                            value,
-                            trace_id: trace_id.clone(),
-                        })
-                    });
+                    expand(
+                        &sample.values,
+                        &sample.timestamps_unix_nano,
+                        p.time_unix_nano as i64,
+                        |time, value| {
+                            out.push(Observation {
+                                profile_type: type_id.clone(),
+                                attrs: sample_attrs.clone(),
+                                frames: frames.clone(),
+                                time,
+                                value,
+                                trace_id: trace_id.clone(),
+                            })
+                        },
+                    );
                 }
             }
         }
@@ -126,13 +129,17 @@ fn int(v: Option<&Value>) -> i64 {
     match v {
         None | Some(Value::Null) => 0,
         Some(Value::Number(n)) => n.as_i64().unwrap_or_else(|| n.as_u64().unwrap() as i64),
-        Some(Value::String(s)) => s.parse::<i64>().unwrap_or_else(|_| s.parse::<u64>().unwrap() as i64),
+        Some(Value::String(s)) => s
+            .parse::<i64>()
+            .unwrap_or_else(|_| s.parse::<u64>().unwrap() as i64),
         Some(other) => panic!("not an integer: {other}"),
     }
 }
 
 fn ints(v: Option<&Value>) -> Vec<i64> {
-    v.and_then(Value::as_array).map(|a| a.iter().map(|x| int(Some(x))).collect()).unwrap_or_default()
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().map(|x| int(Some(x))).collect())
+        .unwrap_or_default()
 }
 
 fn json_any(v: &Value) -> String {
@@ -156,8 +163,10 @@ fn json_any(v: &Value) -> String {
 pub fn from_json(doc: &Value) -> Vec<Observation> {
     let d = &doc["dictionary"];
     let table = |name: &str| d.get(name).and_then(Value::as_array).cloned().unwrap_or_default();
-    let strings: Vec<String> =
-        table("stringTable").iter().map(|v| v.as_str().unwrap_or("").to_string()).collect();
+    let strings: Vec<String> = table("stringTable")
+        .iter()
+        .map(|v| v.as_str().unwrap_or("").to_string())
+        .collect();
     let (attributes, stacks, locations, functions, mappings, links) = (
         table("attributeTable"),
         table("stackTable"),
@@ -174,7 +183,12 @@ pub fn from_json(doc: &Value) -> Vec<Observation> {
     let mut out = Vec::new();
     for rp in doc["resourceProfiles"].as_array().unwrap() {
         let mut base = HashMap::new();
-        for kv in rp["resource"].get("attributes").and_then(Value::as_array).into_iter().flatten() {
+        for kv in rp["resource"]
+            .get("attributes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             base.insert(kv["key"].as_str().unwrap().to_string(), json_any(&kv["value"]));
         }
         for sp in rp["scopeProfiles"].as_array().unwrap() {
@@ -204,11 +218,20 @@ pub fn from_json(doc: &Value) -> Vec<Observation> {
                             .and_then(Value::as_array)
                             .into_iter()
                             .flatten()
-                            .map(|l| (s(functions[int(l.get("functionIndex")) as usize].get("nameStrindex")),))
+                            .map(|l| {
+                                (s(
+                                    functions[int(l.get("functionIndex")) as usize].get("nameStrindex")
+                                ),)
+                            })
                             .collect();
                         let mi = int(loc.get("mappingIndex"));
                         let mapping = (mi != 0).then(|| s(mappings[mi as usize].get("filenameStrindex")));
-                        frame_names(&lines, mapping.as_deref(), int(loc.get("address")) as u64, &mut frames);
+                        frame_names(
+                            &lines,
+                            mapping.as_deref(),
+                            int(loc.get("address")) as u64,
+                            &mut frames,
+                        );
                     }
                     let mut sample_attrs = attrs.clone();
                     for i in ints(sample.get("attributeIndices")) {
@@ -217,10 +240,16 @@ pub fn from_json(doc: &Value) -> Vec<Observation> {
                     }
                     let li = int(sample.get("linkIndex"));
                     let trace_id = (li != 0).then(|| {
-                        links[li as usize].get("traceId").and_then(Value::as_str).unwrap_or("").to_lowercase()
+                        links[li as usize]
+                            .get("traceId")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_lowercase()
                     });
-                    let timestamps: Vec<u64> =
-                        ints(sample.get("timestampsUnixNano")).into_iter().map(|t| t as u64).collect();
+                    let timestamps: Vec<u64> = ints(sample.get("timestampsUnixNano"))
+                        .into_iter()
+                        .map(|t| t as u64)
+                        .collect();
                     expand(&ints(sample.get("values")), &timestamps, time, |time, value| {
                         out.push(Observation {
                             profile_type: type_id.clone(),

@@ -21,32 +21,66 @@ pub async fn assert_api_matches(api: &Api, observations: &[Observation]) {
     let (from, to) = span(&all);
 
     let (status, listed) = api
-        .get_json("/api/v1/profile-types", &[("from", from.to_string()), ("to", to.to_string())])
+        .get_json(
+            "/api/v1/profile-types",
+            &[("from", from.to_string()), ("to", to.to_string())],
+        )
         .await;
     assert_eq!(status, 200);
-    let listed: BTreeSet<&str> =
-        listed["profile_types"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    let listed: BTreeSet<&str> = listed["profile_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
     assert_eq!(listed, types, "profile types");
 
     let range = [("from", from.to_string()), ("to", to.to_string())];
     let (status, names) = api.get_json("/api/v1/labels", &range).await;
     assert_eq!(status, 200);
-    let names: BTreeSet<&str> = names["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
-    let expected_names: BTreeSet<&str> = observations.iter().flat_map(|o| o.attrs.keys().map(String::as_str)).collect();
-    assert!(expected_names.is_subset(&names), "label names {names:?} lack some of {expected_names:?}");
+    let names: BTreeSet<&str> = names["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let expected_names: BTreeSet<&str> = observations
+        .iter()
+        .flat_map(|o| o.attrs.keys().map(String::as_str))
+        .collect();
+    assert!(
+        expected_names.is_subset(&names),
+        "label names {names:?} lack some of {expected_names:?}"
+    );
     let (status, values) = api.get_json("/api/v1/labels/thread.name/values", &range).await;
     assert_eq!(status, 200);
-    let values: BTreeSet<&str> = values["values"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
-    let expected_values: BTreeSet<&str> = observations.iter().filter_map(|o| o.attrs.get("thread.name").map(String::as_str)).collect();
+    let values: BTreeSet<&str> = values["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let expected_values: BTreeSet<&str> = observations
+        .iter()
+        .filter_map(|o| o.attrs.get("thread.name").map(String::as_str))
+        .collect();
     assert_eq!(values, expected_values, "thread.name values");
 
     for ty in &types {
         let of_type: Vec<&Observation> = observations.iter().filter(|o| o.profile_type == *ty).collect();
         let expected = folded(of_type.iter().copied());
         assert!(!expected.is_empty());
-        assert_eq!(api.folded(ty, "{}", from, to).await, expected, "{ty}: folded flamegraph");
+        assert_eq!(
+            api.folded(ty, "{}", from, to).await,
+            expected,
+            "{ty}: folded flamegraph"
+        );
         let json = api.flamegraph(ty, "", from, to, None).await;
-        assert_eq!(json["total"].as_i64(), Some(total(of_type.iter().copied())), "{ty}: json total");
+        assert_eq!(
+            json["total"].as_i64(),
+            Some(total(of_type.iter().copied())),
+            "{ty}: json total"
+        );
         assert_eq!(json["root"]["total"].as_i64(), json["total"].as_i64());
 
         // A time range that cuts through profiles (per-sample timestamps).
@@ -63,9 +97,16 @@ pub async fn assert_api_matches(api: &Api, observations: &[Observation]) {
             for (op, keep) in [("=", true), ("!=", false)] {
                 let selector = format!("{{{key}{op}{value:?}}}");
                 let expected = folded(
-                    of_type.iter().copied().filter(|o| (o.attrs.get(&key).map(String::as_str).unwrap_or("") == value) == keep),
+                    of_type
+                        .iter()
+                        .copied()
+                        .filter(|o| (o.attrs.get(&key).map(String::as_str).unwrap_or("") == value) == keep),
                 );
-                assert_eq!(api.folded(ty, &selector, from, to).await, expected, "{ty}: {selector}");
+                assert_eq!(
+                    api.folded(ty, &selector, from, to).await,
+                    expected,
+                    "{ty}: {selector}"
+                );
             }
         }
         // A regex over a sample attribute, combined with a time cut.
@@ -75,7 +116,11 @@ pub async fn assert_api_matches(api: &Api, observations: &[Observation]) {
             t.starts_with("kworker") || t == "containerd"
         };
         let expected = folded(of_type.iter().copied().filter(re_match).filter(|o| o.time >= mid));
-        assert_eq!(api.folded(ty, selector, mid, to).await, expected, "{ty}: {selector} from mid");
+        assert_eq!(
+            api.folded(ty, selector, mid, to).await,
+            expected,
+            "{ty}: {selector} from mid"
+        );
     }
 }
 

@@ -12,7 +12,11 @@ pub struct Api {
 
 impl Api {
     pub fn new(base: impl Into<String>) -> Api {
-        Api { base: base.into(), tenant: None, client: reqwest::Client::new() }
+        Api {
+            base: base.into(),
+            tenant: None,
+            client: reqwest::Client::new(),
+        }
     }
 
     pub fn with_tenant(mut self, tenant: &str) -> Api {
@@ -37,7 +41,13 @@ impl Api {
     }
 
     /// Folded flamegraph as a map; panics on a non-200 answer.
-    pub async fn folded(&self, profile_type: &str, selector: &str, from: i64, to: i64) -> BTreeMap<String, i64> {
+    pub async fn folded(
+        &self,
+        profile_type: &str,
+        selector: &str,
+        from: i64,
+        to: i64,
+    ) -> BTreeMap<String, i64> {
         let query = [
             ("profile_type", profile_type.to_string()),
             ("selector", selector.to_string()),
@@ -45,14 +55,20 @@ impl Api {
             ("to", to.to_string()),
             ("format", "folded".to_string()),
         ];
-        let resp = self.get("/api/v1/flamegraph", &query).send().await.expect("http request");
+        let resp = self
+            .get("/api/v1/flamegraph", &query)
+            .send()
+            .await
+            .expect("http request");
         let status = resp.status();
         let body = resp.text().await.unwrap();
         assert_eq!(status, 200, "folded flamegraph failed: {body}");
         body.lines()
             .filter(|l| !l.is_empty())
             .map(|l| {
-                let (path, value) = l.rsplit_once(' ').unwrap_or_else(|| panic!("bad folded line {l:?}"));
+                let (path, value) = l
+                    .rsplit_once(' ')
+                    .unwrap_or_else(|| panic!("bad folded line {l:?}"));
                 (path.to_string(), value.parse::<i64>().unwrap())
             })
             .fold(BTreeMap::new(), |mut m, (k, v)| {
@@ -62,7 +78,14 @@ impl Api {
     }
 
     /// JSON flamegraph; panics on a non-200 answer.
-    pub async fn flamegraph(&self, profile_type: &str, selector: &str, from: i64, to: i64, max_nodes: Option<usize>) -> Value {
+    pub async fn flamegraph(
+        &self,
+        profile_type: &str,
+        selector: &str,
+        from: i64,
+        to: i64,
+        max_nodes: Option<usize>,
+    ) -> Value {
         let mut query = vec![
             ("profile_type", profile_type.to_string()),
             ("selector", selector.to_string()),
@@ -97,14 +120,18 @@ impl Api {
         }
         let resp = req.body(body).send().await.expect("http request");
         let status = resp.status().as_u16();
-        let ct = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
         (status, ct, resp.bytes().await.unwrap().to_vec())
     }
 }
 
 pub fn gzip(data: &[u8]) -> Vec<u8> {
     use std::io::Write;
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     enc.write_all(data).unwrap();
     enc.finish().unwrap()
 }

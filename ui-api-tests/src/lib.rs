@@ -10,7 +10,10 @@ pub mod services;
 
 /// Repository root (the workspace), for test data and the binary.
 pub fn workspace_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf()
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace")
+        .to_path_buf()
 }
 
 /// `../shared/testdata` next to the repository (or `$STACKHOUSE_TESTDATA`).
@@ -19,6 +22,10 @@ pub fn testdata(rel: &str) -> std::path::PathBuf {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| workspace_dir().join("../shared/testdata"));
     let path = base.join(rel);
-    assert!(path.exists(), "test data {} is missing; set STACKHOUSE_TESTDATA", path.display());
+    assert!(
+        path.exists(),
+        "test data {} is missing; set STACKHOUSE_TESTDATA",
+        path.display()
+    );
     path
 }

@@ -31,7 +31,11 @@ pub fn binary() -> PathBuf {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("binding a free port").local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("binding a free port")
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[derive(Clone, Debug, Default)]
@@ -55,8 +59,14 @@ impl Server {
     pub async fn start(options: Options) -> Server {
         let tmp = tempfile::tempdir().expect("temp dir");
         let data_dir = tmp.path().join("data");
-        let mut server =
-            Server { child: None, http_port: 0, grpc_port: 0, data_dir, options, _tmp: Some(tmp) };
+        let mut server = Server {
+            child: None,
+            http_port: 0,
+            grpc_port: 0,
+            data_dir,
+            options,
+            _tmp: Some(tmp),
+        };
         server.spawn().await;
         server
     }
@@ -84,7 +94,10 @@ impl Server {
             .arg("200ms")
             .args(&self.options.extra_args)
             .envs(self.options.env.iter().map(|(k, v)| (k, v)))
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null());
         if let Some(c) = &self.options.catalog {
             cmd.arg("--catalog").arg(c);
@@ -107,8 +120,13 @@ impl Server {
 
     /// SIGTERM and wait for a clean exit; returns whether it exited with success.
     pub fn terminate(&mut self) -> bool {
-        let Some(mut child) = self.child.take() else { return true };
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = child.try_wait().expect("waiting for stackhouse") {
@@ -151,7 +169,10 @@ async fn wait_ready(http: &str, child: &mut Child) {
         {
             return;
         }
-        assert!(Instant::now() < deadline, "stackhouse did not become ready within 60 s");
+        assert!(
+            Instant::now() < deadline,
+            "stackhouse did not become ready within 60 s"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

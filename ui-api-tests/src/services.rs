@@ -21,7 +21,10 @@ impl PostgresDb {
         psql(&format!("CREATE DATABASE {name}"));
         let admin = postgres_admin_url();
         let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
-        PostgresDb { url: format!("{base}/{name}"), name }
+        PostgresDb {
+            url: format!("{base}/{name}"),
+            name,
+        }
     }
 }
 
@@ -29,7 +32,11 @@ impl Drop for PostgresDb {
     fn drop(&mut self) {
         let _ = Command::new("psql")
             .arg(postgres_admin_url())
-            .args(["-q", "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .args([
+                "-q",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
@@ -53,7 +60,10 @@ fn psql(sql: &str) {
 fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
     nanos * 1000 + N.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -74,7 +84,11 @@ impl S3Server {
             .spawn()
             .expect("python3 is required for the S3 tests");
         let endpoint = format!("http://127.0.0.1:{port}");
-        let mut server = S3Server { child, endpoint, bucket: "stackhouse-test".into() };
+        let mut server = S3Server {
+            child,
+            endpoint,
+            bucket: "stackhouse-test".into(),
+        };
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -83,12 +97,18 @@ impl S3Server {
                     "the S3 test server exited ({status}); install it with: python3 -m pip install 'moto[server]'"
                 );
             }
-            if let Ok(r) = client.put(format!("{}/{}", server.endpoint, server.bucket)).send().await
+            if let Ok(r) = client
+                .put(format!("{}/{}", server.endpoint, server.bucket))
+                .send()
+                .await
                 && r.status().is_success()
             {
                 break;
             }
-            assert!(Instant::now() < deadline, "moto S3 server did not start within 30 s");
+            assert!(
+                Instant::now() < deadline,
+                "moto S3 server did not start within 30 s"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         server
@@ -110,13 +130,20 @@ impl S3Server {
 
     /// Lists object keys under a prefix (moto answers unsigned requests).
     pub async fn list(&self, prefix: &str) -> Vec<String> {
-        let body = reqwest::get(format!("{}/{}?list-type=2&prefix={prefix}", self.endpoint, self.bucket))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        body.split("<Key>").skip(1).filter_map(|s| s.split("</Key>").next()).map(String::from).collect()
+        let body = reqwest::get(format!(
+            "{}/{}?list-type=2&prefix={prefix}",
+            self.endpoint, self.bucket
+        ))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+        body.split("<Key>")
+            .skip(1)
+            .filter_map(|s| s.split("</Key>").next())
+            .map(String::from)
+            .collect()
     }
 }
 

@@ -22,13 +22,22 @@ struct RpcStatus {
 }
 
 async fn post_pb(api: &Api, req: &ExportProfilesServiceRequest) -> (u16, Vec<u8>) {
-    let (status, ct, body) = api.post_otlp("application/x-protobuf", false, req.encode_to_vec()).await;
+    let (status, ct, body) = api
+        .post_otlp("application/x-protobuf", false, req.encode_to_vec())
+        .await;
     assert_eq!(ct, "application/x-protobuf");
     (status, body)
 }
 
 async fn total(api: &Api, service: &str) -> i64 {
-    api.flamegraph(PROFILE_TYPE, &format!("{{service.name=\"{service}\"}}"), 0, i64::MAX, None).await["total"]
+    api.flamegraph(
+        PROFILE_TYPE,
+        &format!("{{service.name=\"{service}\"}}"),
+        0,
+        i64::MAX,
+        None,
+    )
+    .await["total"]
         .as_i64()
         .unwrap()
 }
@@ -53,13 +62,43 @@ async fn one_invalid_profile_is_rejected_and_the_valid_one_stored() {
     let mut bad_shape = profile(T0, 1, 5);
     bad_shape.samples[0].timestamps_unix_nano = vec![T0, T0 + 1];
     let cases = vec![
-        ("stack", vec![profile(T0, 1, 7), profile(T0, 999, 5)], dictionary(), "stack"),
-        ("function", vec![profile(T0, 1, 7), profile(T0, 2, 5)], broken_dict, "function"),
-        ("string", vec![profile(T0, 1, 7), profile(T0, 2, 5)], bad_string, "string"),
-        ("location", vec![profile(T0, 1, 7), profile(T0, 2, 5)], bad_location, "location"),
-        ("attribute", vec![profile(T0, 1, 7), bad_attr], dictionary(), "attribute"),
+        (
+            "stack",
+            vec![profile(T0, 1, 7), profile(T0, 999, 5)],
+            dictionary(),
+            "stack",
+        ),
+        (
+            "function",
+            vec![profile(T0, 1, 7), profile(T0, 2, 5)],
+            broken_dict,
+            "function",
+        ),
+        (
+            "string",
+            vec![profile(T0, 1, 7), profile(T0, 2, 5)],
+            bad_string,
+            "string",
+        ),
+        (
+            "location",
+            vec![profile(T0, 1, 7), profile(T0, 2, 5)],
+            bad_location,
+            "location",
+        ),
+        (
+            "attribute",
+            vec![profile(T0, 1, 7), bad_attr],
+            dictionary(),
+            "attribute",
+        ),
         ("link", vec![profile(T0, 1, 7), bad_link], dictionary(), "link"),
-        ("shape", vec![profile(T0, 1, 7), bad_shape], dictionary(), "timestamps"),
+        (
+            "shape",
+            vec![profile(T0, 1, 7), bad_shape],
+            dictionary(),
+            "timestamps",
+        ),
     ];
     for (i, (name, profiles, dict, needle)) in cases.into_iter().enumerate() {
         let service = format!("svc-{name}");
@@ -67,21 +106,41 @@ async fn one_invalid_profile_is_rejected_and_the_valid_one_stored() {
         let (status, body) = post_pb(&api, &req).await;
         assert_eq!(status, 200, "{name}");
         let resp = ExportProfilesServiceResponse::decode(&body[..]).unwrap();
-        let partial = resp.partial_success.unwrap_or_else(|| panic!("{name}: partial success expected"));
+        let partial = resp
+            .partial_success
+            .unwrap_or_else(|| panic!("{name}: partial success expected"));
         assert_eq!(partial.rejected_profiles, 1, "{name}");
-        assert!(partial.error_message.contains(needle), "{name}: {:?} names {needle}", partial.error_message);
-        assert_eq!(total(&api, &service).await, 7, "{name}: the valid profile is stored");
+        assert!(
+            partial.error_message.contains(needle),
+            "{name}: {:?} names {needle}",
+            partial.error_message
+        );
+        assert_eq!(
+            total(&api, &service).await,
+            7,
+            "{name}: the valid profile is stored"
+        );
 
         // The same over gRPC, to a distinct service name.
         let service = format!("grpc-{name}-{i}");
         let mut req = req;
         req.resource_profiles[0].resource.as_mut().unwrap().attributes[0].value =
             Some(opentelemetry_proto::tonic::common::v1::AnyValue {
-                value: Some(opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(service.clone())),
+                value: Some(
+                    opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(service.clone()),
+                ),
             });
-        let resp = grpc.export(req).await.expect("grpc accepts the valid part").into_inner();
+        let resp = grpc
+            .export(req)
+            .await
+            .expect("grpc accepts the valid part")
+            .into_inner();
         assert_eq!(resp.partial_success.unwrap().rejected_profiles, 1, "grpc {name}");
-        assert_eq!(total(&api, &service).await, 7, "grpc {name}: the valid profile is stored");
+        assert_eq!(
+            total(&api, &service).await,
+            7,
+            "grpc {name}: the valid profile is stored"
+        );
     }
 }
 
@@ -97,7 +156,13 @@ async fn undecodable_and_unacceptable_bodies_get_clear_errors() {
     let capture = std::fs::read(testdata("otlp/ebpf-cpu-offcpu.v1_10.pb")).unwrap();
 
     // Truncated protobuf.
-    let (status, ct, body) = api.post_otlp("application/x-protobuf", false, capture[..capture.len() / 2].to_vec()).await;
+    let (status, ct, body) = api
+        .post_otlp(
+            "application/x-protobuf",
+            false,
+            capture[..capture.len() / 2].to_vec(),
+        )
+        .await;
     assert_eq!((status, ct.as_str()), (400, "application/x-protobuf"));
     let rpc = RpcStatus::decode(&body[..]).unwrap();
     assert_eq!(rpc.code, tonic::Code::InvalidArgument as i32);
@@ -109,9 +174,15 @@ async fn undecodable_and_unacceptable_bodies_get_clear_errors() {
     assert!(String::from_utf8_lossy(&body).contains("content type"));
 
     // Invalid JSON.
-    let (status, _, body) = api.post_otlp("application/json", false, b"{\"resourceProfiles\": [".to_vec()).await;
+    let (status, _, body) = api
+        .post_otlp("application/json", false, b"{\"resourceProfiles\": [".to_vec())
+        .await;
     assert_eq!(status, 400);
-    assert!(String::from_utf8_lossy(&body).contains("json"), "{}", String::from_utf8_lossy(&body));
+    assert!(
+        String::from_utf8_lossy(&body).to_lowercase().contains("json"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
 
     // Oversized body, raw and gzipped; a gzip bomb (64 MiB of zeros in ~64 KiB).
     let big = vec![0u8; limit + 1];
@@ -125,11 +196,17 @@ async fn undecodable_and_unacceptable_bodies_get_clear_errors() {
     assert!(rpc.message.contains("limit"), "{}", rpc.message);
 
     // Bad gzip.
-    let (status, _, _) = api.post_otlp("application/x-protobuf", true, b"not gzip at all".to_vec()).await;
+    let (status, _, _) = api
+        .post_otlp("application/x-protobuf", true, b"not gzip at all".to_vec())
+        .await;
     assert_eq!(status, 400);
 
     // gRPC: truncated → INVALID_ARGUMENT, oversized and bomb → RESOURCE_EXHAUSTED.
-    let channel = tonic::transport::Endpoint::from_shared(server.grpc()).unwrap().connect().await.unwrap();
+    let channel = tonic::transport::Endpoint::from_shared(server.grpc())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
     let mut raw = tonic::client::Grpc::new(channel.clone());
     let path = http::uri::PathAndQuery::from_static(
         "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export",
@@ -148,7 +225,11 @@ async fn undecodable_and_unacceptable_bodies_get_clear_errors() {
 
     let mut client = ProfilesServiceClient::new(channel.clone()).max_encoding_message_size(usize::MAX);
     let mut huge = ExportProfilesServiceRequest::decode(&capture[..]).unwrap();
-    huge.dictionary.as_mut().unwrap().string_table.push("x".repeat(limit));
+    huge.dictionary
+        .as_mut()
+        .unwrap()
+        .string_table
+        .push("x".repeat(limit));
     let status = client.export(huge.clone()).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     let mut gz = ProfilesServiceClient::new(channel).send_compressed(tonic::codec::CompressionEncoding::Gzip);

@@ -25,9 +25,16 @@ async fn grpc_capture_matches_input() {
         .await
         .unwrap()
         .send_compressed(tonic::codec::CompressionEncoding::Gzip);
-    let response = client.export(request).await.expect("export accepted").into_inner();
+    let response = client
+        .export(request)
+        .await
+        .expect("export accepted")
+        .into_inner();
     assert!(
-        response.partial_success.as_ref().is_none_or(|p| p.rejected_profiles == 0),
+        response
+            .partial_success
+            .as_ref()
+            .is_none_or(|p| p.rejected_profiles == 0),
         "nothing rejected: {response:?}"
     );
     assert_api_matches(&Api::new(server.http()), &expected).await;
@@ -51,10 +58,17 @@ async fn http_json_capture_matches_input() {
 
     // Another tenant sees nothing.
     let (status, types) = Api::new(server.http())
-        .get_json("/api/v1/profile-types", &[("from", "0".into()), ("to", i64::MAX.to_string())])
+        .get_json(
+            "/api/v1/profile-types",
+            &[("from", "0".into()), ("to", i64::MAX.to_string())],
+        )
         .await;
     assert_eq!(status, 200);
-    assert_eq!(types["profile_types"].as_array().unwrap().len(), 0, "tenant isolation: {types}");
+    assert_eq!(
+        types["profile_types"].as_array().unwrap().len(),
+        0,
+        "tenant isolation: {types}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -26,18 +26,40 @@ async fn serve_runs_with_embedded_defaults() {
         {
             break;
         }
-        assert!(child.try_wait().unwrap().is_none(), "stackhouse serve exited; are ports 4040/4317 free?");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "stackhouse serve exited; are ports 4040/4317 free?"
+        );
         assert!(Instant::now() < deadline, "not ready within 60 s");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let t0 = 1_700_000_000_000_000_000;
-    let req = request("quickstart", vec![profile(t0, 2, 3), profile(t0 + 1, 1, 4)], dictionary());
-    let (status, _, _) = api.post_otlp("application/x-protobuf", false, prost::Message::encode_to_vec(&req)).await;
+    let req = request(
+        "quickstart",
+        vec![profile(t0, 2, 3), profile(t0 + 1, 1, 4)],
+        dictionary(),
+    );
+    let (status, _, _) = api
+        .post_otlp(
+            "application/x-protobuf",
+            false,
+            prost::Message::encode_to_vec(&req),
+        )
+        .await;
     assert_eq!(status, 200);
     let folded = api.folded(PROFILE_TYPE, "{}", t0 as i64, t0 as i64 + 10).await;
-    assert_eq!(folded.into_iter().collect::<Vec<_>>(), vec![("main;foo".to_string(), 4), ("main;foo;bar".to_string(), 3)]);
-    assert!(cwd.path().join("data/catalog.db").exists(), "SQLite catalog under ./data");
+    assert_eq!(
+        folded.into_iter().collect::<Vec<_>>(),
+        vec![("main;foo".to_string(), 4), ("main;foo;bar".to_string(), 3)]
+    );
+    assert!(
+        cwd.path().join("data/catalog.db").exists(),
+        "SQLite catalog under ./data"
+    );
     assert!(cwd.path().join("data/objects").is_dir(), "objects under ./data");
-    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
     assert!(child.wait().unwrap().success(), "clean exit on SIGTERM");
 }

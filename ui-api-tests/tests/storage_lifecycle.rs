@@ -32,8 +32,10 @@ async fn assert_totals(api: &Api, expected: &[Observation], times: i64) {
     types.dedup();
     for ty in types {
         let of_type: Vec<&Observation> = expected.iter().filter(|o| o.profile_type == ty).collect();
-        let want: std::collections::BTreeMap<String, i64> =
-            capture::folded(of_type.iter().copied()).into_iter().map(|(k, v)| (k, v * times)).collect();
+        let want: std::collections::BTreeMap<String, i64> = capture::folded(of_type.iter().copied())
+            .into_iter()
+            .map(|(k, v)| (k, v * times))
+            .collect();
         assert_eq!(api.folded(ty, "{}", 0, i64::MAX).await, want, "{ty} x{times}");
     }
 }
@@ -49,20 +51,36 @@ async fn same_capture_twice_adds_no_symbol_rows() {
     let expected = expected();
     let observations = expected.len() as i64;
 
-    let (status, _, body) = api.post_otlp("application/x-protobuf", false, capture_bytes()).await;
+    let (status, _, body) = api
+        .post_otlp("application/x-protobuf", false, capture_bytes())
+        .await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let first = api.stats().await;
-    assert_eq!(rows(&first, "samples"), observations, "one row per observation: {first}");
+    assert_eq!(
+        rows(&first, "samples"),
+        observations,
+        "one row per observation: {first}"
+    );
     for table in ["stacks", "locations", "functions", "mappings"] {
         assert!(rows(&first, table) > 0, "{table} stored: {first}");
     }
 
-    let (status, _, _) = api.post_otlp("application/x-protobuf", false, capture_bytes()).await;
+    let (status, _, _) = api
+        .post_otlp("application/x-protobuf", false, capture_bytes())
+        .await;
     assert_eq!(status, 200);
     let second = api.stats().await;
-    assert_eq!(rows(&second, "samples"), 2 * observations, "samples doubled: {second}");
+    assert_eq!(
+        rows(&second, "samples"),
+        2 * observations,
+        "samples doubled: {second}"
+    );
     for table in ["stacks", "locations", "functions", "mappings", "attribute_sets"] {
-        assert_eq!(rows(&second, table), rows(&first, table), "no new {table} rows: {second}");
+        assert_eq!(
+            rows(&second, table),
+            rows(&first, table),
+            "no new {table} rows: {second}"
+        );
     }
     assert_totals(&api, &expected, 2).await;
 }
@@ -92,7 +110,11 @@ async fn acknowledged_data_survives_sigkill_with_sqlite() {
 #[tokio::test(flavor = "multi_thread")]
 async fn acknowledged_data_survives_sigkill_with_postgres() {
     let db = PostgresDb::create();
-    survives_sigkill(Options { catalog: Some(db.url.clone()), ..Default::default() }).await;
+    survives_sigkill(Options {
+        catalog: Some(db.url.clone()),
+        ..Default::default()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,8 +130,15 @@ async fn s3_storage_with_postgres_catalog() {
     let mut server = Server::start(options).await;
     send_grpc(&server).await;
     let keys = s3.list("stackhouse/").await;
-    assert!(keys.iter().any(|k| k.ends_with("samples.parquet")), "objects in the bucket: {keys:?}");
-    assert!(keys.iter().all(|k| k.starts_with("stackhouse/tenants/anonymous/")), "{keys:?}");
+    assert!(
+        keys.iter().any(|k| k.ends_with("samples.parquet")),
+        "objects in the bucket: {keys:?}"
+    );
+    assert!(
+        keys.iter()
+            .all(|k| k.starts_with("stackhouse/tenants/anonymous/")),
+        "{keys:?}"
+    );
     server.restart().await;
     assert_totals(&Api::new(server.http()), &expected(), 1).await;
 }

@@ -16,7 +16,11 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
     let store = state.store.ping().await.err().map(|e| e.to_string());
     let catalog = state.catalog.ping().await.err().map(|e| e.to_string());
     let ready = store.is_none() && catalog.is_none();
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     let body = json!({
         "status": if ready { "ready" } else { "not ready" },
         "store": store.unwrap_or_else(|| "ok".into()),

@@ -57,13 +57,21 @@ fn error(encoding: Encoding, status: StatusCode, code: tonic::Code, message: Str
         tracing::debug!(%message, "otlp export refused");
     }
     let body = match encoding {
-        Encoding::Protobuf => RpcStatus { code: code as i32, message }.encode_to_vec(),
-        Encoding::Json => serde_json::to_vec(&serde_json::json!({ "code": code as i32, "message": message, "error": message }))
-            .expect("json of strings"),
+        Encoding::Protobuf => RpcStatus {
+            code: code as i32,
+            message,
+        }
+        .encode_to_vec(),
+        Encoding::Json => serde_json::to_vec(
+            &serde_json::json!({ "code": code as i32, "message": message, "error": message }),
+        )
+        .expect("json of strings"),
     };
     let mut response = (status, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response();
     if status == StatusCode::SERVICE_UNAVAILABLE {
-        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     }
     response
 }
@@ -82,42 +90,87 @@ fn success(encoding: Encoding, response: &ExportProfilesServiceResponse) -> Resp
             serde_json::to_vec(&value).expect("json of strings")
         }
     };
-    (StatusCode::OK, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response()
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, encoding.content_type())],
+        body,
+    )
+        .into_response()
 }
 
 pub async fn export(State(state): State<AppState>, request: Request) -> Response {
     let headers = request.headers().clone();
-    let Some(encoding) = Encoding::from_headers(&headers) else {
-        let got = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("none");
-        let message = format!("unsupported content type {got:?}: use {PROTOBUF} or {JSON}");
-        return error(Encoding::Json, StatusCode::UNSUPPORTED_MEDIA_TYPE, tonic::Code::InvalidArgument, message);
-    };
-    let tenant = match tenant::parse(headers.get(tenant::HEADER).map(|v| v.as_bytes())) {
-        Ok(t) => t,
-        Err(m) => return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, m),
-    };
+    // Read the body before any refusal: answering while the client is still sending resets
+    // the connection, and the client would see a broken pipe instead of our message.
+    let response_encoding = Encoding::from_headers(&headers).unwrap_or(Encoding::Json);
     let limit = state.max_message_bytes;
     let raw = match read_limited(request.into_body(), limit).await {
         Ok(b) => b,
         Err(ReadError::TooLarge) => {
             let message = format!("request body exceeds the limit of {limit} bytes");
-            return error(encoding, StatusCode::PAYLOAD_TOO_LARGE, tonic::Code::ResourceExhausted, message);
+            return error(
+                response_encoding,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                tonic::Code::ResourceExhausted,
+                message,
+            );
         }
         Err(ReadError::Body(e)) => {
             let message = format!("failed to read request body: {e}");
-            return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, message);
+            return error(
+                response_encoding,
+                StatusCode::BAD_REQUEST,
+                tonic::Code::InvalidArgument,
+                message,
+            );
         }
     };
-    let content_encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    let Some(encoding) = Encoding::from_headers(&headers) else {
+        let got = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        let message = format!("unsupported content type {got:?}: use {PROTOBUF} or {JSON}");
+        return error(
+            Encoding::Json,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            tonic::Code::InvalidArgument,
+            message,
+        );
+    };
+    let tenant = match tenant::parse(headers.get(tenant::HEADER).map(|v| v.as_bytes())) {
+        Ok(t) => t,
+        Err(m) => return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, m),
+    };
+    let content_encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok());
     let body = match decompress(&raw, content_encoding, limit) {
         Ok(b) => b,
         Err(e @ BodyError::TooLarge { .. }) => {
-            return error(encoding, StatusCode::PAYLOAD_TOO_LARGE, tonic::Code::ResourceExhausted, e.to_string());
+            return error(
+                encoding,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                tonic::Code::ResourceExhausted,
+                e.to_string(),
+            );
         }
         Err(e @ BodyError::UnsupportedEncoding(_)) => {
-            return error(encoding, StatusCode::UNSUPPORTED_MEDIA_TYPE, tonic::Code::InvalidArgument, e.to_string());
+            return error(
+                encoding,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                tonic::Code::InvalidArgument,
+                e.to_string(),
+            );
         }
-        Err(e) => return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, e.to_string()),
+        Err(e) => {
+            return error(
+                encoding,
+                StatusCode::BAD_REQUEST,
+                tonic::Code::InvalidArgument,
+                e.to_string(),
+            );
+        }
     };
     let decoded = match encoding {
         Encoding::Protobuf => decode_protobuf(&body),
@@ -125,12 +178,26 @@ pub async fn export(State(state): State<AppState>, request: Request) -> Response
     };
     let request = match decoded {
         Ok(r) => r,
-        Err(e) => return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, e.to_string()),
+        Err(e) => {
+            return error(
+                encoding,
+                StatusCode::BAD_REQUEST,
+                tonic::Code::InvalidArgument,
+                e.to_string(),
+            );
+        }
     };
     match state.exporter.export(tenant, request).await {
         Ok(response) => success(encoding, &response),
-        Err(ExportError::InvalidArgument(m)) => error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, m),
-        Err(ExportError::Unavailable(m)) => error(encoding, StatusCode::SERVICE_UNAVAILABLE, tonic::Code::Unavailable, m),
+        Err(ExportError::InvalidArgument(m)) => {
+            error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, m)
+        }
+        Err(ExportError::Unavailable(m)) => error(
+            encoding,
+            StatusCode::SERVICE_UNAVAILABLE,
+            tonic::Code::Unavailable,
+            m,
+        ),
     }
 }
 
@@ -159,5 +226,9 @@ async fn read_limited(body: axum::body::Body, limit: usize) -> Result<bytes::Byt
             buf.extend_from_slice(&data);
         }
     }
-    if seen > limit { Err(ReadError::TooLarge) } else { Ok(buf.freeze()) }
+    if seen > limit {
+        Err(ReadError::TooLarge)
+    } else {
+        Ok(buf.freeze())
+    }
 }

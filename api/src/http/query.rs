@@ -50,7 +50,9 @@ pub async fn profile_types(
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant_of(&headers)?;
     let types = state.catalog.profile_types(&tenant, params.range()?).await?;
-    Ok(Json(json!({ "profile_types": types.iter().map(profile_type_json).collect::<Vec<_>>() })))
+    Ok(Json(
+        json!({ "profile_types": types.iter().map(profile_type_json).collect::<Vec<_>>() }),
+    ))
 }
 
 pub async fn label_names(
@@ -70,7 +72,10 @@ pub async fn label_values(
     Query(params): Query<RangeParams>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let values = state.catalog.label_values(&tenant, &name, params.range()?).await?;
+    let values = state
+        .catalog
+        .label_values(&tenant, &name, params.range()?)
+        .await?;
     Ok(Json(json!({ "name": name, "values": values })))
 }
 
@@ -95,7 +100,8 @@ pub async fn flamegraph(
     Query(params): Query<FlamegraphParams>,
 ) -> Result<Response, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let range = parse_range(params.from.as_deref(), params.to.as_deref(), now_nanos()).map_err(ApiError::bad_request)?;
+    let range = parse_range(params.from.as_deref(), params.to.as_deref(), now_nanos())
+        .map_err(ApiError::bad_request)?;
     let type_id = params
         .profile_type
         .as_deref()
@@ -110,34 +116,54 @@ pub async fn flamegraph(
         let ids: Vec<String> = known.iter().map(ProfileType::id).collect();
         return Err(ApiError::bad_request(format!(
             "unknown profile_type {type_id:?}; stored types: {}",
-            if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+            if ids.is_empty() {
+                "none".to_string()
+            } else {
+                ids.join(", ")
+            }
         )));
     }
     let selector = parse_selector(params.selector.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::bad_request(format!("invalid selector: {e}")))?;
     let max_nodes = match params.max_nodes.as_deref() {
         None => DEFAULT_MAX_NODES,
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| ApiError::bad_request(format!("invalid max_nodes {v:?}: expected a positive integer")))?,
+        Some(v) => v.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            ApiError::bad_request(format!("invalid max_nodes {v:?}: expected a positive integer"))
+        })?,
     };
     let format = match params.format.as_deref().unwrap_or("json") {
         "json" => Format::Json,
         "folded" => Format::Folded,
-        other => return Err(ApiError::bad_request(format!("invalid format {other:?}: expected json or folded"))),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "invalid format {other:?}: expected json or folded"
+            )));
+        }
     };
-    let query = FlamegraphQuery { tenant, profile_type, selector, range, max_nodes };
+    let query = FlamegraphQuery {
+        tenant,
+        profile_type,
+        selector,
+        range,
+        max_nodes,
+    };
     let graph = state.engine.flamegraph(&query).await.map_err(query_error)?;
     Ok(match format {
         Format::Json => Json(graph).into_response(),
-        Format::Folded => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], stackhouse_query::folded(&graph)).into_response(),
+        Format::Folded => (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            stackhouse_query::folded(&graph),
+        )
+            .into_response(),
     })
 }
 
 fn query_error(e: stackhouse_query::QueryError) -> ApiError {
-    if e.is_client_error() { ApiError::bad_request(e.to_string()) } else { ApiError::internal(e) }
+    if e.is_client_error() {
+        ApiError::bad_request(e.to_string())
+    } else {
+        ApiError::internal(e)
+    }
 }
 
 pub async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {

@@ -4,19 +4,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{
-    CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentSeries, TableKind, TableStats,
+    CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta, SegmentSeries,
+    TableKind, TableStats,
 };
 use crate::model::{Labels, ProfileType, Series};
 
 /// Both databases store integers as signed 64-bit; a count that does not fit is refused
 /// rather than wrapped into a negative number.
 pub(crate) fn to_i64(value: u64, what: &str) -> CatalogResult<i64> {
-    i64::try_from(value).map_err(|_| {
-        CatalogError::Corrupt(format!(
-            "{what} {value} does not fit a 64-bit signed column"
-        ))
-    })
+    i64::try_from(value)
+        .map_err(|_| CatalogError::Corrupt(format!("{what} {value} does not fit a 64-bit signed column")))
 }
 
 pub(crate) fn to_u64(value: i64, what: &str) -> CatalogResult<u64> {
@@ -31,8 +28,7 @@ pub(crate) fn parse_kind(kind: &str) -> CatalogResult<TableKind> {
 }
 
 pub(crate) fn encode_labels(labels: &Labels) -> CatalogResult<String> {
-    serde_json::to_string(labels)
-        .map_err(|e| CatalogError::Corrupt(format!("labels do not serialize: {e}")))
+    serde_json::to_string(labels).map_err(|e| CatalogError::Corrupt(format!("labels do not serialize: {e}")))
 }
 
 pub(crate) fn decode_labels(json: &str) -> CatalogResult<Labels> {
@@ -186,11 +182,7 @@ fn in_position_order<T>(items: Option<Vec<(i64, T)>>) -> Vec<T> {
 
 /// Sorted, deduplicated strings in byte order, the same for both databases.
 pub(crate) fn sorted_distinct(values: Vec<String>) -> Vec<String> {
-    values
-        .into_iter()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
+    values.into_iter().collect::<BTreeSet<_>>().into_iter().collect()
 }
 
 /// Stats with every table kind present, so callers can index any kind of an empty tenant.

@@ -158,7 +158,11 @@ pub trait Catalog: Send + Sync + 'static {
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>>;
 
     /// Where a profile id was stored.
-    async fn profile(&self, tenant: &str, profile_id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>>;
+    async fn profile(
+        &self,
+        tenant: &str,
+        profile_id: [u8; 16],
+    ) -> CatalogResult<Vec<(String, ProfileRecord)>>;
 
     async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats>;
 

@@ -10,9 +10,9 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::common::{
-    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments,
-    distinct_sample_labels, distinct_series, empty_stats, encode_labels, profile_id,
-    redact_password, same_identity, series_from_columns, sorted_distinct, to_i64,
+    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, distinct_sample_labels,
+    distinct_series, empty_stats, encode_labels, profile_id, redact_password, same_identity,
+    series_from_columns, sorted_distinct, to_i64,
 };
 use super::{Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
@@ -98,12 +98,7 @@ impl PostgresCatalog {
         .await?;
         for row in &stored {
             let id: i64 = row.try_get(0)?;
-            let profile_type = [
-                row.try_get(1)?,
-                row.try_get(2)?,
-                row.try_get(3)?,
-                row.try_get(4)?,
-            ];
+            let profile_type = [row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?];
             let stored = series_from_columns(id, profile_type, row.try_get(5)?, 0)?;
             let incoming = series.iter().find(|s| s.id == id);
             if incoming.is_some_and(|s| !same_identity(&stored, s)) {
@@ -144,10 +139,7 @@ impl PostgresCatalog {
         Ok(())
     }
 
-    async fn insert_segment(
-        tx: &mut Transaction<'_, Postgres>,
-        commit: &SegmentCommit,
-    ) -> CatalogResult<()> {
+    async fn insert_segment(tx: &mut Transaction<'_, Postgres>, commit: &SegmentCommit) -> CatalogResult<()> {
         let seg = &commit.segment;
         sqlx::query(
             "INSERT INTO segments (id, tenant, min_time, max_time, level, created_at_nanos)
@@ -211,8 +203,7 @@ impl PostgresCatalog {
         .execute(&mut **tx)
         .await?;
 
-        let (names, values): (Vec<&str>, Vec<&str>) =
-            distinct_sample_labels(commit).into_iter().unzip();
+        let (names, values): (Vec<&str>, Vec<&str>) = distinct_sample_labels(commit).into_iter().unzip();
         sqlx::query(
             "INSERT INTO sample_labels (segment_id, name, value)
              SELECT $1::TEXT, u.* FROM UNNEST($2::TEXT[], $3::TEXT[]) AS u",
@@ -370,27 +361,13 @@ impl Catalog for PostgresCatalog {
         .await?;
         rows.iter()
             .map(|row| {
-                let profile_type = [
-                    row.try_get(1)?,
-                    row.try_get(2)?,
-                    row.try_get(3)?,
-                    row.try_get(4)?,
-                ];
-                series_from_columns(
-                    row.try_get(0)?,
-                    profile_type,
-                    row.try_get(5)?,
-                    row.try_get(6)?,
-                )
+                let profile_type = [row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?];
+                series_from_columns(row.try_get(0)?, profile_type, row.try_get(5)?, row.try_get(6)?)
             })
             .collect()
     }
 
-    async fn profile_types(
-        &self,
-        tenant: &str,
-        range: TimeRange,
-    ) -> CatalogResult<Vec<ProfileType>> {
+    async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
         let rows = sqlx::query(
             "SELECT DISTINCT s.sample_type, s.sample_unit, s.period_type, s.period_unit
              FROM series s
@@ -438,12 +415,7 @@ impl Catalog for PostgresCatalog {
         Ok(sorted_distinct(names))
     }
 
-    async fn label_values(
-        &self,
-        tenant: &str,
-        name: &str,
-        range: TimeRange,
-    ) -> CatalogResult<Vec<String>> {
+    async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
         let values = sqlx::query_scalar(
             "SELECT sl.value FROM series_labels sl
              WHERE sl.tenant = $1 AND sl.name = $4
@@ -463,11 +435,7 @@ impl Catalog for PostgresCatalog {
         Ok(sorted_distinct(values))
     }
 
-    async fn profile(
-        &self,
-        tenant: &str,
-        id: [u8; 16],
-    ) -> CatalogResult<Vec<(String, ProfileRecord)>> {
+    async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         let rows = sqlx::query(
             "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count
              FROM profiles WHERE tenant = $1 AND profile_id = $2

@@ -6,15 +6,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::common::{
-    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments,
-    distinct_sample_labels, distinct_series, empty_stats, encode_labels, profile_id, same_identity,
-    series_from_columns, sorted_distinct, to_i64,
+    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, distinct_sample_labels,
+    distinct_series, empty_stats, encode_labels, profile_id, same_identity, series_from_columns,
+    sorted_distinct, to_i64,
 };
 use super::{Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
@@ -102,22 +101,19 @@ impl SqliteCatalog {
             .fetch_optional(&mut **tx)
             .await?;
             if let Some(row) = stored {
-                let profile_type = [
-                    row.try_get(0)?,
-                    row.try_get(1)?,
-                    row.try_get(2)?,
-                    row.try_get(3)?,
-                ];
+                let profile_type = [row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?];
                 let stored = series_from_columns(s.id, profile_type, row.try_get(4)?, 0)?;
                 if !same_identity(&stored, s) {
                     return Err(CatalogError::SeriesCollision { id: s.id });
                 }
-                sqlx::query("UPDATE series SET period = ?3 WHERE tenant = ?1 AND series_id = ?2 AND period <> ?3")
-                    .bind(tenant)
-                    .bind(s.id)
-                    .bind(s.period)
-                    .execute(&mut **tx)
-                    .await?;
+                sqlx::query(
+                    "UPDATE series SET period = ?3 WHERE tenant = ?1 AND series_id = ?2 AND period <> ?3",
+                )
+                .bind(tenant)
+                .bind(s.id)
+                .bind(s.period)
+                .execute(&mut **tx)
+                .await?;
                 continue;
             }
             let pt = &s.profile_type;
@@ -138,22 +134,21 @@ impl SqliteCatalog {
             .execute(&mut **tx)
             .await?;
             for (name, value) in &s.labels {
-                sqlx::query("INSERT INTO series_labels (tenant, series_id, name, value) VALUES (?1, ?2, ?3, ?4)")
-                    .bind(tenant)
-                    .bind(s.id)
-                    .bind(name)
-                    .bind(value)
-                    .execute(&mut **tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO series_labels (tenant, series_id, name, value) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .bind(tenant)
+                .bind(s.id)
+                .bind(name)
+                .bind(value)
+                .execute(&mut **tx)
+                .await?;
             }
         }
         Ok(())
     }
 
-    async fn insert_segment(
-        tx: &mut Transaction<'_, Sqlite>,
-        commit: &SegmentCommit,
-    ) -> CatalogResult<()> {
+    async fn insert_segment(tx: &mut Transaction<'_, Sqlite>, commit: &SegmentCommit) -> CatalogResult<()> {
         let seg = &commit.segment;
         sqlx::query(
             "INSERT INTO segments (id, tenant, min_time, max_time, level, created_at_nanos)
@@ -349,27 +344,13 @@ impl Catalog for SqliteCatalog {
         .await?;
         rows.iter()
             .map(|row| {
-                let profile_type = [
-                    row.try_get(1)?,
-                    row.try_get(2)?,
-                    row.try_get(3)?,
-                    row.try_get(4)?,
-                ];
-                series_from_columns(
-                    row.try_get(0)?,
-                    profile_type,
-                    row.try_get(5)?,
-                    row.try_get(6)?,
-                )
+                let profile_type = [row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?];
+                series_from_columns(row.try_get(0)?, profile_type, row.try_get(5)?, row.try_get(6)?)
             })
             .collect()
     }
 
-    async fn profile_types(
-        &self,
-        tenant: &str,
-        range: TimeRange,
-    ) -> CatalogResult<Vec<ProfileType>> {
+    async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
         let rows = sqlx::query(
             "SELECT DISTINCT s.sample_type, s.sample_unit, s.period_type, s.period_unit
              FROM series s
@@ -417,12 +398,7 @@ impl Catalog for SqliteCatalog {
         Ok(sorted_distinct(names))
     }
 
-    async fn label_values(
-        &self,
-        tenant: &str,
-        name: &str,
-        range: TimeRange,
-    ) -> CatalogResult<Vec<String>> {
+    async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
         let values = sqlx::query_scalar(
             "SELECT sl.value FROM series_labels sl
              WHERE sl.tenant = ?1 AND sl.name = ?4
@@ -442,11 +418,7 @@ impl Catalog for SqliteCatalog {
         Ok(sorted_distinct(values))
     }
 
-    async fn profile(
-        &self,
-        tenant: &str,
-        id: [u8; 16],
-    ) -> CatalogResult<Vec<(String, ProfileRecord)>> {
+    async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         let rows = sqlx::query(
             "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count
              FROM profiles WHERE tenant = ?1 AND profile_id = ?2

@@ -16,11 +16,19 @@ pub fn workspace_dir() -> std::path::PathBuf {
         .to_path_buf()
 }
 
-/// `../shared/testdata` next to the repository (or `$STACKHOUSE_TESTDATA`).
+/// `$STACKHOUSE_TESTDATA`, else `../shared/testdata` next to the repository, else the
+/// workplace's `/work/shared/testdata` (CI runs from a clone elsewhere).
 pub fn testdata(rel: &str) -> std::path::PathBuf {
     let base = std::env::var_os("STACKHOUSE_TESTDATA")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_dir().join("../shared/testdata"));
+        .unwrap_or_else(|| {
+            let next_to_repo = workspace_dir().join("../shared/testdata");
+            if next_to_repo.exists() {
+                next_to_repo
+            } else {
+                "/work/shared/testdata".into()
+            }
+        });
     let path = base.join(rel);
     assert!(
         path.exists(),

@@ -54,7 +54,7 @@ fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
 }
 
 fn gzip(chunks: impl IntoIterator<Item = Vec<u8>>) -> Vec<u8> {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::fast());
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
     for chunk in chunks {
         encoder.write_all(&chunk).unwrap();
     }

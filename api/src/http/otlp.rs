@@ -50,30 +50,77 @@ struct RpcStatus {
     message: String,
 }
 
-fn error(encoding: Encoding, status: StatusCode, code: tonic::Code, message: String) -> Response {
-    if status.is_server_error() {
-        tracing::warn!(%message, "otlp export failed");
-    } else {
-        tracing::debug!(%message, "otlp export refused");
-    }
-    let body = match encoding {
-        Encoding::Protobuf => RpcStatus {
-            code: code as i32,
-            message,
+/// Why a request is refused: the HTTP status, the gRPC code carried in `google.rpc.Status`,
+/// and a message naming the problem.
+struct Refusal {
+    status: StatusCode,
+    code: tonic::Code,
+    message: String,
+}
+
+impl Refusal {
+    fn invalid(message: impl ToString) -> Refusal {
+        Refusal {
+            status: StatusCode::BAD_REQUEST,
+            code: tonic::Code::InvalidArgument,
+            message: message.to_string(),
         }
-        .encode_to_vec(),
-        Encoding::Json => serde_json::to_vec(
-            &serde_json::json!({ "code": code as i32, "message": message, "error": message }),
-        )
-        .expect("json of strings"),
-    };
-    let mut response = (status, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response();
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     }
-    response
+
+    fn unsupported(message: impl ToString) -> Refusal {
+        Refusal {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: tonic::Code::InvalidArgument,
+            message: message.to_string(),
+        }
+    }
+
+    fn too_large(message: impl ToString) -> Refusal {
+        Refusal {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: tonic::Code::ResourceExhausted,
+            message: message.to_string(),
+        }
+    }
+
+    fn unavailable(message: impl ToString) -> Refusal {
+        Refusal {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: tonic::Code::Unavailable,
+            message: message.to_string(),
+        }
+    }
+
+    fn into_response(self, encoding: Encoding) -> Response {
+        let Refusal {
+            status,
+            code,
+            message,
+        } = self;
+        if status.is_server_error() {
+            tracing::warn!(%message, "otlp export failed");
+        } else {
+            tracing::debug!(%message, "otlp export refused");
+        }
+        let body = match encoding {
+            Encoding::Protobuf => RpcStatus {
+                code: code as i32,
+                message,
+            }
+            .encode_to_vec(),
+            Encoding::Json => serde_json::to_vec(
+                &serde_json::json!({ "code": code as i32, "message": message, "error": message }),
+            )
+            .expect("json of strings"),
+        };
+        let mut response = (status, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        response
+    }
 }
 
 fn success(encoding: Encoding, response: &ExportProfilesServiceResponse) -> Response {
@@ -99,106 +146,57 @@ fn success(encoding: Encoding, response: &ExportProfilesServiceResponse) -> Resp
 }
 
 pub async fn export(State(state): State<AppState>, request: Request) -> Response {
-    let headers = request.headers().clone();
+    let encoding = Encoding::from_headers(request.headers());
+    // Errors use the request's encoding; JSON when it has none we understand.
+    let response_encoding = encoding.unwrap_or(Encoding::Json);
+    match try_export(&state, encoding, request).await {
+        Ok(response) => success(response_encoding, &response),
+        Err(refusal) => refusal.into_response(response_encoding),
+    }
+}
+
+async fn try_export(
+    state: &AppState,
+    encoding: Option<Encoding>,
+    request: Request,
+) -> Result<ExportProfilesServiceResponse, Refusal> {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let limit = state.max_message_bytes;
     // Read the body before any refusal: answering while the client is still sending resets
     // the connection, and the client would see a broken pipe instead of our message.
-    let response_encoding = Encoding::from_headers(&headers).unwrap_or(Encoding::Json);
-    let limit = state.max_message_bytes;
-    let raw = match read_limited(request.into_body(), limit).await {
-        Ok(b) => b,
-        Err(ReadError::TooLarge) => {
-            let message = format!("request body exceeds the limit of {limit} bytes");
-            return error(
-                response_encoding,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                tonic::Code::ResourceExhausted,
-                message,
-            );
-        }
-        Err(ReadError::Body(e)) => {
-            let message = format!("failed to read request body: {e}");
-            return error(
-                response_encoding,
-                StatusCode::BAD_REQUEST,
-                tonic::Code::InvalidArgument,
-                message,
-            );
-        }
-    };
-    let Some(encoding) = Encoding::from_headers(&headers) else {
+    let raw = read_limited(body, limit).await.map_err(|e| match e {
+        ReadError::TooLarge => Refusal::too_large(format!("request body exceeds the limit of {limit} bytes")),
+        ReadError::Body(e) => Refusal::invalid(format!("failed to read request body: {e}")),
+    })?;
+    let Some(encoding) = encoding else {
         let got = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("none");
-        let message = format!("unsupported content type {got:?}: use {PROTOBUF} or {JSON}");
-        return error(
-            Encoding::Json,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            tonic::Code::InvalidArgument,
-            message,
-        );
+        return Err(Refusal::unsupported(format!(
+            "unsupported content type {got:?}: use {PROTOBUF} or {JSON}"
+        )));
     };
-    let tenant = match tenant::parse(headers.get(tenant::HEADER).map(|v| v.as_bytes())) {
-        Ok(t) => t,
-        Err(m) => return error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, m),
-    };
+    let tenant =
+        tenant::parse(headers.get(tenant::HEADER).map(|v| v.as_bytes())).map_err(Refusal::invalid)?;
     let content_encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
-    let body = match decompress(&raw, content_encoding, limit) {
-        Ok(b) => b,
-        Err(e @ BodyError::TooLarge { .. }) => {
-            return error(
-                encoding,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                tonic::Code::ResourceExhausted,
-                e.to_string(),
-            );
-        }
-        Err(e @ BodyError::UnsupportedEncoding(_)) => {
-            return error(
-                encoding,
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                tonic::Code::InvalidArgument,
-                e.to_string(),
-            );
-        }
-        Err(e) => {
-            return error(
-                encoding,
-                StatusCode::BAD_REQUEST,
-                tonic::Code::InvalidArgument,
-                e.to_string(),
-            );
-        }
-    };
-    let decoded = match encoding {
+    let body = decompress(&raw, content_encoding, limit).map_err(|e| match e {
+        BodyError::TooLarge { .. } => Refusal::too_large(e),
+        BodyError::UnsupportedEncoding(_) => Refusal::unsupported(e),
+        BodyError::Malformed(_) => Refusal::invalid(e),
+    })?;
+    let request = match encoding {
         Encoding::Protobuf => decode_protobuf(&body),
         Encoding::Json => decode_json(&body),
-    };
-    let request = match decoded {
-        Ok(r) => r,
-        Err(e) => {
-            return error(
-                encoding,
-                StatusCode::BAD_REQUEST,
-                tonic::Code::InvalidArgument,
-                e.to_string(),
-            );
-        }
-    };
-    match state.exporter.export(tenant, request).await {
-        Ok(response) => success(encoding, &response),
-        Err(ExportError::InvalidArgument(m)) => {
-            error(encoding, StatusCode::BAD_REQUEST, tonic::Code::InvalidArgument, m)
-        }
-        Err(ExportError::Unavailable(m)) => error(
-            encoding,
-            StatusCode::SERVICE_UNAVAILABLE,
-            tonic::Code::Unavailable,
-            m,
-        ),
     }
+    .map_err(Refusal::invalid)?;
+    state.exporter.export(tenant, request).await.map_err(|e| match e {
+        ExportError::InvalidArgument(m) => Refusal::invalid(m),
+        ExportError::Unavailable(m) => Refusal::unavailable(m),
+    })
 }
 
 enum ReadError {

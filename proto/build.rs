@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use prost::Message;
 
-const PROTOS: &[&str] = &["opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"];
+const PROTOS: &[&str] = &[
+    "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto",
+    "perftools/profiles/profile.proto",
+];
 
 fn main() -> std::io::Result<()> {
     println!("cargo:rerun-if-changed=protos");

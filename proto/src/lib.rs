@@ -23,3 +23,5 @@ pub use opentelemetry::proto::collector::profiles::v1development as otlp_collect
 pub use opentelemetry::proto::common::v1 as otlp_common;
 pub use opentelemetry::proto::profiles::v1development as otlp_profiles;
 pub use opentelemetry::proto::resource::v1 as otlp_resource;
+/// pprof's `perftools.profiles` messages (`Profile`, `Sample`, `Location`, ...).
+pub use perftools::profiles as pprof;

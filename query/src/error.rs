@@ -17,6 +17,16 @@ pub enum QueryError {
     /// with advice to narrow the range or selector; retrying unchanged will not help.
     #[error("query exceeds its resource limits, narrow the time range or selector: {0}")]
     ResourcesExhausted(String),
+    /// The request asks for more than a configured limit allows: report 422. `limit` is
+    /// the name of the [`crate::limits::QueryLimits`] field.
+    #[error("{message} (limit {limit})")]
+    LimitExceeded { limit: &'static str, message: String },
+    /// The query ran longer than the configured timeout.
+    #[error("query exceeded its time limit of {0:?} (limit timeout); narrow the time range or selector")]
+    Timeout(std::time::Duration),
+    /// The thing asked for (a profile id) is not stored: report 404.
+    #[error("{0}")]
+    NotFound(String),
     #[error("catalog: {0}")]
     Catalog(#[from] CatalogError),
     #[error("symbols: {0}")]
@@ -32,7 +42,22 @@ impl QueryError {
     pub fn is_client_error(&self) -> bool {
         matches!(
             self,
-            QueryError::InvalidArgument(_) | QueryError::Selector(_) | QueryError::ResourcesExhausted(_)
+            QueryError::InvalidArgument(_)
+                | QueryError::Selector(_)
+                | QueryError::ResourcesExhausted(_)
+                | QueryError::LimitExceeded { .. }
+                | QueryError::Timeout(_)
+        )
+    }
+}
+
+impl QueryError {
+    /// Whether the request was well formed but asks for more than the limits allow (HTTP
+    /// 422 rather than 400).
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            QueryError::LimitExceeded { .. } | QueryError::ResourcesExhausted(_) | QueryError::Timeout(_)
         )
     }
 }

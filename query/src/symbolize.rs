@@ -84,8 +84,9 @@ fn address_name(index: &SymbolIndex, location: &Location, missing: &mut MissingS
 pub struct Symbolizer<'a> {
     index: &'a SymbolIndex,
     tree: TreeBuilder,
-    /// Stack tree node → flamegraph node where its path ends.
-    ends: HashMap<SymbolId, usize>,
+    /// (Flamegraph node the path starts under, stack tree node) → flamegraph node where
+    /// its path ends.
+    ends: HashMap<(usize, SymbolId), usize>,
     frames: HashMap<SymbolId, Vec<String>>,
     missing: MissingSymbols,
 }
@@ -103,8 +104,36 @@ impl<'a> Symbolizer<'a> {
 
     /// Adds `value` to the call path ending at stack node `stack_id` (the root for ZERO).
     pub fn add(&mut self, stack_id: SymbolId, value: i64) {
-        let node = self.path_end(stack_id);
+        self.add_under(TreeBuilder::ROOT, stack_id, value);
+    }
+
+    /// The node named `name` directly under the root, for grouped trees.
+    pub fn group(&mut self, name: &str) -> usize {
+        self.tree.child(TreeBuilder::ROOT, name)
+    }
+
+    /// Like [`Symbolizer::add`], with the call path hanging from `parent` (a [`Symbolizer::group`]).
+    pub fn add_under(&mut self, parent: usize, stack_id: SymbolId, value: i64) {
+        let node = self.path_end(parent, stack_id);
         self.tree.add_self(node, value);
+    }
+
+    /// The frames of a stack, caller first.
+    pub fn frames(&mut self, stack_id: SymbolId) -> Vec<String> {
+        let mut frames = Vec::new();
+        let (nodes, _) = walk_up(self.index, &mut self.missing, stack_id, |_| None);
+        for (_, location) in nodes.into_iter().rev() {
+            match location {
+                Some(location_id) => frames.extend_from_slice(cached_frames(
+                    &mut self.frames,
+                    self.index,
+                    &mut self.missing,
+                    location_id,
+                )),
+                None => frames.push(UNKNOWN.to_string()),
+            }
+        }
+        frames
     }
 
     /// The tree so far, and what was missing from the symbol tables.
@@ -112,34 +141,14 @@ impl<'a> Symbolizer<'a> {
         (self.tree.build(), self.missing)
     }
 
-    fn path_end(&mut self, stack_id: SymbolId) -> usize {
+    fn path_end(&mut self, parent: usize, stack_id: SymbolId) -> usize {
         // Walk up to the root or to the first node already placed; `None` marks a stack
         // node missing from the table, which ends the walk as an unknown root frame.
-        let mut pending: Vec<(SymbolId, Option<SymbolId>)> = Vec::new();
-        let mut start = TreeBuilder::ROOT;
-        let mut current = stack_id;
-        while !current.is_zero() {
-            if let Some(&end) = self.ends.get(&current) {
-                start = end;
-                break;
-            }
-            if pending.len() >= MAX_STACK_DEPTH {
-                self.missing.stacks += 1;
-                pending.push((current, None));
-                break;
-            }
-            match self.index.stacks.get(&current) {
-                Some(node) => {
-                    pending.push((current, Some(node.location_id)));
-                    current = node.parent_id;
-                }
-                None => {
-                    self.missing.stacks += 1;
-                    pending.push((current, None));
-                    break;
-                }
-            }
-        }
+        let ends = &self.ends;
+        let (pending, placed) = walk_up(self.index, &mut self.missing, stack_id, |node| {
+            ends.get(&(parent, node)).copied()
+        });
+        let start = placed.unwrap_or(parent);
         let mut end = start;
         for (stack_node, location_id) in pending.into_iter().rev() {
             match location_id {
@@ -151,10 +160,52 @@ impl<'a> Symbolizer<'a> {
                 }
                 None => end = self.tree.child(end, UNKNOWN),
             }
-            self.ends.insert(stack_node, end);
+            self.ends.insert((parent, stack_node), end);
         }
         end
     }
+}
+
+/// Location ids of a stack, leaf first (pprof's order); `None` stands for a stack node
+/// missing from the table, which ends the walk.
+pub fn stack_location_ids(index: &SymbolIndex, stack_id: SymbolId) -> Vec<Option<SymbolId>> {
+    let (nodes, _) = walk_up(index, &mut MissingSymbols::default(), stack_id, |_| None);
+    nodes.into_iter().map(|(_, location)| location).collect()
+}
+
+/// Stack nodes from `stack_id` towards the root, leaf first, each with its location id
+/// (`None` for a node missing from the table, which ends the walk as an unknown frame).
+/// Stops before the first node `placed` knows and returns what it gave for it.
+fn walk_up(
+    index: &SymbolIndex,
+    missing: &mut MissingSymbols,
+    stack_id: SymbolId,
+    placed: impl Fn(SymbolId) -> Option<usize>,
+) -> (Vec<(SymbolId, Option<SymbolId>)>, Option<usize>) {
+    let mut nodes = Vec::new();
+    let mut current = stack_id;
+    while !current.is_zero() {
+        if let Some(end) = placed(current) {
+            return (nodes, Some(end));
+        }
+        if nodes.len() >= MAX_STACK_DEPTH {
+            missing.stacks += 1;
+            nodes.push((current, None));
+            break;
+        }
+        match index.stacks.get(&current) {
+            Some(node) => {
+                nodes.push((current, Some(node.location_id)));
+                current = node.parent_id;
+            }
+            None => {
+                missing.stacks += 1;
+                nodes.push((current, None));
+                break;
+            }
+        }
+    }
+    (nodes, None)
 }
 
 /// Frames of a location, computed once per query: locations recur across many stacks.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use stackhouse_query::selector::parse_selector;
 use stackhouse_query::tree::{Node, OTHER_NAME};
-use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryError, folded};
+use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryError, QueryLimits, Scope, folded};
 use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
 use stackhouse_storage::model::{
     AttributeSet, Batch, Function, Labels, Line, Location, Mapping, ProfileType, SampleRow, Series, SymbolId,
@@ -226,6 +226,11 @@ async fn fixture() -> Fixture {
         target_partitions: 2,
         batch_size: 16,
         memory_limit_bytes: Some(64 << 20),
+        // The fixtures query all of time.
+        limits: QueryLimits {
+            max_range: std::time::Duration::MAX,
+            ..QueryLimits::default()
+        },
     };
     let engine = QueryEngine::new(store, catalog, symbols, config);
     Fixture {
@@ -293,10 +298,8 @@ async fn check(
     range: TimeRange,
 ) -> BTreeMap<String, i64> {
     let q = FlamegraphQuery {
-        tenant: TENANT.into(),
-        profile_type: profile_type.clone(),
-        selector: parse_selector(selector).unwrap(),
-        range,
+        scope: scope(profile_type.clone(), selector, range),
+        group_by: vec![],
         max_nodes: 0,
     };
     let fg = f.engine.flamegraph(&q).await.unwrap();
@@ -310,6 +313,12 @@ async fn check(
 }
 
 const ALL: TimeRange = TimeRange::ALL;
+
+fn scope(profile_type: ProfileType, selector: &str, range: TimeRange) -> Scope {
+    let mut scope = Scope::new(TENANT, profile_type, range);
+    scope.selector = parse_selector(selector).unwrap();
+    scope
+}
 
 #[tokio::test]
 async fn flamegraphs_sum_exactly_what_the_selector_selects() {
@@ -397,10 +406,8 @@ async fn time_ranges_cut_through_samples_and_segments() {
 async fn results_carry_unit_period_and_stay_exact_when_truncated() {
     let f = fixture().await;
     let q = |selector: &str, max_nodes| FlamegraphQuery {
-        tenant: TENANT.into(),
-        profile_type: cpu(),
-        selector: parse_selector(selector).unwrap(),
-        range: ALL,
+        scope: scope(cpu(), selector, ALL),
+        group_by: vec![],
         max_nodes,
     };
     let full = f.engine.flamegraph(&q("{}", 0)).await.unwrap();
@@ -443,18 +450,16 @@ async fn results_carry_unit_period_and_stay_exact_when_truncated() {
 async fn bad_requests_are_client_errors_and_tenants_are_separate() {
     let f = fixture().await;
     let mut q = FlamegraphQuery {
-        tenant: TENANT.into(),
-        profile_type: cpu(),
-        selector: parse_selector("{}").unwrap(),
-        range: TimeRange { start: 10, end: 10 },
+        scope: scope(cpu(), "{}", TimeRange { start: 10, end: 10 }),
+        group_by: vec![],
         max_nodes: 0,
     };
     let err = f.engine.flamegraph(&q).await.unwrap_err();
     assert!(matches!(err, QueryError::InvalidArgument(_)), "{err}");
     assert!(err.is_client_error());
 
-    q.range = ALL;
-    q.tenant = "someone-else".into();
+    q.scope.range = ALL;
+    q.scope.tenant = "someone-else".into();
     let other = f.engine.flamegraph(&q).await.unwrap();
     assert_eq!((other.total, other.root.children.len()), (0, 0));
 }
@@ -486,4 +491,203 @@ async fn fixture_covers_every_case() {
         }
     }
     assert!(f.samples.iter().any(|s| s.path.is_empty()));
+}
+
+/// The group a sample falls in for `thread.name`: the series label when the series has
+/// one, else the sample attribute, else "".
+fn thread_of(s: &Expected) -> String {
+    s.labels
+        .get("thread.name")
+        .cloned()
+        .or_else(|| {
+            s.attrs
+                .iter()
+                .find(|(k, _)| k == "thread.name")
+                .map(|(_, v)| v.clone())
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn group_by_puts_one_level_of_key_value_nodes_under_the_root() {
+    let f = fixture().await;
+    let q = FlamegraphQuery {
+        scope: scope(cpu(), "{}", ALL),
+        group_by: stackhouse_query::parse_group_by("thread.name").unwrap(),
+        max_nodes: 0,
+    };
+    let fg = f.engine.flamegraph(&q).await.unwrap();
+    assert_eq!(fg.group_by, vec!["thread.name".to_string()]);
+    let mut want: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for s in f.samples.iter().filter(|s| s.profile_type == cpu()) {
+        let group = format!("thread.name={}", thread_of(s));
+        let path = std::iter::once(group.as_str())
+            .chain(s.path.iter().copied())
+            .collect::<Vec<_>>()
+            .join(";");
+        *want.entry(group).or_default().entry(path).or_default() += s.value;
+    }
+    let names: Vec<&str> = fg.root.children.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names.len(), want.len(), "{names:?}");
+    assert!(want.contains_key("thread.name="), "samples without the key");
+    let got = paths(&fg.root);
+    let all: BTreeMap<String, i64> = want.values().flat_map(|m| m.clone()).collect();
+    assert_eq!(got, all);
+}
+
+#[tokio::test]
+async fn top_timeseries_and_events_follow_the_samples() {
+    use stackhouse_query::{Aggregation, EventsQuery, TimeseriesQuery, TopQuery};
+    let f = fixture().await;
+    let cpu_samples: Vec<&Expected> = f.samples.iter().filter(|s| s.profile_type == cpu()).collect();
+
+    // Top: self by leaf frame, total by any frame on the path.
+    let top = f
+        .engine
+        .top(&TopQuery {
+            scope: scope(cpu(), "{}", ALL),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let mut want: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for s in &cpu_samples {
+        if let Some(leaf) = s.path.last() {
+            want.entry(leaf.to_string()).or_default().0 += s.value;
+        }
+        let mut seen: Vec<&str> = s.path.clone();
+        seen.sort();
+        seen.dedup();
+        for name in seen {
+            want.entry(name.to_string()).or_default().1 += s.value;
+        }
+    }
+    let got: BTreeMap<String, (i64, i64)> = top
+        .functions
+        .iter()
+        .map(|f| (f.name.clone(), (f.self_value, f.total)))
+        .collect();
+    assert_eq!(got, want);
+    assert!(
+        top.functions
+            .windows(2)
+            .all(|w| w[0].self_value >= w[1].self_value)
+    );
+
+    // Time series: a step of 300 from 1000, so buckets cut the samples every 12.
+    let range = TimeRange {
+        start: 1000,
+        end: 4000,
+    };
+    for aggregation in [Aggregation::Sum, Aggregation::Avg] {
+        let ts = f
+            .engine
+            .timeseries(&TimeseriesQuery {
+                scope: scope(cpu(), "{}", range),
+                step_nanos: 300,
+                group_by: stackhouse_query::parse_group_by("service.name").unwrap(),
+                aggregation,
+            })
+            .await
+            .unwrap();
+        let mut want: BTreeMap<String, BTreeMap<i64, (i64, std::collections::BTreeSet<(String, i64)>)>> =
+            BTreeMap::new();
+        for s in &cpu_samples {
+            let bucket = 1000 + (s.time - 1000) / 300 * 300;
+            let e = want
+                .entry(s.labels["service.name"].clone())
+                .or_default()
+                .entry(bucket)
+                .or_default();
+            e.0 += s.value;
+            e.1.insert((format!("{:?}", s.labels), s.time));
+        }
+        assert_eq!(ts.series.len(), want.len());
+        for series in &ts.series {
+            let buckets = &want[&series.group["service.name"]];
+            let expect: Vec<(i64, f64)> = buckets
+                .iter()
+                .map(|(&t, (sum, points))| {
+                    let v = match aggregation {
+                        Aggregation::Sum => *sum as f64,
+                        Aggregation::Avg => *sum as f64 / points.len() as f64,
+                    };
+                    (t, v)
+                })
+                .collect();
+            assert_eq!(series.points, expect, "{aggregation:?} {:?}", series.group);
+        }
+    }
+    let too_fine = f
+        .engine
+        .timeseries(&TimeseriesQuery {
+            scope: scope(
+                cpu(),
+                "{}",
+                TimeRange {
+                    start: 0,
+                    end: 1 << 40,
+                },
+            ),
+            step_nanos: 1,
+            group_by: vec![],
+            aggregation: Aggregation::Sum,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            too_fine,
+            QueryError::LimitExceeded {
+                limit: "max_points",
+                ..
+            }
+        ),
+        "{too_fine}"
+    );
+
+    // Events: pages of 7 in time order, together exactly the samples.
+    let mut cursor = None;
+    let mut events = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = f
+            .engine
+            .events(&EventsQuery {
+                scope: scope(cpu(), "{}", ALL),
+                limit: 7,
+                cursor: cursor.clone(),
+            })
+            .await
+            .unwrap();
+        pages += 1;
+        assert!(page.events.len() <= 7);
+        for e in &page.events {
+            events.push((
+                e.timestamp,
+                e.value,
+                page.stacks[&e.stack_id].join(";"),
+                e.thread.clone(),
+            ));
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let mut want: Vec<(i64, i64, String, Option<String>)> = cpu_samples
+        .iter()
+        .map(|s| {
+            let thread = s
+                .attrs
+                .iter()
+                .find(|(k, _)| k == "thread.name")
+                .map(|(_, v)| v.clone());
+            (s.time, s.value, s.path.join(";"), thread)
+        })
+        .collect();
+    want.sort_by_key(|e| e.0);
+    assert!(events.windows(2).all(|w| w[0].0 <= w[1].0), "time order");
+    assert_eq!(events, want);
+    assert_eq!(pages, want.len().div_ceil(7).max(1));
 }

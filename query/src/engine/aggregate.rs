@@ -1,0 +1,264 @@
+//! Running one scan of the `samples` table: `SUM(value) GROUP BY <dims>` over a plan's
+//! segments, decoded into rows, with what the scan read.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::dataframe::DataFrame;
+use datafusion::functions_aggregate::expr_fn::sum;
+use datafusion::logical_expr::{Expr, col, lit};
+use datafusion::physical_plan::metrics::MetricValue;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use futures::TryStreamExt;
+use stackhouse_storage::catalog::TableKind;
+use stackhouse_storage::model::SymbolId;
+use stackhouse_storage::schema::samples;
+
+use super::QueryEngine;
+use super::plan::Plan;
+use crate::error::QueryError;
+use crate::scan::SamplesTable;
+use crate::types::ScanStats;
+
+/// A column to group by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dim {
+    Stack,
+    Series,
+    AttrSet,
+    Trace,
+    Span,
+    Profile,
+    Time,
+    /// Only for ordering: rows are never grouped by value.
+    Value,
+    /// `(time - start) / step`.
+    Bucket {
+        start: i64,
+        step: i64,
+    },
+}
+
+const BUCKET: &str = "bucket";
+
+impl Dim {
+    fn expr(&self) -> Expr {
+        match *self {
+            Dim::Stack => col(samples::STACK_ID),
+            Dim::Series => col(samples::SERIES_ID),
+            Dim::AttrSet => col(samples::ATTR_SET_ID),
+            Dim::Trace => col(samples::TRACE_ID),
+            Dim::Span => col(samples::SPAN_ID),
+            Dim::Profile => col(samples::PROFILE_ID),
+            Dim::Time => col(samples::TIME),
+            Dim::Value => col(samples::VALUE),
+            // The plan's filter keeps time >= start, so the quotient is never negative.
+            Dim::Bucket { start, step } => ((col(samples::TIME) - lit(start)) / lit(step)).alias(BUCKET),
+        }
+    }
+}
+
+/// One output row; the fields of dimensions not grouped by keep their defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub stack_id: SymbolId,
+    pub series_id: i64,
+    pub attr_set_id: SymbolId,
+    pub trace_id: Option<[u8; 16]>,
+    pub span_id: Option<[u8; 8]>,
+    pub profile_id: Option<[u8; 16]>,
+    pub time: i64,
+    pub bucket: i64,
+    pub value: i64,
+}
+
+impl QueryEngine {
+    /// `SELECT dims, SUM(value) WHERE plan.filter GROUP BY dims`.
+    pub(crate) async fn aggregate(
+        &self,
+        plan: &Plan,
+        dims: &[Dim],
+    ) -> Result<(Vec<Row>, ScanStats), QueryError> {
+        let df = self.samples(plan)?.aggregate(
+            dims.iter().map(Dim::expr).collect(),
+            vec![sum(col(samples::VALUE)).alias(samples::VALUE)],
+        )?;
+        let (batches, stats) = self.run(plan, df).await?;
+        let mut rows = Vec::new();
+        for batch in &batches {
+            decode_rows(batch, &mut rows)?;
+        }
+        Ok((rows, stats))
+    }
+
+    /// The plan's rows themselves (no aggregation) in the given order, at most `limit`.
+    pub(crate) async fn select_sorted(
+        &self,
+        plan: &Plan,
+        extra_filter: Option<Expr>,
+        order: &[Dim],
+        limit: usize,
+    ) -> Result<(Vec<Row>, ScanStats), QueryError> {
+        let mut df = self.samples(plan)?;
+        if let Some(extra) = extra_filter {
+            df = df.filter(extra)?;
+        }
+        let df = df
+            .sort(order.iter().map(|d| d.expr().sort(true, false)).collect())?
+            .limit(0, Some(limit))?;
+        let (batches, stats) = self.run(plan, df).await?;
+        let mut rows = Vec::new();
+        for batch in &batches {
+            decode_rows(batch, &mut rows)?;
+        }
+        Ok((rows, stats))
+    }
+
+    fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
+        let table = SamplesTable::new(&self.store, &plan.segments)?;
+        Ok(self
+            .ctx
+            .read_table(Arc::new(table))?
+            .filter(plan.filter.clone())?)
+    }
+
+    async fn run(&self, plan: &Plan, df: DataFrame) -> Result<(Vec<RecordBatch>, ScanStats), QueryError> {
+        let task = df.task_ctx();
+        let physical = df.create_physical_plan().await?;
+        let batches: Vec<RecordBatch> = execute_stream(physical.clone(), Arc::new(task))?
+            .try_collect()
+            .await?;
+        let mut stats = ScanStats {
+            segments: plan.segments.len() as u64,
+            bytes_total: plan
+                .segments
+                .iter()
+                .filter_map(|s| s.object(TableKind::Samples))
+                .map(|o| o.size_bytes)
+                .sum(),
+            ..ScanStats::default()
+        };
+        collect_scan_metrics(&physical, &mut stats);
+        tracing::debug!(?stats, "scan finished");
+        Ok((batches, stats))
+    }
+}
+
+/// Sums the Parquet reader's metrics of every scan in the plan.
+fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
+    if let Some(metrics) = plan.metrics().filter(|_| plan.children().is_empty()) {
+        let (mut by_stats, mut by_bloom) = ((0u64, 0u64), (0u64, 0u64));
+        let (mut rows_pruned, mut rows_matched) = (0u64, 0u64);
+        for metric in metrics.iter() {
+            match metric.value() {
+                MetricValue::PruningMetrics {
+                    name,
+                    pruning_metrics,
+                } => {
+                    let counts = (pruning_metrics.pruned() as u64, pruning_metrics.matched() as u64);
+                    match name.as_ref() {
+                        "row_groups_pruned_statistics" => {
+                            by_stats = (by_stats.0 + counts.0, by_stats.1 + counts.1)
+                        }
+                        "row_groups_pruned_bloom_filter" => {
+                            by_bloom = (by_bloom.0 + counts.0, by_bloom.1 + counts.1)
+                        }
+                        _ => {}
+                    }
+                }
+                MetricValue::Count { name, count } => match name.as_ref() {
+                    "bytes_scanned" => stats.bytes_scanned += count.value() as u64,
+                    "pushdown_rows_pruned" => rows_pruned += count.value() as u64,
+                    "pushdown_rows_matched" => rows_matched += count.value() as u64,
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        // Statistics are checked first and bloom filters on what statistics kept; either
+        // may be skipped when the predicate gives it nothing to do.
+        stats.row_groups_total += (by_stats.0 + by_stats.1).max(by_bloom.0 + by_bloom.1);
+        stats.row_groups_pruned += by_stats.0 + by_bloom.0;
+        stats.rows_scanned += rows_pruned + rows_matched;
+    }
+    for child in plan.children() {
+        collect_scan_metrics(child, stats);
+    }
+}
+
+fn decode_rows(batch: &RecordBatch, rows: &mut Vec<Row>) -> Result<(), QueryError> {
+    let schema = batch.schema();
+    let n = batch.num_rows();
+    let start = rows.len();
+    rows.resize(start + n, Row::default());
+    let out = &mut rows[start..];
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        match field.name().as_str() {
+            samples::STACK_ID => ids16(column, field.name(), |i, v| {
+                out[i].stack_id = SymbolId(v.unwrap_or([0; 16]))
+            })?,
+            samples::ATTR_SET_ID => ids16(column, field.name(), |i, v| {
+                out[i].attr_set_id = SymbolId(v.unwrap_or([0; 16]))
+            })?,
+            samples::TRACE_ID => ids16(column, field.name(), |i, v| out[i].trace_id = v)?,
+            samples::PROFILE_ID => ids16(column, field.name(), |i, v| out[i].profile_id = v)?,
+            samples::SPAN_ID => {
+                let array = column
+                    .as_fixed_size_binary_opt()
+                    .ok_or_else(|| unexpected(field.name(), column))?;
+                for (i, row) in out.iter_mut().enumerate() {
+                    row.span_id = (!array.is_null(i))
+                        .then(|| array.value(i).try_into())
+                        .transpose()
+                        .map_err(|_| unexpected(field.name(), column))?;
+                }
+            }
+            samples::SERIES_ID => int64(column, field.name(), |i, v| out[i].series_id = v)?,
+            samples::TIME => int64(column, field.name(), |i, v| out[i].time = v)?,
+            samples::VALUE => int64(column, field.name(), |i, v| out[i].value = v)?,
+            BUCKET => int64(column, field.name(), |i, v| out[i].bucket = v)?,
+            other => return Err(QueryError::Internal(format!("unexpected result column {other}"))),
+        }
+    }
+    Ok(())
+}
+
+fn unexpected(name: &str, column: &ArrayRef) -> QueryError {
+    QueryError::Internal(format!(
+        "unexpected type {} of result column {name}",
+        column.data_type()
+    ))
+}
+
+fn ids16(
+    column: &ArrayRef,
+    name: &str,
+    mut set: impl FnMut(usize, Option<[u8; 16]>),
+) -> Result<(), QueryError> {
+    let array = column
+        .as_fixed_size_binary_opt()
+        .ok_or_else(|| unexpected(name, column))?;
+    for i in 0..array.len() {
+        if array.is_null(i) {
+            set(i, None);
+        } else {
+            set(
+                i,
+                Some(array.value(i).try_into().map_err(|_| unexpected(name, column))?),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// NULL (a SUM over no values) reads as 0.
+fn int64(column: &ArrayRef, name: &str, mut set: impl FnMut(usize, i64)) -> Result<(), QueryError> {
+    let array = column
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| unexpected(name, column))?;
+    for i in 0..array.len() {
+        set(i, if array.is_null(i) { 0 } else { array.value(i) });
+    }
+    Ok(())
+}

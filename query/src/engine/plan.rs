@@ -1,0 +1,164 @@
+//! From a [`Scope`] to what to scan: the selected series, the segments that can hold
+//! their samples, and the row filter pushed into the Parquet scan.
+
+use std::collections::{HashMap, HashSet};
+
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Expr, col, lit};
+use stackhouse_storage::catalog::SegmentMeta;
+use stackhouse_storage::model::Series;
+use stackhouse_storage::schema::samples;
+
+use super::QueryEngine;
+use crate::error::QueryError;
+use crate::limits::exceeded;
+use crate::scan::selection_filter;
+use crate::scope::Scope;
+use crate::selection::{match_series, segments_to_scan, series_groups};
+
+/// A query's scan, decided before any Parquet is read.
+pub(crate) struct Plan {
+    pub segments: Vec<SegmentMeta>,
+    pub filter: Expr,
+    /// The selected series by id.
+    pub series: HashMap<i64, Series>,
+    /// The largest sampling period of the selected series.
+    pub period: i64,
+}
+
+impl QueryEngine {
+    /// Checks the scope against the limits, then prunes with the catalog. `Ok(None)` when
+    /// nothing can match (no series, no segment): the caller answers with an empty result.
+    pub(crate) async fn plan(&self, scope: &Scope) -> Result<Option<Plan>, QueryError> {
+        self.check_scope(scope)?;
+        let series = self.catalog.series(&scope.tenant, scope.range).await?;
+        let matched = match_series(&series, &scope.profile_type, &scope.selector);
+        let matched_count: usize = matched.values().map(Vec::len).sum();
+        if matched_count > self.limits.max_series {
+            return Err(exceeded(
+                "max_series",
+                format!(
+                    "the selector matches {matched_count} series, more than {} allowed; narrow the selector",
+                    self.limits.max_series
+                ),
+            ));
+        }
+        if matched.is_empty() {
+            return Ok(None);
+        }
+        // Listed before the symbols are read, so that the symbol cache already holds every
+        // attribute set these segments can reference.
+        let mut segments = self.catalog.segments(&scope.tenant, scope.range).await?;
+        if let Some(only) = &scope.segments {
+            let only: HashSet<&str> = only.iter().map(String::as_str).collect();
+            segments.retain(|s| only.contains(s.id.as_str()));
+        }
+        let groups = {
+            let symbols = self.symbols.read(&scope.tenant).await?;
+            series_groups(&matched, &scope.selector, &symbols.attr_sets)
+        };
+        let selected: HashSet<i64> = groups.iter().flat_map(|g| g.series_ids.iter().copied()).collect();
+        let series: HashMap<i64, Series> = series
+            .into_iter()
+            .filter(|s| selected.contains(&s.id))
+            .map(|s| (s.id, s))
+            .collect();
+        let period = series.values().map(|s| s.period).max().unwrap_or(0);
+        let segments = segments_to_scan(segments, &selected, scope.range);
+        tracing::debug!(
+            series = selected.len(),
+            groups = groups.len(),
+            segments = segments.len(),
+            "query planned"
+        );
+        let Some(filter) = selection_filter(scope.range, &groups) else {
+            return Ok(None);
+        };
+        if segments.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Plan {
+            segments,
+            filter: filter.and_then_opt(link_filter(scope)),
+            series,
+            period,
+        }))
+    }
+
+    fn check_scope(&self, scope: &Scope) -> Result<(), QueryError> {
+        if scope.tenant.is_empty() {
+            return Err(QueryError::InvalidArgument("tenant must not be empty".into()));
+        }
+        let range = scope.range;
+        if range.start >= range.end {
+            return Err(QueryError::InvalidArgument(format!(
+                "time range start {} must be before its end {}",
+                range.start, range.end
+            )));
+        }
+        // A profile lookup names its segments, so its range is not what bounds the work.
+        let span = (range.end as i128 - range.start as i128) as u128;
+        if scope.segments.is_none() && span > self.limits.max_range.as_nanos() {
+            return Err(exceeded(
+                "max_range",
+                format!(
+                    "the time range spans {}, more than {} allowed; narrow from/to",
+                    humanize_nanos(span),
+                    humanize_nanos(self.limits.max_range.as_nanos())
+                ),
+            ));
+        }
+        let ids = scope.trace_ids.len() + scope.span_ids.len() + scope.profile_ids.len();
+        if ids > self.limits.max_ids {
+            return Err(exceeded(
+                "max_ids",
+                format!(
+                    "the query names {ids} trace, span and profile ids, more than {} allowed",
+                    self.limits.max_ids
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+trait AndThenOpt {
+    fn and_then_opt(self, other: Option<Expr>) -> Expr;
+}
+
+impl AndThenOpt for Expr {
+    fn and_then_opt(self, other: Option<Expr>) -> Expr {
+        match other {
+            Some(other) => self.and(other),
+            None => self,
+        }
+    }
+}
+
+/// `trace_id IN (...) AND span_id IN (...) AND profile_id IN (...)` for the lists given.
+/// Equality on these columns is what the Parquet bloom filters answer.
+fn link_filter(scope: &Scope) -> Option<Expr> {
+    fn in_list<const N: usize>(column: &str, ids: &[[u8; N]]) -> Option<Expr> {
+        if ids.is_empty() {
+            return None;
+        }
+        let literal = |id: &[u8; N]| lit(ScalarValue::FixedSizeBinary(N as i32, Some(id.to_vec())));
+        Some(match ids {
+            [one] => col(column).eq(literal(one)),
+            many => col(column).in_list(many.iter().map(literal).collect(), false),
+        })
+    }
+    [
+        in_list(samples::TRACE_ID, &scope.trace_ids),
+        in_list(samples::SPAN_ID, &scope.span_ids),
+        in_list(samples::PROFILE_ID, &scope.profile_ids),
+    ]
+    .into_iter()
+    .flatten()
+    .reduce(Expr::and)
+}
+
+fn humanize_nanos(nanos: u128) -> String {
+    let secs = (nanos / 1_000_000_000).min(u64::MAX as u128) as u64;
+    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+}

@@ -1,0 +1,100 @@
+//! Finding one stored profile by id: the catalog says where it is and what it is; the
+//! scan then reads only those segments, filtered by the id.
+
+use std::collections::BTreeMap;
+
+use stackhouse_storage::model::{ProfileType, TimeRange};
+
+use super::QueryEngine;
+use crate::error::QueryError;
+use crate::profile::ProfileMeta;
+use crate::scope::Scope;
+
+impl QueryEngine {
+    pub(crate) async fn locate_profile(
+        &self,
+        tenant: &str,
+        profile_id: [u8; 16],
+        profile_type: Option<&ProfileType>,
+    ) -> Result<(ProfileMeta, Scope), QueryError> {
+        let id_hex = hex::encode(profile_id);
+        let records = self.catalog.profile(tenant, profile_id).await?;
+        if records.is_empty() {
+            return Err(QueryError::NotFound(format!("profile {id_hex} not found")));
+        }
+        // The records name series ids; their types and labels come from the series.
+        let series: BTreeMap<i64, _> = self
+            .catalog
+            .series(tenant, TimeRange::ALL)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s))
+            .collect();
+        let mut by_type: BTreeMap<ProfileType, Vec<_>> = BTreeMap::new();
+        for (segment_id, record) in records {
+            let Some(s) = series.get(&record.series_id) else {
+                return Err(QueryError::Internal(format!(
+                    "profile {id_hex} names series {} the catalog does not hold",
+                    record.series_id
+                )));
+            };
+            by_type
+                .entry(s.profile_type.clone())
+                .or_default()
+                .push((segment_id, record));
+        }
+        let (profile_type, records) = match profile_type {
+            Some(wanted) => {
+                let records = by_type.remove(wanted).ok_or_else(|| {
+                    QueryError::NotFound(format!(
+                        "profile {id_hex} has no samples of type {}; it has {}",
+                        wanted.id(),
+                        type_list(by_type.keys())
+                    ))
+                })?;
+                (wanted.clone(), records)
+            }
+            None if by_type.len() == 1 => by_type.pop_first().expect("one type"),
+            None => {
+                return Err(QueryError::InvalidArgument(format!(
+                    "profile {id_hex} holds several profile types ({}); pass profile_type",
+                    type_list(by_type.keys())
+                )));
+            }
+        };
+        let first = &records[0].1;
+        let labels = series
+            .get(&first.series_id)
+            .map(|s| s.labels.clone())
+            .unwrap_or_default();
+        let start = records.iter().map(|(_, r)| r.start_nanos).min().unwrap_or(0);
+        let end = records.iter().map(|(_, r)| r.end_nanos).max().unwrap_or(start);
+        let meta = ProfileMeta {
+            profile_id: id_hex,
+            profile_type: profile_type.id(),
+            start,
+            end,
+            duration_nanos: end.saturating_sub(start),
+            sample_count: records.iter().map(|(_, r)| r.sample_count).sum(),
+            labels,
+            resource: first.resource.clone(),
+            attributes: first.attributes.clone(),
+        };
+        let mut scope = Scope::new(tenant, profile_type, TimeRange::ALL);
+        scope.profile_ids = vec![profile_id];
+        let mut segments: Vec<String> = records.into_iter().map(|(segment, _)| segment).collect();
+        segments.sort();
+        segments.dedup();
+        scope.segments = Some(segments);
+        Ok((meta, scope))
+    }
+}
+
+fn type_list<'a>(types: impl Iterator<Item = &'a ProfileType>) -> String {
+    let ids: Vec<String> = types.map(ProfileType::id).collect();
+    if ids.is_empty() {
+        "none".to_string()
+    } else {
+        ids.join(", ")
+    }
+}

@@ -6,6 +6,9 @@ use std::collections::{BinaryHeap, HashMap};
 
 use serde::Serialize;
 use stackhouse_storage::model::ProfileType;
+use utoipa::ToSchema;
+
+use crate::types::{ProfileTypeInfo, ScanStats};
 
 /// Node budget when a query does not ask for one (as Pyroscope's `max_nodes`).
 pub const DEFAULT_MAX_NODES: usize = 8192;
@@ -14,7 +17,7 @@ pub const ROOT_NAME: &str = "total";
 /// Name of the node that stands for the siblings truncation folded away.
 pub const OTHER_NAME: &str = "other";
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Node {
     pub name: String,
     /// Value of samples whose stack ends exactly here.
@@ -23,6 +26,7 @@ pub struct Node {
     /// `self_value` plus the totals of all children.
     pub total: i64,
     /// Sorted by total, largest first, then by name.
+    #[schema(no_recursion)]
     pub children: Vec<Node>,
 }
 
@@ -38,7 +42,7 @@ impl Node {
 
     /// Nodes in this subtree, this one included.
     pub fn count(&self) -> usize {
-        1 + self.children.iter().map(Node::count).sum::<usize>()
+        count_nodes(self)
     }
 
     /// The child with this name, if any.
@@ -46,32 +50,27 @@ impl Node {
         self.children.iter().find(|c| c.name == name)
     }
 
-    /// Keeps at most `max_nodes` nodes of this subtree, preferring larger totals, and
-    /// folds the siblings dropped under each kept node into one [`OTHER_NAME`] child whose
-    /// value is their summed totals. Every kept node keeps its exact total; the subtree
-    /// grows by at most one `other` node per kept node. This node is always kept.
+    /// Keeps at most `max_nodes` nodes of this subtree; see [`truncate_tree`].
     pub fn truncate(&mut self, max_nodes: usize) {
-        let count = self.count();
-        if count <= max_nodes {
-            return;
-        }
-        // Number the nodes in pre-order, then pick the kept set best-first from the root:
-        // a node becomes a candidate only once its parent is kept, so the kept set always
-        // contains the ancestors of its members, even with negative values.
-        let mut totals = Vec::with_capacity(count);
-        let mut children = Vec::with_capacity(count);
-        number_preorder(self, &mut totals, &mut children);
-        let mut keep = vec![false; count];
-        let mut candidates = BinaryHeap::from([(totals[0], Reverse(0usize))]);
-        for _ in 0..max_nodes.max(1) {
-            let Some((_, Reverse(id))) = candidates.pop() else {
-                break;
-            };
-            keep[id] = true;
-            candidates.extend(children[id].iter().map(|&c: &usize| (totals[c], Reverse(c))));
-        }
-        let mut next = 0;
-        prune(self, &keep, &mut next);
+        truncate_tree(self, max_nodes);
+    }
+}
+
+impl TreeNode for Node {
+    fn weight(&self) -> i64 {
+        self.total
+    }
+
+    fn children(&self) -> &[Node] {
+        &self.children
+    }
+
+    fn children_mut(&mut self) -> &mut Vec<Node> {
+        &mut self.children
+    }
+
+    fn other(folded: &[Node]) -> Node {
+        Node::leaf(OTHER_NAME, folded.iter().map(|n| n.total).sum())
     }
 
     fn sort_children(&mut self) {
@@ -80,60 +79,120 @@ impl Node {
     }
 }
 
-fn number_preorder(node: &Node, totals: &mut Vec<i64>, children: &mut Vec<Vec<usize>>) {
-    let id = totals.len();
-    totals.push(node.total);
-    children.push(Vec::with_capacity(node.children.len()));
-    for child in &node.children {
-        let child_id = totals.len();
+/// A tree [`truncate_tree`] can cut down: the flamegraph and the diff share one algorithm.
+pub trait TreeNode: Sized {
+    /// What truncation ranks nodes by: larger weights are kept first.
+    fn weight(&self) -> i64;
+    fn children(&self) -> &[Self];
+    fn children_mut(&mut self) -> &mut Vec<Self>;
+    /// The leaf that stands for `folded`, siblings truncation dropped: it carries their
+    /// summed totals so that its parent's total stays exact.
+    fn other(folded: &[Self]) -> Self;
+    /// Restores the children's order after an `other` node was added.
+    fn sort_children(&mut self);
+}
+
+/// Nodes in the subtree of `node`, `node` included.
+pub fn count_nodes<T: TreeNode>(node: &T) -> usize {
+    1 + node.children().iter().map(count_nodes).sum::<usize>()
+}
+
+/// Keeps at most `max_nodes` nodes of the tree under `root`, preferring larger weights, and
+/// folds the siblings dropped under each kept node into one [`OTHER_NAME`] child (see
+/// [`TreeNode::other`]). Every kept node keeps its exact values; the tree grows by at most
+/// one `other` node per kept node. The root is always kept.
+pub fn truncate_tree<T: TreeNode>(root: &mut T, max_nodes: usize) {
+    let count = count_nodes(root);
+    if count <= max_nodes {
+        return;
+    }
+    // Number the nodes in pre-order, then pick the kept set best-first from the root: a
+    // node becomes a candidate only once its parent is kept, so the kept set always
+    // contains the ancestors of its members, even with negative values.
+    let mut weights = Vec::with_capacity(count);
+    let mut children = Vec::with_capacity(count);
+    number_preorder(root, &mut weights, &mut children);
+    let mut keep = vec![false; count];
+    let mut candidates = BinaryHeap::from([(weights[0], Reverse(0usize))]);
+    for _ in 0..max_nodes.max(1) {
+        let Some((_, Reverse(id))) = candidates.pop() else {
+            break;
+        };
+        keep[id] = true;
+        candidates.extend(children[id].iter().map(|&c: &usize| (weights[c], Reverse(c))));
+    }
+    let mut next = 0;
+    prune(root, &keep, &mut next);
+}
+
+fn number_preorder<T: TreeNode>(node: &T, weights: &mut Vec<i64>, children: &mut Vec<Vec<usize>>) {
+    let id = weights.len();
+    weights.push(node.weight());
+    children.push(Vec::with_capacity(node.children().len()));
+    for child in node.children() {
+        let child_id = weights.len();
         children[id].push(child_id);
-        number_preorder(child, totals, children);
+        number_preorder(child, weights, children);
     }
 }
 
 /// Walks the tree in the same pre-order as [`number_preorder`]; `next` is this node's id.
-fn prune(node: &mut Node, keep: &[bool], next: &mut usize) {
+fn prune<T: TreeNode>(node: &mut T, keep: &[bool], next: &mut usize) {
     *next += 1;
-    let mut folded: Option<i64> = None;
-    for mut child in std::mem::take(&mut node.children) {
+    let mut folded = Vec::new();
+    for mut child in std::mem::take(node.children_mut()) {
         if keep[*next] {
             prune(&mut child, keep, next);
-            node.children.push(child);
+            node.children_mut().push(child);
         } else {
-            *next += child.count();
-            *folded.get_or_insert(0) += child.total;
+            *next += count_nodes(&child);
+            folded.push(child);
         }
     }
-    if let Some(value) = folded {
-        node.children.push(Node::leaf(OTHER_NAME, value));
+    if !folded.is_empty() {
+        node.children_mut().push(T::other(&folded));
         node.sort_children();
     }
 }
 
 /// A query's result: the call tree plus what a client needs to read its values.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Flamegraph {
-    pub profile_type: ProfileType,
+    #[serde(flatten)]
+    pub kind: ProfileTypeInfo,
     /// The sample unit of the profile type: what `self` and `total` count.
     pub unit: String,
     /// The largest sampling period of the selected series, in `period_unit`.
     pub period: i64,
     pub total: i64,
-    pub root: Node,
-    /// The node budget applied by [`Flamegraph::truncate`]; `None` before truncation.
+    /// The node budget applied by [`Flamegraph::truncate`]; absent before truncation.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_nodes: Option<usize>,
+    /// The `group_by` keys of the first level under the root, when grouped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub group_by: Vec<String>,
+    pub root: Node,
+    /// What the query read; absent for results not built by a scan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<ScanStats>,
 }
 
 impl Flamegraph {
     pub fn new(profile_type: ProfileType, period: i64, root: Node) -> Flamegraph {
         Flamegraph {
             unit: profile_type.sample_unit.clone(),
-            profile_type,
+            kind: ProfileTypeInfo::from(&profile_type),
             period,
             total: root.total,
-            root,
             max_nodes: None,
+            group_by: Vec::new(),
+            root,
+            stats: None,
         }
+    }
+
+    pub fn profile_type(&self) -> ProfileType {
+        self.kind.to_profile_type()
     }
 
     /// A flamegraph of nothing: total 0, a root without children.

@@ -1,34 +1,20 @@
 //! Output formats of a flamegraph.
 //!
-//! - JSON, through `serde`: `{"profile_type": "samples:count:cpu:nanoseconds",
-//!   "sample_type", "sample_unit", "period_type", "period_unit", "unit", "period", "total",
-//!   "max_nodes" (when a budget was applied), "root": {"name", "self", "total", "children"}}`.
-//! - Folded stacks ([`folded`]), as Brendan Gregg's `flamegraph.pl` and speedscope read.
+//! - JSON, through `serde` (the types derive `Serialize` and `ToSchema`): `{"profile_type":
+//!   "samples:count:cpu:nanoseconds", "sample_type", "sample_unit", "period_type",
+//!   "period_unit", "unit", "period", "total", "max_nodes" (when a budget was applied),
+//!   "root": {"name", "self", "total", "children"}}`.
+//! - Flamebearer ([`flamebearer`]), the `names` + `levels` layout Pyroscope's flamegraph
+//!   components render.
+//! - pprof ([`pprof`]), a gzipped `perftools.profiles.Profile`.
+//! - Folded stacks ([`folded`]), as Brendan Gregg's `flamegraph.pl` and speedscope read;
+//!   for a diff ([`folded_diff`]), the two-value lines of `difffolded.pl`.
 
-use serde::ser::{Serialize, SerializeStruct, Serializer};
+pub mod flamebearer;
+pub mod pprof;
 
+use crate::diff::{Diff, DiffNode};
 use crate::tree::{Flamegraph, Node};
-
-impl Serialize for Flamegraph {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let pt = &self.profile_type;
-        let mut s = serializer.serialize_struct("Flamegraph", 11)?;
-        s.serialize_field("profile_type", &pt.id())?;
-        s.serialize_field("sample_type", &pt.sample_type)?;
-        s.serialize_field("sample_unit", &pt.sample_unit)?;
-        s.serialize_field("period_type", &pt.period_type)?;
-        s.serialize_field("period_unit", &pt.period_unit)?;
-        s.serialize_field("unit", &self.unit)?;
-        s.serialize_field("period", &self.period)?;
-        s.serialize_field("total", &self.total)?;
-        match self.max_nodes {
-            Some(max_nodes) => s.serialize_field("max_nodes", &max_nodes)?,
-            None => s.skip_field("max_nodes")?,
-        }
-        s.serialize_field("root", &self.root)?;
-        s.end()
-    }
-}
 
 /// Folded stacks: one line `frame1;frame2;...;leaf VALUE` per call path with a non-zero
 /// self value, root-first without the synthetic root, lines sorted.
@@ -43,13 +29,7 @@ pub fn folded(flamegraph: &Flamegraph) -> String {
     for child in &flamegraph.root.children {
         folded_lines(child, &mut path, &mut lines);
     }
-    lines.sort_unstable();
-    let mut out = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-    for line in lines {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
+    join_lines(lines)
 }
 
 fn folded_lines<'n>(node: &'n Node, path: &mut Vec<&'n str>, lines: &mut Vec<String>) {
@@ -61,6 +41,45 @@ fn folded_lines<'n>(node: &'n Node, path: &mut Vec<&'n str>, lines: &mut Vec<Str
         folded_lines(child, path, lines);
     }
     path.pop();
+}
+
+/// Folded diff: one line `frame1;...;leaf BASELINE COMPARISON` per call path where either
+/// side has a non-zero self value, as `difffolded.pl` writes and `flamegraph.pl` reads for
+/// a differential flamegraph; lines sorted. The same caveats as [`folded`] apply.
+pub fn folded_diff(diff: &Diff) -> String {
+    let mut lines = Vec::new();
+    let mut path = Vec::new();
+    for child in &diff.root.children {
+        folded_diff_lines(child, &mut path, &mut lines);
+    }
+    join_lines(lines)
+}
+
+fn folded_diff_lines<'n>(node: &'n DiffNode, path: &mut Vec<&'n str>, lines: &mut Vec<String>) {
+    path.push(&node.name);
+    if node.baseline_self != 0 || node.comparison_self != 0 {
+        lines.push(format!(
+            "{} {} {}",
+            path.join(";"),
+            node.baseline_self,
+            node.comparison_self
+        ));
+    }
+    for child in &node.children {
+        folded_diff_lines(child, path, lines);
+    }
+    path.pop();
+}
+
+/// Sorts `lines` and writes each followed by a newline.
+fn join_lines(mut lines: Vec<String>) -> String {
+    lines.sort_unstable();
+    let mut out = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -89,6 +108,22 @@ mod tests {
             "gc 1\nmain;idle 5\nmain;work 3\nmain;work;leaf 10\n"
         );
         assert_eq!(folded(&Flamegraph::empty(ProfileType::default(), 0)), "");
+    }
+
+    #[test]
+    fn folded_diff_lists_paths_with_self_on_either_side() {
+        let mut comparison = TreeBuilder::new();
+        comparison.add_path(&["main", "work", "leaf"], 7);
+        comparison.add_path(&["main", "new"], 2);
+        comparison.add_path::<&str>(&[], 9);
+        let comparison = Flamegraph::new(flamegraph().profile_type(), 10_000_000, comparison.build());
+        let diff = Diff::new(&flamegraph(), &comparison);
+        assert_eq!(
+            folded_diff(&diff),
+            "gc 1 0\nmain;idle 5 0\nmain;new 0 2\nmain;work 3 0\nmain;work;leaf 10 7\n"
+        );
+        let empty = Flamegraph::empty(ProfileType::default(), 0);
+        assert_eq!(folded_diff(&Diff::new(&empty, &empty)), "");
     }
 
     #[test]

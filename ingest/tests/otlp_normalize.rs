@@ -4,7 +4,16 @@ mod common;
 
 use common::{PROFILE_ID, SPAN_ID, TRACE_ID, dictionary, profile, two_profiles};
 use stackhouse_ingest::otlp::normalize;
-use stackhouse_storage::model::{Batch, ProfileRecord, SymbolId};
+use stackhouse_proto::otlp_common::{AnyValue, KeyValue, any_value};
+use stackhouse_proto::otlp_profiles::KeyValueAndUnit;
+use stackhouse_storage::model::{Batch, Labels, ProfileRecord, SymbolId};
+
+fn label_map(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 
 /// Function names of a stack, leaf first, by walking the normalized stack tree.
 fn frames(batch: &Batch, mut stack: SymbolId) -> Vec<String> {
@@ -100,6 +109,8 @@ fn normalizes_every_field() {
             start_nanos: 1_000_000_000,
             end_nanos: 6_000_000_000,
             sample_count: 4,
+            resource: label_map(&[("host.name", "box")]),
+            attributes: label_map(&[("service.name", "svc")]),
         }]
     );
     let other_rows: Vec<_> = batch.samples.iter().filter(|r| r.series_id == other.id).collect();
@@ -118,6 +129,69 @@ fn profile_attributes_override_scope_and_resource() {
     let n = normalize("t", &request, 0).unwrap();
     let cpu = n.batch.series.values().find(|s| s.period == 10_000_000).unwrap();
     assert_eq!(cpu.labels["service.name"], "svc");
+}
+
+#[test]
+fn profile_record_keeps_resource_and_profile_attributes_apart() {
+    let mut request = two_profiles();
+    let int = |i| {
+        Some(AnyValue {
+            value: Some(any_value::Value::IntValue(i)),
+        })
+    };
+    let resource = request.resource_profiles[0].resource.as_mut().unwrap();
+    resource.attributes.extend([
+        // The profile attribute of the same key wins in the series labels, not here.
+        KeyValue {
+            key: "service.name".into(),
+            value: int(1),
+            key_strindex: 0,
+        },
+        // Keyed through the string table.
+        KeyValue {
+            key: String::new(),
+            value: int(42),
+            key_strindex: 7,
+        },
+        // No key: dropped, as in the series labels.
+        KeyValue {
+            key: String::new(),
+            value: int(3),
+            key_strindex: 0,
+        },
+    ]);
+    let dict = dictionary(&mut request);
+    dict.attribute_table.push(KeyValueAndUnit {
+        key_strindex: 14,
+        value: int(-5),
+        unit_strindex: 0,
+    });
+    let extra = (dict.attribute_table.len() - 1) as i32;
+    profile(&mut request, 0).attribute_indices = vec![2, 0, extra];
+    // The second profile carries an id too, and no attributes of its own.
+    profile(&mut request, 1).profile_id = vec![0x02; 16];
+
+    let n = normalize("t", &request, 0).unwrap();
+    assert_eq!(n.rejected_profiles, 0, "{:?}", n.errors);
+    let resource = label_map(&[("host.name", "box"), ("service.name", "1"), ("thread.name", "42")]);
+    let [first, second] = &n.batch.profiles[..] else {
+        panic!("two profile records, got {:?}", n.batch.profiles);
+    };
+    assert_eq!(first.resource, resource);
+    assert_eq!(
+        first.attributes,
+        label_map(&[("app.c", "-5"), ("service.name", "svc")])
+    );
+    assert_eq!(second.resource, resource);
+    assert_eq!(second.attributes, Labels::new());
+
+    let series = &n.batch.series[&first.series_id];
+    assert_eq!(series.labels["service.name"], "svc");
+    assert_eq!(
+        series.labels["thread.name"], "7",
+        "the scope attribute beats the resource"
+    );
+    assert_eq!(series.labels["app.c"], "-5");
 }
 
 #[test]

@@ -307,6 +307,11 @@ pub struct ProfileRecord {
     pub start_nanos: i64,
     pub end_nanos: i64,
     pub sample_count: i64,
+    /// Resource attributes alone: the series labels merge them with scope and profile
+    /// attributes, and then neither side can be told apart.
+    pub resource: Labels,
+    /// The profile's own attributes (OTLP `Profile.attribute_indices`).
+    pub attributes: Labels,
 }
 
 /// Normalized data of one or more requests of one tenant, symbols deduplicated by id.

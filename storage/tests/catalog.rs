@@ -98,6 +98,7 @@ suite!(
     stats_sum_per_table,
     data_survives_reopening,
     profile_lookup,
+    profile_metadata_round_trips,
     symbol_segments_need_symbol_objects,
     concurrent_commits_share_new_series,
 );
@@ -226,6 +227,8 @@ async fn tenants_are_isolated(url: String) {
         start_nanos: 100,
         end_nanos: 200,
         sample_count: 3,
+        resource: Labels::new(),
+        attributes: Labels::new(),
     }];
     let mut b = commit("b", "seg-b", &[(&shared, 100, 200), (&only_b, 100, 200)]);
     b.sample_labels = vec![("thread.name".into(), "worker".into())];
@@ -404,6 +407,8 @@ async fn series_collision_rolls_back_everything(url: String) {
         start_nanos: 300,
         end_nanos: 400,
         sample_count: 1,
+        resource: Labels::new(),
+        attributes: Labels::new(),
     }];
     let err = cat.commit_segment(&c).await.unwrap_err();
     assert!(
@@ -635,6 +640,8 @@ async fn data_survives_reopening(url: String) {
         start_nanos: 1,
         end_nanos: 2,
         sample_count: 4,
+        resource: Labels::new(),
+        attributes: Labels::new(),
     }];
     {
         let cat = open(&url).await;
@@ -670,6 +677,8 @@ async fn profile_lookup(url: String) {
         start_nanos,
         end_nanos: start_nanos + 10,
         sample_count,
+        resource: Labels::new(),
+        attributes: Labels::new(),
     };
     let mut c1 = commit("t", "seg-1", &[(&cpu_s, 100, 110), (&off_s, 100, 110)]);
     c1.profiles = vec![record(cpu_s.id, 100, 5), record(off_s.id, 100, 6)];
@@ -696,6 +705,42 @@ async fn profile_lookup(url: String) {
     assert_eq!(found_sorted, expected);
     assert_eq!(cat.profile("t", [0xcd; 16]).await.unwrap().len(), 1);
     assert!(cat.profile("t", [0xef; 16]).await.unwrap().is_empty());
+}
+
+async fn profile_metadata_round_trips(url: String) {
+    let cat = open(&url).await;
+    let web = series(
+        cpu(),
+        &[("service.name", "web"), ("host.name", "a"), ("profile.kind", "x")],
+    );
+    // Keys and values that need escaping in JSON, and a resource key the attributes share.
+    let with_metadata = ProfileRecord {
+        profile_id: [0x11; 16],
+        series_id: web.id,
+        start_nanos: 100,
+        end_nanos: 150,
+        sample_count: 2,
+        resource: labels(&[("service.name", "web"), ("host.name", "a"), ("k\"q", "v\\\n é")]),
+        attributes: labels(&[("profile.kind", "x"), ("service.name", "override")]),
+    };
+    let bare = ProfileRecord {
+        profile_id: [0x22; 16],
+        resource: Labels::new(),
+        attributes: Labels::new(),
+        ..with_metadata.clone()
+    };
+    let mut c = commit("t", "seg", &[(&web, 100, 150)]);
+    c.profiles = vec![with_metadata.clone(), bare.clone()];
+    cat.commit_segment(&c).await.unwrap();
+
+    assert_eq!(
+        cat.profile("t", [0x11; 16]).await.unwrap(),
+        vec![("seg".to_string(), with_metadata)]
+    );
+    assert_eq!(
+        cat.profile("t", [0x22; 16]).await.unwrap(),
+        vec![("seg".to_string(), bare)]
+    );
 }
 
 async fn symbol_segments_need_symbol_objects(url: String) {

@@ -58,13 +58,22 @@ pub fn normalize(
             .resource
             .as_ref()
             .map_or(&[][..], |r| &r.attributes);
+        // Shared by every profile of the resource; string conversion is safe before
+        // validation (an index out of range reads as "").
+        let resource_labels = interner.resource_labels(resource);
         for (s, scope_profiles) in resource_profiles.scope_profiles.iter().enumerate() {
             let scope = scope_profiles.scope.as_ref();
             for (p, profile) in scope_profiles.profiles.iter().enumerate() {
                 // Validating first keeps a rejected profile from adding anything at all.
                 match validator.check_profile(resource, scope, profile) {
                     Ok(()) => {
-                        interner.add_profile(&mut out.batch, resource, scope, profile, received_at_nanos);
+                        interner.add_profile(
+                            &mut out.batch,
+                            &resource_labels,
+                            scope,
+                            profile,
+                            received_at_nanos,
+                        );
                         out.accepted_profiles += 1;
                     }
                     Err(e) => {
@@ -133,11 +142,12 @@ impl<'a> Interner<'a> {
     fn add_profile(
         &mut self,
         batch: &mut Batch,
-        resource: &[KeyValue],
+        resource: &Labels,
         scope: Option<&InstrumentationScope>,
         profile: &'a Profile,
         received_at_nanos: i64,
     ) {
+        let attributes = self.profile_attributes(profile);
         let series = Series::new(
             ProfileType {
                 sample_type: self.value_type_part(profile.sample_type, |t| t.type_strindex),
@@ -145,7 +155,7 @@ impl<'a> Interner<'a> {
                 period_type: self.value_type_part(profile.period_type, |t| t.type_strindex),
                 period_unit: self.value_type_part(profile.period_type, |t| t.unit_strindex),
             },
-            self.labels(resource, scope, profile),
+            self.labels(resource, scope, &attributes),
             profile.period,
         );
         let series_id = batch.add_series(series);
@@ -186,6 +196,8 @@ impl<'a> Interner<'a> {
                 start_nanos: time,
                 end_nanos: time.saturating_add(profile.duration_nano as i64),
                 sample_count: (batch.samples.len() - rows_before) as i64,
+                resource: resource.clone(),
+                attributes,
             });
         }
     }
@@ -194,35 +206,38 @@ impl<'a> Interner<'a> {
         value_type.map_or("", |t| self.str(part(&t))).to_string()
     }
 
-    /// Resource, then scope, then profile attributes: the more specific one wins a key.
-    fn labels(
-        &self,
-        resource: &[KeyValue],
-        scope: Option<&InstrumentationScope>,
-        profile: &Profile,
-    ) -> Labels {
-        let strings = &self.dict.string_table;
-        let mut labels = Labels::new();
-        let mut insert = |(key, value): (String, String)| {
-            // An attribute without a key cannot be selected on.
-            if !key.is_empty() {
-                labels.insert(key, value);
-            }
-        };
-        resource.iter().for_each(|kv| insert(key_value_pair(kv, strings)));
+    /// Series labels: resource, then scope, then profile attributes; the more specific one
+    /// wins a key.
+    fn labels(&self, resource: &Labels, scope: Option<&InstrumentationScope>, attributes: &Labels) -> Labels {
+        let mut labels = resource.clone();
         if let Some(scope) = scope {
             if !scope.name.is_empty() {
-                insert(("otel.scope.name".to_string(), scope.name.clone()));
+                insert_label(&mut labels, ("otel.scope.name".to_string(), scope.name.clone()));
             }
-            scope
-                .attributes
-                .iter()
-                .for_each(|kv| insert(key_value_pair(kv, strings)));
+            for kv in &scope.attributes {
+                insert_label(&mut labels, key_value_pair(kv, &self.dict.string_table));
+            }
         }
-        for &i in &profile.attribute_indices {
-            if i != 0 {
-                insert(dictionary_pair(&self.dict.attribute_table[slot(i)], strings));
-            }
+        labels.extend(attributes.iter().map(|(k, v)| (k.clone(), v.clone())));
+        labels
+    }
+
+    fn resource_labels(&self, resource: &[KeyValue]) -> Labels {
+        let mut labels = Labels::new();
+        for kv in resource {
+            insert_label(&mut labels, key_value_pair(kv, &self.dict.string_table));
+        }
+        labels
+    }
+
+    /// The profile's own attributes (`Profile.attribute_indices`, validated in range).
+    fn profile_attributes(&self, profile: &Profile) -> Labels {
+        let mut labels = Labels::new();
+        for &i in profile.attribute_indices.iter().filter(|&&i| i != 0) {
+            insert_label(
+                &mut labels,
+                dictionary_pair(&self.dict.attribute_table[slot(i)], &self.dict.string_table),
+            );
         }
         labels
     }
@@ -346,6 +361,14 @@ impl<'a> Interner<'a> {
         });
         self.functions[i] = Some(id);
         id
+    }
+}
+
+/// A later attribute overrides an earlier one of the same key; one without a key is
+/// dropped, since it cannot be selected on.
+fn insert_label(labels: &mut Labels, (key, value): (String, String)) {
+    if !key.is_empty() {
+        labels.insert(key, value);
     }
 }
 

@@ -10,9 +10,9 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::common::{
-    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, distinct_sample_labels,
-    distinct_series, empty_stats, encode_labels, profile_id, redact_password, same_identity,
-    series_from_columns, sorted_distinct, to_i64,
+    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, decode_labels,
+    distinct_sample_labels, distinct_series, empty_stats, encode_labels, profile_id, redact_password,
+    same_identity, series_from_columns, sorted_distinct, to_i64,
 };
 use super::{Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
@@ -216,10 +216,12 @@ impl PostgresCatalog {
 
         let p = &commit.profiles;
         sqlx::query(
-            "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count)
-             SELECT $1::TEXT, u.pid, $2::TEXT, u.sid, u.start_nanos, u.end_nanos, u.sample_count
-             FROM UNNEST($3::BYTEA[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[])
-                  AS u(pid, sid, start_nanos, end_nanos, sample_count)",
+            "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count,
+                                   resource, attributes)
+             SELECT $1::TEXT, u.pid, $2::TEXT, u.sid, u.start_nanos, u.end_nanos, u.sample_count,
+                    u.resource, u.attributes
+             FROM UNNEST($3::BYTEA[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[])
+                  AS u(pid, sid, start_nanos, end_nanos, sample_count, resource, attributes)",
         )
         .bind(&seg.tenant)
         .bind(&seg.id)
@@ -228,6 +230,8 @@ impl PostgresCatalog {
         .bind(p.iter().map(|p| p.start_nanos).collect::<Vec<_>>())
         .bind(p.iter().map(|p| p.end_nanos).collect::<Vec<_>>())
         .bind(p.iter().map(|p| p.sample_count).collect::<Vec<_>>())
+        .bind(p.iter().map(|p| encode_labels(&p.resource)).collect::<CatalogResult<Vec<_>>>()?)
+        .bind(p.iter().map(|p| encode_labels(&p.attributes)).collect::<CatalogResult<Vec<_>>>()?)
         .execute(&mut **tx)
         .await?;
         Ok(())
@@ -437,7 +441,7 @@ impl Catalog for PostgresCatalog {
 
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         let rows = sqlx::query(
-            "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count
+            "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count, resource, attributes
              FROM profiles WHERE tenant = $1 AND profile_id = $2
              ORDER BY segment_id COLLATE \"C\", series_id, start_nanos",
         )
@@ -453,6 +457,8 @@ impl Catalog for PostgresCatalog {
                     start_nanos: row.try_get(3)?,
                     end_nanos: row.try_get(4)?,
                     sample_count: row.try_get(5)?,
+                    resource: decode_labels(row.try_get(6)?)?,
+                    attributes: decode_labels(row.try_get(7)?)?,
                 };
                 Ok((row.try_get(0)?, record))
             })

@@ -11,9 +11,9 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::common::{
-    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, distinct_sample_labels,
-    distinct_series, empty_stats, encode_labels, profile_id, same_identity, series_from_columns,
-    sorted_distinct, to_i64,
+    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, decode_labels,
+    distinct_sample_labels, distinct_series, empty_stats, encode_labels, profile_id, same_identity,
+    series_from_columns, sorted_distinct, to_i64,
 };
 use super::{Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
@@ -201,8 +201,9 @@ impl SqliteCatalog {
         }
         for p in &commit.profiles {
             sqlx::query(
-                "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count,
+                                       resource, attributes)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .bind(&seg.tenant)
             .bind(&p.profile_id[..])
@@ -211,6 +212,8 @@ impl SqliteCatalog {
             .bind(p.start_nanos)
             .bind(p.end_nanos)
             .bind(p.sample_count)
+            .bind(encode_labels(&p.resource)?)
+            .bind(encode_labels(&p.attributes)?)
             .execute(&mut **tx)
             .await?;
         }
@@ -420,7 +423,7 @@ impl Catalog for SqliteCatalog {
 
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         let rows = sqlx::query(
-            "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count
+            "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count, resource, attributes
              FROM profiles WHERE tenant = ?1 AND profile_id = ?2
              ORDER BY segment_id, series_id, start_nanos",
         )
@@ -436,6 +439,8 @@ impl Catalog for SqliteCatalog {
                     start_nanos: row.try_get(3)?,
                     end_nanos: row.try_get(4)?,
                     sample_count: row.try_get(5)?,
+                    resource: decode_labels(row.try_get(6)?)?,
+                    attributes: decode_labels(row.try_get(7)?)?,
                 };
                 Ok((row.try_get(0)?, record))
             })

@@ -124,6 +124,8 @@ pub fn sample_batch(tenant: &str) -> Batch {
         start_nanos: 50,
         end_nanos: 60,
         sample_count: 1,
+        resource: BTreeMap::from([("service.name".to_string(), "a".to_string())]),
+        attributes: BTreeMap::new(),
     }];
     b
 }

@@ -27,7 +27,7 @@ pub use error::QueryError;
 pub use events::{Event, EventsPage};
 pub use limits::QueryLimits;
 pub use profile::{ProfileDetail, ProfileMeta};
-pub use render::folded;
+pub use render::{folded, folded_diff};
 pub use scope::{GroupKey, Scope, parse_group_by};
 pub use selector::{MatchOp, Matcher, Selector, SelectorError, parse_selector};
 pub use timeseries::{Aggregation, Timeseries, TimeseriesGroup};

@@ -493,6 +493,9 @@ async fn fixture_covers_every_case() {
     assert!(f.samples.iter().any(|s| s.path.is_empty()));
 }
 
+/// A time series bucket as the test sees it: the sum, and the (series, time) points.
+type Bucket = (i64, std::collections::BTreeSet<(String, i64)>);
+
 /// The group a sample falls in for `thread.name`: the series label when the series has
 /// one, else the sample attribute, else "".
 fn thread_of(s: &Expected) -> String {
@@ -590,8 +593,7 @@ async fn top_timeseries_and_events_follow_the_samples() {
             })
             .await
             .unwrap();
-        let mut want: BTreeMap<String, BTreeMap<i64, (i64, std::collections::BTreeSet<(String, i64)>)>> =
-            BTreeMap::new();
+        let mut want: BTreeMap<String, BTreeMap<i64, Bucket>> = BTreeMap::new();
         for s in &cpu_samples {
             let bucket = 1000 + (s.time - 1000) / 300 * 300;
             let e = want

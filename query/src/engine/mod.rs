@@ -94,6 +94,8 @@ pub struct EventsQuery {
 }
 
 /// What a pprof export holds.
+// Built once per request and never stored, so the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum PprofQuery {
     /// The selected samples, each with its labels (series labels and sample attributes).

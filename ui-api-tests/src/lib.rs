@@ -4,9 +4,13 @@
 pub mod capture;
 pub mod checks;
 pub mod client;
+pub mod http_query;
+pub mod pprof_reader;
 pub mod requests;
 pub mod server;
 pub mod services;
+pub mod trees;
+pub mod workload;
 
 /// Repository root (the workspace), for test data and the binary.
 pub fn workspace_dir() -> std::path::PathBuf {

@@ -1,0 +1,146 @@
+//! pprof read back by an independent decoder: npm's `pprof-format` run with node
+//! (`ui-api-tests/pprof-reader/`), installed into the target directory on first use.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::workspace_dir;
+
+#[derive(Clone, Debug)]
+pub struct PprofSample {
+    /// Caller first, named as DESIGN.md names frames.
+    pub frames: Vec<String>,
+    pub values: Vec<i64>,
+    /// String labels; numeric labels as `#<num>`.
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Pprof {
+    pub sample_types: Vec<(String, String)>,
+    pub period_type: Option<(String, String)>,
+    pub period: i64,
+    pub samples: Vec<PprofSample>,
+}
+
+fn run(cmd: &mut Command, what: &str) -> Vec<u8> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run ({e}); node and npm are needed for the pprof checks"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The reader's directory with `pprof-format` installed.
+fn reader_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_dir().join("target"));
+        let dir = target.join("pprof-reader");
+        std::fs::create_dir_all(&dir).expect("creating the pprof reader dir");
+        let src = workspace_dir().join("ui-api-tests/pprof-reader");
+        for file in ["package.json", "read.mjs"] {
+            let text = std::fs::read(src.join(file)).expect("reading the pprof reader sources");
+            if std::fs::read(dir.join(file)).ok().as_ref() != Some(&text) {
+                std::fs::write(dir.join(file), text).expect("copying the pprof reader");
+            }
+        }
+        if !dir.join("node_modules/pprof-format/package.json").exists() {
+            run(
+                Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--no-package-lock"])
+                    .current_dir(&dir),
+                "npm install pprof-format",
+            );
+        }
+        dir
+    })
+    .clone()
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not a decimal string: {v}"))
+}
+
+fn pair(v: &Value) -> Option<(String, String)> {
+    let a = v.as_array()?;
+    Some((a[0].as_str()?.to_string(), a[1].as_str()?.to_string()))
+}
+
+/// Decodes gzipped pprof bytes with the independent reader.
+pub fn decode(gzipped: &[u8]) -> Pprof {
+    let dir = reader_dir();
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), gzipped).unwrap();
+    let out = run(
+        Command::new("node").arg(dir.join("read.mjs")).arg(file.path()),
+        "node read.mjs (pprof-format)",
+    );
+    let doc: Value = serde_json::from_slice(&out).expect("reader output is JSON");
+    let samples = doc["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut frames = Vec::new();
+            // pprof lists the leaf location first, and within a location the innermost
+            // line first: reversed twice, the caller comes first.
+            for loc in s["locations"].as_array().unwrap().iter().rev() {
+                let lines = loc["lines"].as_array().unwrap();
+                if lines.is_empty() {
+                    let addr = loc["address"].as_str().unwrap();
+                    frames.push(match loc["mapping"].as_str() {
+                        Some(file) if !file.is_empty() => format!("{file}+0x{addr}"),
+                        _ => format!("0x{addr}"),
+                    });
+                }
+                for line in lines.iter().rev() {
+                    let name = line["name"].as_str().unwrap();
+                    let system = line["system_name"].as_str().unwrap();
+                    frames.push(if name.is_empty() { system } else { name }.to_string());
+                }
+            }
+            let mut labels = BTreeMap::new();
+            for l in s["labels"].as_array().unwrap() {
+                let key = l["key"].as_str().unwrap().to_string();
+                let value = match l["str"].as_str().unwrap() {
+                    "" => format!("#{}", int(&l["num"])),
+                    s => s.to_string(),
+                };
+                assert!(
+                    labels.insert(key.clone(), value).is_none(),
+                    "label {key} twice on one sample"
+                );
+            }
+            PprofSample {
+                frames,
+                values: s["values"].as_array().unwrap().iter().map(int).collect(),
+                labels,
+            }
+        })
+        .collect();
+    Pprof {
+        sample_types: doc["sample_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| pair(t).expect("sample type"))
+            .collect(),
+        period_type: pair(&doc["period_type"]),
+        period: int(&doc["period"]),
+        samples,
+    }
+}

@@ -3,6 +3,18 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use stackhouse_query::QueryError;
+use utoipa::ToSchema;
+
+use crate::config::limit_flag;
+
+/// The body of every error answer of the query API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong; for a 422, the name of the limit and the flag that raises it.
+    pub error: String,
+}
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -18,6 +30,13 @@ impl ApiError {
         }
     }
 
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+        }
+    }
+
     pub fn internal(message: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %message, "request failed");
         ApiError {
@@ -25,16 +44,101 @@ impl ApiError {
             message: message.to_string(),
         }
     }
+
+    /// A request over the limit `limit` (a `QueryLimits` field name), answered like the
+    /// engine's own limit errors.
+    pub fn limit(limit: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::from(stackhouse_query::limits::exceeded(limit, message))
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(serde_json::json!({ "error": self.message }))).into_response()
+        (self.status, Json(ErrorBody { error: self.message })).into_response()
     }
 }
 
 impl From<stackhouse_storage::catalog::CatalogError> for ApiError {
     fn from(e: stackhouse_storage::catalog::CatalogError) -> Self {
         ApiError::internal(e)
+    }
+}
+
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        match &e {
+            QueryError::NotFound(_) => ApiError::not_found(e.to_string()),
+            _ if e.is_limit() => {
+                let flag = match &e {
+                    QueryError::LimitExceeded { limit, .. } => limit_flag(limit),
+                    QueryError::Timeout(_) => limit_flag("timeout"),
+                    _ => None,
+                };
+                let message = match flag {
+                    Some(flag) => format!("{e}; raise it with {flag}"),
+                    None => e.to_string(),
+                };
+                ApiError {
+                    status: StatusCode::UNPROCESSABLE_ENTITY,
+                    message,
+                }
+            }
+            _ if e.is_client_error() => ApiError::bad_request(e.to_string()),
+            _ => ApiError::internal(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn query_errors_map_to_statuses() {
+        let e = ApiError::from(QueryError::NotFound("profile 00ff not found".into()));
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (StatusCode::NOT_FOUND, "profile 00ff not found")
+        );
+
+        let e = ApiError::from(stackhouse_query::limits::exceeded(
+            "max_points",
+            "too many points",
+        ));
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            e.message,
+            "too many points (limit max_points); raise it with --query-max-points"
+        );
+
+        let e = ApiError::from(QueryError::Timeout(Duration::from_secs(2)));
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            e.message.ends_with("raise it with --query-timeout"),
+            "{}",
+            e.message
+        );
+
+        let e = ApiError::from(QueryError::ResourcesExhausted("memory".into()));
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+        let e = ApiError::from(QueryError::InvalidArgument("bad step".into()));
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e.message.contains("bad step"));
+
+        let e = ApiError::from(QueryError::Internal("boom".into()));
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn limit_errors_name_the_flag() {
+        let e = ApiError::limit("max_nodes", "max_nodes 100000 is above 65536");
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            e.message,
+            "max_nodes 100000 is above 65536 (limit max_nodes); raise it with --query-max-nodes"
+        );
     }
 }

@@ -40,7 +40,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         catalog.clone(),
         symbols,
-        QueryConfig::default(),
+        QueryConfig {
+            limits: args.query_limits.limits(),
+            ..QueryConfig::default()
+        },
     ));
     let exporter = Arc::new(Exporter::new(writer.clone()));
 

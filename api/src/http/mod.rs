@@ -1,13 +1,14 @@
 //! The HTTP server: OTLP/HTTP, the query API and health endpoints on one listener.
 
+pub mod openapi;
 mod ops;
 mod otlp;
-mod query;
+pub mod query;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use stackhouse_query::engine::QueryEngine;
 use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::store::Store;
@@ -23,15 +24,58 @@ pub struct AppState {
     pub max_message_bytes: usize,
 }
 
+/// Every route under `/api/v1`, all GET; a test checks each is in the OpenAPI document.
+pub fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    use query::{diff, events, flamegraph, labels, profiles, timeseries, top, traces};
+    vec![
+        ("/api/v1/profile-types", get(labels::profile_types)),
+        ("/api/v1/labels", get(labels::label_names)),
+        ("/api/v1/labels/{name}/values", get(labels::label_values)),
+        ("/api/v1/flamegraph", get(flamegraph::flamegraph)),
+        ("/api/v1/profiles/{profile_id}", get(profiles::profile)),
+        (
+            "/api/v1/traces/{trace_id}/flamegraph",
+            get(traces::trace_flamegraph),
+        ),
+        ("/api/v1/timeseries", get(timeseries::timeseries)),
+        ("/api/v1/top", get(top::top)),
+        ("/api/v1/diff", get(diff::diff)),
+        ("/api/v1/events", get(events::events)),
+        ("/api/v1/stats", get(labels::stats)),
+        ("/api/v1/openapi.json", get(openapi::openapi_json)),
+    ]
+}
+
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/v1development/profiles", post(otlp::export))
-        .route("/api/v1/profile-types", get(query::profile_types))
-        .route("/api/v1/labels", get(query::label_names))
-        .route("/api/v1/labels/{name}/values", get(query::label_values))
-        .route("/api/v1/flamegraph", get(query::flamegraph))
-        .route("/api/v1/stats", get(query::stats))
+    let mut router = Router::new().route("/v1development/profiles", post(otlp::export));
+    for (path, route) in api_routes() {
+        router = router.route(path, route);
+    }
+    router
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use utoipa::OpenApi;
+
+    use super::*;
+
+    #[test]
+    fn every_api_route_is_documented_and_nothing_else() {
+        let doc = openapi::ApiDoc::openapi();
+        let documented: BTreeSet<&str> = doc.paths.paths.keys().map(String::as_str).collect();
+        let served: BTreeSet<&str> = api_routes().into_iter().map(|(path, _)| path).collect();
+        assert_eq!(served, documented);
+        for (path, item) in &doc.paths.paths {
+            assert!(
+                item.get.is_some(),
+                "{path} is served with GET but documented otherwise"
+            );
+        }
+    }
 }

@@ -1,0 +1,183 @@
+//! Catalog listings: profile types, label names and values, storage stats.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use serde::Serialize;
+use stackhouse_storage::catalog::{CatalogStats, TableStats};
+use stackhouse_storage::model::ProfileType;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::params::{QueryMap, RangeParams, TenantHeader, tenant_of};
+use crate::error::{ApiError, ErrorBody};
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProfileTypes {
+    pub profile_types: Vec<ProfileTypeEntry>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProfileTypeEntry {
+    /// `sample_type:sample_unit:period_type:period_unit`, the `profile_type` parameter.
+    pub id: String,
+    pub sample_type: String,
+    pub sample_unit: String,
+    pub period_type: String,
+    pub period_unit: String,
+}
+
+impl From<&ProfileType> for ProfileTypeEntry {
+    fn from(t: &ProfileType) -> Self {
+        ProfileTypeEntry {
+            id: t.id(),
+            sample_type: t.sample_type.clone(),
+            sample_unit: t.sample_unit.clone(),
+            period_type: t.period_type.clone(),
+            period_unit: t.period_unit.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LabelNames {
+    /// Sorted resource, scope, profile and sample attribute keys.
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LabelValues {
+    pub name: String,
+    /// Sorted.
+    pub values: Vec<String>,
+}
+
+/// What a tenant has stored.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Stats {
+    pub segments: u64,
+    pub series: u64,
+    /// Per table kind (`samples`, `stacks`, `locations`, …).
+    pub tables: BTreeMap<String, TableStatsBody>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TableStatsBody {
+    pub objects: u64,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+impl From<CatalogStats> for Stats {
+    fn from(stats: CatalogStats) -> Self {
+        // Destructured without `..`, so a field added to the catalog's stats fails to
+        // compile here instead of silently missing from the API and its schema.
+        let CatalogStats {
+            segments,
+            series,
+            tables,
+        } = stats;
+        Stats {
+            segments,
+            series,
+            tables: tables
+                .into_iter()
+                .map(|(kind, t)| {
+                    let TableStats { objects, rows, bytes } = t;
+                    (kind, TableStatsBody { objects, rows, bytes })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Profile types with samples in the range.
+#[utoipa::path(
+    get,
+    path = "/api/v1/profile-types",
+    tag = "catalog",
+    params(TenantHeader, RangeParams),
+    responses(
+        (status = 200, description = "The profile types", body = ProfileTypes),
+        (status = 400, description = "Malformed parameter", body = ErrorBody),
+        (status = 500, description = "Internal error", body = ErrorBody),
+    )
+)]
+pub async fn profile_types(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    q: QueryMap,
+) -> Result<Json<ProfileTypes>, ApiError> {
+    let tenant = tenant_of(&headers)?;
+    let range = RangeParams::from_query(&q)?.range()?;
+    let types = state.catalog.profile_types(&tenant, range).await?;
+    Ok(Json(ProfileTypes {
+        profile_types: types.iter().map(ProfileTypeEntry::from).collect(),
+    }))
+}
+
+/// Label names (series labels and sample attribute keys) with samples in the range.
+#[utoipa::path(
+    get,
+    path = "/api/v1/labels",
+    tag = "catalog",
+    params(TenantHeader, RangeParams),
+    responses(
+        (status = 200, description = "The label names", body = LabelNames),
+        (status = 400, description = "Malformed parameter", body = ErrorBody),
+        (status = 500, description = "Internal error", body = ErrorBody),
+    )
+)]
+pub async fn label_names(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    q: QueryMap,
+) -> Result<Json<LabelNames>, ApiError> {
+    let tenant = tenant_of(&headers)?;
+    let range = RangeParams::from_query(&q)?.range()?;
+    let names = state.catalog.label_names(&tenant, range).await?;
+    Ok(Json(LabelNames { names }))
+}
+
+/// Values of one label with samples in the range.
+#[utoipa::path(
+    get,
+    path = "/api/v1/labels/{name}/values",
+    tag = "catalog",
+    params(("name" = String, Path, description = "Label name"), TenantHeader, RangeParams),
+    responses(
+        (status = 200, description = "The label's values", body = LabelValues),
+        (status = 400, description = "Malformed parameter", body = ErrorBody),
+        (status = 500, description = "Internal error", body = ErrorBody),
+    )
+)]
+pub async fn label_values(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    q: QueryMap,
+) -> Result<Json<LabelValues>, ApiError> {
+    let tenant = tenant_of(&headers)?;
+    let range = RangeParams::from_query(&q)?.range()?;
+    let values = state.catalog.label_values(&tenant, &name, range).await?;
+    Ok(Json(LabelValues { name, values }))
+}
+
+/// The tenant's segments, series, and per-table objects, rows and bytes.
+#[utoipa::path(
+    get,
+    path = "/api/v1/stats",
+    tag = "catalog",
+    params(TenantHeader),
+    responses(
+        (status = 200, description = "Storage totals", body = Stats),
+        (status = 400, description = "Malformed tenant", body = ErrorBody),
+        (status = 500, description = "Internal error", body = ErrorBody),
+    )
+)]
+pub async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Stats>, ApiError> {
+    let tenant = tenant_of(&headers)?;
+    Ok(Json(Stats::from(state.catalog.stats(&tenant).await?)))
+}

@@ -14,17 +14,21 @@ use ui_api_tests::testdata;
 use ui_api_tests::trees::{json_folded, json_node_values};
 use ui_api_tests::workload::node_values;
 
-const STEP: i64 = 10_000_000_000;
+const SECOND: i64 = 1_000_000_000;
 
 fn thread(o: &Observation) -> String {
     o.attrs.get("thread.name").cloned().unwrap_or_default()
 }
 
-/// Bucket start → summed value, buckets of `STEP` from `from`.
-fn bucket_sums<'a>(obs: impl IntoIterator<Item = &'a Observation>, from: i64) -> BTreeMap<i64, i64> {
+/// Bucket start → summed value, buckets of `step` from `from`.
+fn bucket_sums<'a>(
+    obs: impl IntoIterator<Item = &'a Observation>,
+    from: i64,
+    step: i64,
+) -> BTreeMap<i64, i64> {
     let mut out = BTreeMap::new();
     for o in obs {
-        *out.entry(from + (o.time - from).div_euclid(STEP) * STEP)
+        *out.entry(from + (o.time - from).div_euclid(step) * step)
             .or_insert(0) += o.value;
     }
     out
@@ -71,8 +75,8 @@ async fn capture_group_by_timeseries_and_max_nodes() {
         let obs: Vec<&Observation> = observations.iter().filter(|o| o.profile_type == ty).collect();
         let min = obs.iter().map(|o| o.time).min().unwrap();
         let max = obs.iter().map(|o| o.time).max().unwrap();
-        // Buckets on round 10 s boundaries, as a dashboard would ask.
-        let (from, to) = (min - min.rem_euclid(STEP), max + 1);
+        // Round 10 s boundaries, as a dashboard would ask.
+        let (from, to) = (min - min.rem_euclid(10 * SECOND), max + 1);
         let mut by_thread: BTreeMap<String, Vec<&Observation>> = BTreeMap::new();
         for o in &obs {
             by_thread.entry(thread(o)).or_default().push(o);
@@ -115,52 +119,63 @@ async fn capture_group_by_timeseries_and_max_nodes() {
             );
         }
 
-        // Time series per 10 s bucket, ungrouped and by thread.
-        let json = http
-            .json(
-                "/api/v1/timeseries",
-                &with(params(ty, from, to), &[("step", "10s")]),
-            )
-            .await;
-        assert_eq!(json["step_nanos"].as_i64(), Some(STEP), "{ty}: step");
-        let series = json["series"].as_array().unwrap();
-        assert_eq!(series.len(), 1, "{ty}: one series without group_by");
-        assert_eq!(
-            points(&series[0]),
-            bucket_sums(obs.iter().copied(), from),
-            "{ty}: sums per 10 s bucket"
-        );
-        assert_eq!(
-            series[0]["total"].as_i64(),
-            Some(capture::total(obs.iter().copied())),
-            "{ty}: series total"
-        );
-        let json = http
-            .json(
-                "/api/v1/timeseries",
-                &with(
-                    params(ty, from, to),
-                    &[("step", "10s"), ("group_by", "thread.name")],
-                ),
-            )
-            .await;
-        let got: BTreeMap<String, BTreeMap<i64, i64>> = json["series"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| {
-                let group = s["group"]["thread.name"]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("{ty}: series without thread.name group: {s}"))
-                    .to_string();
-                (group, points(s))
-            })
-            .collect();
-        let expected: BTreeMap<String, BTreeMap<i64, i64>> = by_thread
-            .iter()
-            .map(|(t, members)| (t.clone(), bucket_sums(members.iter().copied(), from)))
-            .collect();
-        assert_eq!(got, expected, "{ty}: sums per thread and 10 s bucket");
+        // Time series, ungrouped and by thread. The capture spans about 5 s: 10 s buckets
+        // hold it in one or two, the finer steps cut it and its profiles.
+        for (step_param, step) in [("10s", 10 * SECOND), ("1s", SECOND), ("0.25", SECOND / 4)] {
+            let from = min - min.rem_euclid(step);
+            let what = format!("{ty} step {step_param}");
+            if step < 10 * SECOND {
+                assert!(
+                    bucket_sums(obs.iter().copied(), from, step).len() > 2,
+                    "{what}: several buckets"
+                );
+            }
+            let json = http
+                .json(
+                    "/api/v1/timeseries",
+                    &with(params(ty, from, to), &[("step", step_param)]),
+                )
+                .await;
+            assert_eq!(json["step_nanos"].as_i64(), Some(step), "{what}: step");
+            let series = json["series"].as_array().unwrap();
+            assert_eq!(series.len(), 1, "{what}: one series without group_by");
+            assert_eq!(
+                points(&series[0]),
+                bucket_sums(obs.iter().copied(), from, step),
+                "{what}: sums per bucket"
+            );
+            assert_eq!(
+                series[0]["total"].as_i64(),
+                Some(capture::total(obs.iter().copied())),
+                "{what}: series total"
+            );
+            let json = http
+                .json(
+                    "/api/v1/timeseries",
+                    &with(
+                        params(ty, from, to),
+                        &[("step", step_param), ("group_by", "thread.name")],
+                    ),
+                )
+                .await;
+            let got: BTreeMap<String, BTreeMap<i64, i64>> = json["series"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    let group = s["group"]["thread.name"]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("{what}: series without thread.name group: {s}"))
+                        .to_string();
+                    (group, points(s))
+                })
+                .collect();
+            let expected: BTreeMap<String, BTreeMap<i64, i64>> = by_thread
+                .iter()
+                .map(|(t, members)| (t.clone(), bucket_sums(members.iter().copied(), from, step)))
+                .collect();
+            assert_eq!(got, expected, "{what}: sums per thread and bucket");
+        }
 
         // A node budget of 10: kept nodes have their exact values, the rest is in `other`.
         let json = http

@@ -265,6 +265,17 @@ async fn trace_flamegraphs(ctx: &Ctx) {
             "trace {trace} folded"
         );
 
+        let resp = ctx
+            .http
+            .get(&path, &with(params(CPU, FROM, TO), &[("format", "pprof")]))
+            .await
+            .ok();
+        let mut per_stack: BTreeMap<String, i64> = BTreeMap::new();
+        for s in pprof_reader::decode(&resp.body).samples {
+            *per_stack.entry(s.frames.join(";")).or_default() += s.values[0];
+        }
+        assert_eq!(per_stack, folded(linked.iter().copied()), "trace {trace} pprof");
+
         let json = ctx
             .http
             .json(&path, &with(params(CPU, FROM, TO), &[("group_by", "span_id")]))
@@ -508,6 +519,7 @@ async fn flamegraph_group_by(ctx: &Ctx) {
             vec!["host.name"],
             vec!["span_id"],
             vec!["trace_id", "thread.id"],
+            vec!["profile_id"],
         ] {
             let q = with(params(ty, FROM, TO), &[("group_by", &keys.join(","))]);
             let json = ctx.http.json("/api/v1/flamegraph", &q).await;
@@ -871,6 +883,34 @@ async fn diff_selectors_and_windows(ctx: &Ctx) {
             "{what}: comparison_total"
         );
         assert_eq!(json_diff_values(&json["root"]), expected, "{what}: tree");
+
+        // A node budget: kept nodes keep their exact values on both sides, the rest is
+        // folded into `other` leaves.
+        let json = ctx
+            .http
+            .json("/api/v1/diff", &with(q.clone(), &[("max_nodes", "4")]))
+            .await;
+        assert_eq!(json["max_nodes"], 4, "{what}: max_nodes echoed");
+        let truncated = json_diff_values(&json["root"]);
+        let kept = truncated
+            .keys()
+            .filter(|p| !p.iter().any(|f| f == "other"))
+            .count();
+        assert!(kept <= 4, "{what}: {kept} nodes kept, budget 4");
+        assert!(truncated.len() > kept, "{what}: other nodes made");
+        for (path, v) in &truncated {
+            match path.iter().position(|f| f == "other") {
+                None => assert_eq!(Some(v), expected.get(path), "{what}: kept node {path:?}"),
+                Some(i) => {
+                    assert_eq!(i, path.len() - 1, "{what}: other node {path:?} is a leaf");
+                    assert_eq!(
+                        (v[0], v[2]),
+                        (v[1], v[3]),
+                        "{what}: other node {path:?} self = total"
+                    );
+                }
+            }
+        }
 
         let text = ctx
             .http

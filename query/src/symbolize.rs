@@ -233,13 +233,9 @@ mod tests {
     use super::*;
 
     fn index_of(batch: &Batch) -> SymbolIndex {
-        SymbolIndex {
-            stacks: batch.stacks.clone(),
-            locations: batch.locations.clone(),
-            functions: batch.functions.clone(),
-            mappings: batch.mappings.clone(),
-            attr_sets: batch.attr_sets.clone(),
-        }
+        let mut index = SymbolIndex::default();
+        index.extend_from_batch(batch);
+        index
     }
 
     fn function(b: &mut Batch, name: &str) -> Line {

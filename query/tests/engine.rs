@@ -161,7 +161,16 @@ fn make_samples(stacks: &[(SymbolId, Vec<&'static str>)]) -> Vec<(Expected, Symb
     out
 }
 
+/// The fixture with limits that let the tests query all of time.
 async fn fixture() -> Fixture {
+    fixture_with(QueryLimits {
+        max_range: std::time::Duration::MAX,
+        ..QueryLimits::default()
+    })
+    .await
+}
+
+async fn fixture_with(limits: QueryLimits) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("objects").to_str().unwrap()).unwrap();
     let catalog: Arc<dyn Catalog> = open_catalog(&format!(
@@ -226,11 +235,7 @@ async fn fixture() -> Fixture {
         target_partitions: 2,
         batch_size: 16,
         memory_limit_bytes: Some(64 << 20),
-        // The fixtures query all of time.
-        limits: QueryLimits {
-            max_range: std::time::Duration::MAX,
-            ..QueryLimits::default()
-        },
+        limits,
     };
     let engine = QueryEngine::new(store, catalog, symbols, config);
     Fixture {
@@ -692,4 +697,89 @@ async fn top_timeseries_and_events_follow_the_samples() {
     assert!(events.windows(2).all(|w| w[0].0 <= w[1].0), "time order");
     assert_eq!(events, want);
     assert_eq!(pages, want.len().div_ceil(7).max(1));
+}
+
+#[tokio::test]
+async fn limits_are_enforced_and_named() {
+    use std::time::Duration;
+    let query = |range| FlamegraphQuery {
+        scope: scope(cpu(), "{}", range),
+        group_by: vec![],
+        max_nodes: 0,
+    };
+    let hour = TimeRange {
+        start: 0,
+        end: 3_600_000_000_000,
+    };
+
+    let f = fixture_with(QueryLimits::default()).await;
+    let err = f.engine.flamegraph(&query(ALL)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QueryError::LimitExceeded {
+                limit: "max_range",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_client_error() && err.is_limit());
+    assert!(f.engine.flamegraph(&query(hour)).await.is_ok());
+    let mut too_many = query(hour);
+    too_many.max_nodes = QueryLimits::default().max_nodes + 1;
+    let err = f.engine.flamegraph(&too_many).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QueryError::LimitExceeded {
+                limit: "max_nodes",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // The cpu samples come from two series (api, web).
+    let f = fixture_with(QueryLimits {
+        max_series: 1,
+        max_groups: 1,
+        ..QueryLimits::default()
+    })
+    .await;
+    let err = f.engine.flamegraph(&query(hour)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QueryError::LimitExceeded {
+                limit: "max_series",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut api_only = query(hour);
+    api_only.scope.selector = parse_selector(r#"{service.name="api"}"#).unwrap();
+    api_only.group_by = stackhouse_query::parse_group_by("thread.name").unwrap();
+    let err = f.engine.flamegraph(&api_only).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QueryError::LimitExceeded {
+                limit: "max_groups",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A query that cannot finish in time is cancelled, not left running.
+    let f = fixture_with(QueryLimits {
+        timeout: Duration::ZERO,
+        ..QueryLimits::default()
+    })
+    .await;
+    let err = f.engine.flamegraph(&query(hour)).await.unwrap_err();
+    assert!(matches!(err, QueryError::Timeout(_)), "{err}");
+    assert!(err.to_string().contains("limit timeout"), "{err}");
 }

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::capture::{Observation, folded, total};
 use crate::client::Api;
 
-fn span(obs: &[&Observation]) -> (i64, i64) {
+/// `[first, last + 1)` of the observations' times: a query range that holds them all.
+pub fn span(obs: &[&Observation]) -> (i64, i64) {
     let min = obs.iter().map(|o| o.time).min().unwrap();
     let max = obs.iter().map(|o| o.time).max().unwrap();
     (min, max + 1)

@@ -36,7 +36,8 @@ async fn assert_totals(api: &Api, expected: &[Observation], times: i64) {
             .into_iter()
             .map(|(k, v)| (k, v * times))
             .collect();
-        assert_eq!(api.folded(ty, "{}", 0, i64::MAX).await, want, "{ty} x{times}");
+        let (from, to) = ui_api_tests::checks::span(&of_type);
+        assert_eq!(api.folded(ty, "{}", from, to).await, want, "{ty} x{times}");
     }
 }
 

@@ -2,11 +2,15 @@
 //! a SQLite catalog, queried with the engine. Expected values are computed here from the
 //! hand-made samples, independently of the engine's planning.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use stackhouse_query::selector::parse_selector;
-use stackhouse_query::tree::{Node, OTHER_NAME};
+use stackhouse_query::tree::OTHER_NAME;
+
+use common::paths;
 use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryError, QueryLimits, Scope, folded};
 use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
 use stackhouse_storage::model::{
@@ -243,26 +247,6 @@ async fn fixture_with(limits: QueryLimits) -> Fixture {
         engine,
         samples: samples.into_iter().map(|(e, _)| e).collect(),
     }
-}
-
-/// Self values per root-first path (`a;b;c`, `""` for the root), zeros left out.
-fn paths(root: &Node) -> BTreeMap<String, i64> {
-    fn walk(node: &Node, prefix: &str, out: &mut BTreeMap<String, i64>) {
-        if node.self_value != 0 {
-            out.insert(prefix.to_string(), node.self_value);
-        }
-        for c in &node.children {
-            let path = if prefix.is_empty() {
-                c.name.clone()
-            } else {
-                format!("{prefix};{}", c.name)
-            };
-            walk(c, &path, out);
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, "", &mut out);
-    out
 }
 
 /// The selector's meaning, written out: a matcher looks at the series label when the

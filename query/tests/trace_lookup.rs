@@ -7,11 +7,14 @@
 //! and 10% of the samples without a trace, as real profilers send. Expected values are
 //! summed here while generating.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stackhouse_query::{FlamegraphQuery, Node, QueryConfig, QueryEngine, QueryLimits, ScanStats, Scope};
+use common::paths;
+use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryLimits, ScanStats, Scope};
 use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
 use stackhouse_storage::model::{
     Batch, Function, Labels, Line, Location, ProfileType, SampleRow, Series, SymbolId, TimeRange,
@@ -255,26 +258,6 @@ async fn fixture() -> Fixture {
         expected,
         samples_total,
     }
-}
-
-/// Self values per root-first path (`a;b;c`), zeros left out.
-fn paths(root: &Node) -> BTreeMap<String, i64> {
-    fn walk(node: &Node, prefix: &str, out: &mut BTreeMap<String, i64>) {
-        if node.self_value != 0 {
-            out.insert(prefix.to_string(), node.self_value);
-        }
-        for c in &node.children {
-            let path = if prefix.is_empty() {
-                c.name.clone()
-            } else {
-                format!("{prefix};{}", c.name)
-            };
-            walk(c, &path, out);
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, "", &mut out);
-    out
 }
 
 fn everything() -> TimeRange {

@@ -7,7 +7,9 @@ use prost::Message;
 
 const PROTOS: &[&str] = &[
     "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto",
+    "opentelemetry/proto/collector/profiles/v1experimental/profiles_service.proto",
     "perftools/profiles/profile.proto",
+    "push/v1/push.proto",
 ];
 
 fn main() -> std::io::Result<()> {

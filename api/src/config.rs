@@ -49,11 +49,25 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOUSE_MAX_PENDING_SAMPLES", default_value_t = 1_000_000)]
     pub max_pending_samples: usize,
 
+    /// Memory for ingested data accepted but not yet stored (estimated); a request that
+    /// would go over it is answered 429 / RESOURCE_EXHAUSTED with a retry delay. A size:
+    /// bytes, or with a unit such as `512MiB`, `2GiB`, `100MB`.
+    #[arg(long, env = "STACKHOUSE_INGEST_MEMORY_BUDGET", default_value = "512MiB", value_parser = parse_size)]
+    pub ingest_memory_budget: usize,
+
+    /// Memory all running queries may use together (DataFusion's memory pool); a query
+    /// that needs more fails with 503 naming the budget. A size like `--ingest-memory-budget`.
+    #[arg(long, env = "STACKHOUSE_QUERY_MEMORY_BUDGET", default_value = "2GiB", value_parser = parse_size)]
+    pub query_memory_budget: usize,
+
     #[arg(long, env = "STACKHOUSE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
     #[command(flatten)]
     pub query_limits: QueryLimitArgs,
+
+    #[command(flatten)]
+    pub lifecycle: crate::lifecycle::LifecycleArgs,
 }
 
 /// Guard rails of the query API; a query over one is refused with 422 naming the limit.
@@ -123,6 +137,37 @@ pub fn limit_flag(limit: &str) -> Option<&'static str> {
     })
 }
 
+/// A byte size: a whole number, optionally followed by a unit `B`, `KiB`, `MiB`, `GiB`,
+/// `TiB` (powers of 1024) or `KB`, `MB`, `GB`, `TB` (powers of 1000), case-insensitive.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid size {text:?}: expected a number such as 512MiB"))?;
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "invalid size unit {other:?} in {text:?}: use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"
+            ));
+        }
+    };
+    number
+        .checked_mul(multiplier)
+        .and_then(|bytes| usize::try_from(bytes).ok())
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
 impl ServeArgs {
     pub fn storage_url(&self) -> anyhow::Result<String> {
         match &self.storage {
@@ -186,6 +231,36 @@ mod tests {
         assert_eq!(limits.max_points, 50);
         assert_eq!(limits.timeout, Duration::from_millis(1500));
         assert_eq!(limits.max_nodes, 65_536);
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("2gib"), Ok(2 << 30));
+        assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("1 KiB"), Ok(1024));
+        for bad in ["", "MiB", "1.5GiB", "12 parsecs", "-1", "99999999999TiB"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn memory_budgets_have_defaults_and_flags() {
+        let cli = Cli::try_parse_from(["stackhouse"]).unwrap();
+        assert_eq!(cli.serve.ingest_memory_budget, 512 << 20);
+        assert_eq!(cli.serve.query_memory_budget, 2 << 30);
+        let cli = Cli::try_parse_from([
+            "stackhouse",
+            "--ingest-memory-budget",
+            "64MiB",
+            "--query-memory-budget",
+            "1GB",
+        ])
+        .unwrap();
+        assert_eq!(cli.serve.ingest_memory_budget, 64 << 20);
+        assert_eq!(cli.serve.query_memory_budget, 1_000_000_000);
     }
 
     #[test]

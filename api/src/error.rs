@@ -68,6 +68,17 @@ impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
         match &e {
             QueryError::NotFound(_) => ApiError::not_found(e.to_string()),
+            // 503, not 422: the budget is shared by every running query, so the same
+            // query may fit when the server is less busy (the message still says how to
+            // make it smaller). A 5xx also tells proxies and clients it is a capacity
+            // problem of the server, not a malformed request.
+            QueryError::ResourcesExhausted { .. } => {
+                tracing::warn!(error = %e, "query over the memory budget");
+                ApiError {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    message: e.to_string(),
+                }
+            }
             _ if e.is_limit() => {
                 let flag = match &e {
                     QueryError::LimitExceeded { limit, .. } => limit_flag(limit),
@@ -121,8 +132,18 @@ mod tests {
             e.message
         );
 
-        let e = ApiError::from(QueryError::ResourcesExhausted("memory".into()));
-        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let e = ApiError::from(QueryError::ResourcesExhausted {
+            budget: Some(1 << 20),
+            detail: "Failed to allocate additional 1.0 MB".into(),
+        });
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            e.message.starts_with(
+                "query exceeded the memory budget of 1048576 bytes; narrow the time range or selector"
+            ),
+            "{}",
+            e.message
+        );
 
         let e = ApiError::from(QueryError::InvalidArgument("bad step".into()));
         assert_eq!(e.status, StatusCode::BAD_REQUEST);

@@ -1,43 +1,214 @@
-//! OTLP gRPC receiver: `opentelemetry.proto.collector.profiles.v1development.ProfilesService`.
+//! OTLP gRPC receivers: `opentelemetry.proto.collector.profiles.v1development.ProfilesService`
+//! and the seed format's `...v1experimental.ProfilesService`.
+//!
+//! Hand-written instead of tonic-generated because the request must reach us as raw bytes:
+//! which layout to decode depends on the `otlp-profiles-development-version` metadata,
+//! and the seed format is converted, not decoded into the current types.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use stackhouse_proto::otlp_collector::profiles_service_server::{ProfilesService, ProfilesServiceServer};
-use stackhouse_proto::otlp_collector::{ExportProfilesServiceRequest, ExportProfilesServiceResponse};
-use tonic::codec::CompressionEncoding;
-use tonic::{Request, Response, Status};
+use bytes::{Buf, Bytes};
+use prost::Message;
+use stackhouse_ingest::convert::Conversion;
+use stackhouse_ingest::otlp::experimental;
+use stackhouse_ingest::otlp::layout::{self, Layout};
+use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::{Body, BoxFuture, StdError};
+use tonic::metadata::MetadataMap;
+use tonic::server::{NamedService, UnaryService};
+use tonic::{Code, Status, body::Body as TonicBody};
+use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::export::{ExportError, Exporter};
+use crate::export::{ExportError, Exporter, unconverted};
 use crate::tenant;
 
-pub struct OtlpProfiles {
+/// One OTLP profiles service: its gRPC name and how its request bytes become a
+/// [`Conversion`].
+pub trait ExportKind: Send + Sync + 'static {
+    const SERVICE: &'static str;
+    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, Status>;
+}
+
+/// v1development, in the layout the metadata declares or the wire shows.
+pub struct Development;
+
+impl ExportKind for Development {
+    const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
+
+    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, Status> {
+        let declared = declared_layout(metadata)?;
+        layout::decode_protobuf(body, declared)
+            .map(unconverted)
+            .map_err(|e| Status::invalid_argument(e.to_string()))
+    }
+}
+
+/// The seed format (OTEP 239), converted into the current layout.
+pub struct Experimental;
+
+impl ExportKind for Experimental {
+    const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1experimental.ProfilesService";
+
+    fn decode(body: &[u8], _metadata: &MetadataMap) -> Result<Conversion, Status> {
+        experimental::from_protobuf(body).map_err(|e| Status::invalid_argument(e.to_string()))
+    }
+}
+
+/// The layout named by `otlp-profiles-development-version`, if the sender set it.
+pub fn declared_layout(metadata: &MetadataMap) -> Result<Option<Layout>, Status> {
+    let Some(value) = metadata.get(layout::HEADER) else {
+        return Ok(None);
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| Status::invalid_argument(format!("invalid {} metadata: not ASCII", layout::HEADER)))?;
+    Layout::from_header(value)
+        .map(Some)
+        .map_err(|e| Status::invalid_argument(format!("invalid {} metadata {value:?}: {e}", layout::HEADER)))
+}
+
+pub struct ExportService<K> {
     exporter: Arc<Exporter>,
+    max_message_bytes: usize,
+    kind: PhantomData<fn() -> K>,
 }
 
-pub fn service(exporter: Arc<Exporter>, max_message_bytes: usize) -> ProfilesServiceServer<OtlpProfiles> {
-    ProfilesServiceServer::new(OtlpProfiles { exporter })
-        .accept_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max_message_bytes)
+impl<K> Clone for ExportService<K> {
+    fn clone(&self) -> Self {
+        ExportService {
+            exporter: self.exporter.clone(),
+            max_message_bytes: self.max_message_bytes,
+            kind: PhantomData,
+        }
+    }
 }
 
-#[tonic::async_trait]
-impl ProfilesService for OtlpProfiles {
-    async fn export(
-        &self,
-        request: Request<ExportProfilesServiceRequest>,
-    ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
-        let tenant = tenant::parse(request.metadata().get(tenant::HEADER).map(|v| v.as_bytes()))
-            .map_err(Status::invalid_argument)?;
-        let response = self
-            .exporter
-            .export(tenant, request.into_inner())
-            .await
-            .map_err(|e| match e {
-                ExportError::InvalidArgument(m) => Status::invalid_argument(m),
-                ExportError::Unavailable(m) => Status::unavailable(m),
-            })?;
-        Ok(Response::new(response))
+pub fn service<K: ExportKind>(exporter: Arc<Exporter>, max_message_bytes: usize) -> ExportService<K> {
+    ExportService {
+        exporter,
+        max_message_bytes,
+        kind: PhantomData,
+    }
+}
+
+impl<K: ExportKind> NamedService for ExportService<K> {
+    const NAME: &'static str = K::SERVICE;
+}
+
+impl<K: ExportKind, B> tower::Service<http::Request<B>> for ExportService<K>
+where
+    B: Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<TonicBody>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let is_export = request
+            .uri()
+            .path()
+            .strip_prefix('/')
+            .and_then(|p| p.strip_prefix(K::SERVICE))
+            == Some("/Export");
+        if !is_export {
+            return Box::pin(async { Ok(Status::unimplemented("unknown method").into_http()) });
+        }
+        let method = ExportMethod::<K> {
+            exporter: self.exporter.clone(),
+            kind: PhantomData,
+        };
+        let max = self.max_message_bytes;
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(RawCodec)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .send_compressed(CompressionEncoding::Gzip)
+                .max_decoding_message_size(max);
+            Ok(grpc.unary(method, request).await)
+        })
+    }
+}
+
+struct ExportMethod<K> {
+    exporter: Arc<Exporter>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: ExportKind> UnaryService<Bytes> for ExportMethod<K> {
+    type Response = ExportProfilesServiceResponse;
+    type Future = BoxFuture<tonic::Response<Self::Response>, Status>;
+
+    fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
+        let exporter = self.exporter.clone();
+        Box::pin(async move {
+            let metadata = request.metadata();
+            let tenant = tenant::parse(metadata.get(tenant::HEADER).map(|v| v.as_bytes()))
+                .map_err(Status::invalid_argument)?;
+            let conversion = K::decode(request.get_ref(), metadata)?;
+            let exported = exporter.export(tenant, conversion).await.map_err(export_status)?;
+            Ok(tonic::Response::new(exported.response()))
+        })
+    }
+}
+
+/// OTLP's answers: RESOURCE_EXHAUSTED is retried only when the status carries RetryInfo,
+/// so the budget being full says when, and a request too large for the budget says nothing.
+pub fn export_status(e: ExportError) -> Status {
+    match e {
+        ExportError::InvalidArgument(m) => Status::invalid_argument(m),
+        ExportError::Unavailable(m) => Status::unavailable(m),
+        ExportError::Overloaded { message, retry_after } => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            ErrorDetails::with_retry_info(Some(retry_after)),
+        ),
+        ExportError::TooLarge(m) => Status::resource_exhausted(m),
+    }
+}
+
+/// Requests stay raw bytes (the service decides how to decode them); responses are the
+/// ExportProfilesServiceResponse, whose wire shape v1experimental shares.
+#[derive(Clone, Copy, Default)]
+struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = ExportProfilesServiceResponse;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = ExportProfilesServiceResponse;
+    type Error = Status;
+
+    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        item.encode(dst)
+            .map_err(|e| Status::internal(format!("encoding the response: {e}")))
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
 
@@ -57,4 +228,24 @@ pub fn remap_too_large<B>(mut response: http::Response<B>) -> http::Response<B> 
         );
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_metadata() {
+        let mut m = MetadataMap::new();
+        assert_eq!(declared_layout(&m).unwrap(), None);
+        m.insert(layout::HEADER, "definitely-not-a-version".parse().unwrap());
+        let err = declared_layout(&m).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains(layout::HEADER), "{}", err.message());
+        assert!(
+            err.message().contains("definitely-not-a-version"),
+            "{}",
+            err.message()
+        );
+    }
 }

@@ -1,10 +1,13 @@
 //! HTTP and gRPC servers, configuration and the `stackhouse` binary.
 
+pub mod bench;
 pub mod config;
 pub mod error;
 pub mod export;
 pub mod grpc;
 pub mod http;
+pub mod import;
+pub mod lifecycle;
 pub mod server;
 pub mod telemetry;
 pub mod tenant;

@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
+use stackhouse_api::bench::BenchArgs;
 use stackhouse_api::config::ServeArgs;
+use stackhouse_api::import::ImportArgs;
 
 #[derive(Parser, Debug)]
 #[command(name = "stackhouse", version, about = "Profile storage and query backend")]
@@ -13,8 +15,16 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the server: OTLP receivers, the query API and the storage writer.
-    Serve(ServeArgs),
+    /// Run the server: OTLP receivers, the query API, the storage writer and the compactor
+    /// (see `--role`).
+    // Boxed: the serve flags are large, and clap parses this enum once.
+    Serve(Box<ServeArgs>),
+    /// Send profile files (OTLP, pprof, JFR, speedscope, folded; gzipped or not) to a
+    /// running Stackhouse. Exits non-zero if any file was rejected.
+    Import(ImportArgs),
+    /// Measure ingest, storage and query against baselines in the same run (in-process,
+    /// temporary local store and SQLite catalog) and print a markdown table.
+    Bench(BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -23,7 +33,17 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             stackhouse_api::telemetry::init(args.log_format);
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            runtime.block_on(stackhouse_api::server::run(args))
+            runtime.block_on(stackhouse_api::server::run(*args))
         }
+        Command::Import(args) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            if !runtime.block_on(stackhouse_api::import::run(args))? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Bench(args) => stackhouse_api::bench::main(args),
     }
 }

@@ -34,6 +34,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         WriterConfig {
             flush_interval: args.flush_interval,
             max_pending_samples: args.max_pending_samples,
+            max_buffered_bytes: args.ingest_memory_budget,
         },
     ));
     let engine = Arc::new(QueryEngine::new(
@@ -42,12 +43,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         symbols,
         QueryConfig {
             limits: args.query_limits.limits(),
+            memory_limit_bytes: Some(args.query_memory_budget),
             ..QueryConfig::default()
         },
     ));
     let exporter = Arc::new(Exporter::new(writer.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    let roles = args.lifecycle.roles();
+    let maintenance = roles.compactor.then(|| {
+        tokio::spawn(stackhouse_storage::maintenance::run(
+            store.clone(),
+            catalog.clone(),
+            args.lifecycle.maintenance(),
+            stop_rx.clone(),
+        ))
+    });
     let state = http::AppState {
         exporter: exporter.clone(),
         engine,
@@ -58,26 +69,46 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let http_listener = tokio::net::TcpListener::bind(args.http_addr)
         .await
         .with_context(|| format!("binding http address {}", args.http_addr))?;
-    let grpc_listener = tokio::net::TcpListener::bind(args.grpc_addr)
-        .await
-        .with_context(|| format!("binding grpc address {}", args.grpc_addr))?;
+    // Only the ingest role receives OTLP over gRPC.
+    let grpc_listener = match roles.ingest {
+        true => Some(
+            tokio::net::TcpListener::bind(args.grpc_addr)
+                .await
+                .with_context(|| format!("binding grpc address {}", args.grpc_addr))?,
+        ),
+        false => None,
+    };
     tracing::info!(
         http = %http_listener.local_addr()?,
-        grpc = %grpc_listener.local_addr()?,
+        grpc = ?grpc_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+        ?roles,
         storage = %storage_url,
         catalog = %redact(&catalog_url),
         "stackhouse listening"
     );
 
-    let http_server =
-        axum::serve(http_listener, http::router(state)).with_graceful_shutdown(stopped(stop_rx.clone()));
-    let grpc_server = tonic::transport::Server::builder()
-        .layer(tower::util::MapResponseLayer::new(grpc::remap_too_large))
-        .add_service(grpc::service(exporter, args.max_message_bytes))
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(grpc_listener),
-            stopped(stop_rx),
-        );
+    let http_server = axum::serve(http_listener, http::router_for(state, &roles))
+        .with_graceful_shutdown(stopped(stop_rx.clone()));
+    let grpc_server = async {
+        let Some(listener) = grpc_listener else {
+            return Ok(());
+        };
+        tonic::transport::Server::builder()
+            .layer(tower::util::MapResponseLayer::new(grpc::remap_too_large))
+            .add_service(grpc::service::<grpc::Development>(
+                exporter.clone(),
+                args.max_message_bytes,
+            ))
+            .add_service(grpc::service::<grpc::Experimental>(
+                exporter,
+                args.max_message_bytes,
+            ))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                stopped(stop_rx),
+            )
+            .await
+    };
 
     let signal = tokio::spawn(async move {
         shutdown_signal().await;
@@ -87,6 +118,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (http_result, grpc_result) = tokio::join!(http_server, grpc_server);
     signal.abort();
     writer.shutdown().await;
+    if let Some(task) = maintenance {
+        // Stops at its next await point; an interrupted merge leaves only orphans that the
+        // next cleanup removes.
+        let _ = task.await;
+    }
     http_result.context("http server failed")?;
     grpc_result.context("grpc server failed")?;
     tracing::info!("stopped");

@@ -20,8 +20,15 @@ pub fn descriptor_pool() -> &'static prost_reflect::DescriptorPool {
 }
 
 pub use opentelemetry::proto::collector::profiles::v1development as otlp_collector;
+/// The seed format, OTLP profiles `v1experimental` (OTEP 239): its collector service...
+pub use opentelemetry::proto::collector::profiles::v1experimental as otlp_experimental_collector;
 pub use opentelemetry::proto::common::v1 as otlp_common;
 pub use opentelemetry::proto::profiles::v1development as otlp_profiles;
+/// ...and its messages (`ProfileContainer` wrapping an extended pprof `Profile`).
+pub use opentelemetry::proto::profiles::v1experimental as otlp_experimental;
 pub use opentelemetry::proto::resource::v1 as otlp_resource;
 /// pprof's `perftools.profiles` messages (`Profile`, `Sample`, `Location`, ...).
 pub use perftools::profiles as pprof;
+/// Grafana Pyroscope's push API (`push.v1.PusherService`) and its label pair.
+pub use push::v1 as pyroscope_push;
+pub use types::v1 as pyroscope_types;

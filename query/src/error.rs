@@ -13,10 +13,11 @@ pub enum QueryError {
     InvalidArgument(String),
     #[error(transparent)]
     Selector(#[from] SelectorError),
-    /// The query needs more memory than the configured limit allows: report 422 or 400
-    /// with advice to narrow the range or selector; retrying unchanged will not help.
-    #[error("query exceeds its resource limits, narrow the time range or selector: {0}")]
-    ResourcesExhausted(String),
+    /// The query needed more memory than the budget (shared by all running queries) had
+    /// left: report 503. `budget` is the configured budget in bytes, `None` when the
+    /// error came from elsewhere than the memory pool (DataFusion's spill limit).
+    #[error("{}", resources_message(*budget, detail))]
+    ResourcesExhausted { budget: Option<usize>, detail: String },
     /// The request asks for more than a configured limit allows: report 422. `limit` is
     /// the name of the [`crate::limits::QueryLimits`] field.
     #[error("{message} (limit {limit})")]
@@ -44,7 +45,6 @@ impl QueryError {
             self,
             QueryError::InvalidArgument(_)
                 | QueryError::Selector(_)
-                | QueryError::ResourcesExhausted(_)
                 | QueryError::LimitExceeded { .. }
                 | QueryError::Timeout(_)
         )
@@ -55,18 +55,27 @@ impl QueryError {
     /// Whether the request was well formed but asks for more than the limits allow (HTTP
     /// 422 rather than 400).
     pub fn is_limit(&self) -> bool {
-        matches!(
-            self,
-            QueryError::LimitExceeded { .. } | QueryError::ResourcesExhausted(_) | QueryError::Timeout(_)
-        )
+        matches!(self, QueryError::LimitExceeded { .. } | QueryError::Timeout(_))
     }
 }
 
 impl From<DataFusionError> for QueryError {
     fn from(e: DataFusionError) -> Self {
         match e.find_root() {
-            DataFusionError::ResourcesExhausted(msg) => QueryError::ResourcesExhausted(msg.clone()),
+            DataFusionError::ResourcesExhausted(msg) => QueryError::ResourcesExhausted {
+                budget: None,
+                detail: msg.clone(),
+            },
             _ => QueryError::Execution(e),
         }
+    }
+}
+
+fn resources_message(budget: Option<usize>, detail: &str) -> String {
+    match budget {
+        Some(budget) => format!(
+            "query exceeded the memory budget of {budget} bytes; narrow the time range or selector ({detail})"
+        ),
+        None => format!("query exceeded its resource limits; narrow the time range or selector ({detail})"),
     }
 }

@@ -17,7 +17,7 @@ use stackhouse_storage::model::{
     AttributeSet, Batch, Function, Labels, Line, Location, Mapping, ProfileType, SampleRow, Series, SymbolId,
     TimeRange,
 };
-use stackhouse_storage::segment::write_segment;
+use stackhouse_storage::segment::{WrittenSegment, write_segment};
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
@@ -217,7 +217,8 @@ async fn fixture_with(limits: QueryLimits) -> Fixture {
             });
         }
         let segment_id = format!("0000000{n}-test");
-        let segment = write_segment(&store, &batch, &segment_id, 0).await.unwrap();
+        let WrittenSegment { segment, symbols } =
+            write_segment(&store, &batch, &segment_id, 0).await.unwrap();
         let mut sample_labels: Vec<(String, String)> = batch
             .attr_sets
             .values()
@@ -227,6 +228,7 @@ async fn fixture_with(limits: QueryLimits) -> Fixture {
         sample_labels.dedup();
         let commit = SegmentCommit {
             segment,
+            symbols,
             series: batch.series.values().cloned().collect(),
             sample_labels,
             profiles: vec![],

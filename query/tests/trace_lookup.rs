@@ -19,7 +19,7 @@ use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
 use stackhouse_storage::model::{
     Batch, Function, Labels, Line, Location, ProfileType, SampleRow, Series, SymbolId, TimeRange,
 };
-use stackhouse_storage::segment::write_segment;
+use stackhouse_storage::segment::{WrittenSegment, write_segment};
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
@@ -227,9 +227,11 @@ async fn fixture() -> Fixture {
         }
         samples_total += batch.samples.len();
         let segment_id = format!("{s:08}-trace-lookup");
-        let segment = write_segment(&store, &batch, &segment_id, 0).await.unwrap();
+        let WrittenSegment { segment, symbols } =
+            write_segment(&store, &batch, &segment_id, 0).await.unwrap();
         let commit = SegmentCommit {
             segment,
+            symbols,
             series: series.clone(),
             sample_labels: vec![],
             profiles: vec![],

@@ -1,7 +1,11 @@
 //! Canonical tables, segments on object storage, and the catalog that indexes them.
 
 pub mod catalog;
+pub mod cleanup;
+pub mod compaction;
+pub mod maintenance;
 pub mod model;
+pub mod retention;
 pub mod schema;
 pub mod segment;
 pub mod store;

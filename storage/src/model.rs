@@ -388,6 +388,69 @@ impl Batch {
         self.samples.is_empty() && self.profiles.is_empty()
     }
 
+    /// A cheap estimate of the memory the batch holds: fixed-size rows times their count
+    /// plus the string bytes of symbols and labels. Hash map overhead is left out; the
+    /// estimate only has to grow with the batch so a budget over it bounds memory.
+    pub fn estimated_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let labels = |l: &Labels| l.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        let series: usize = self
+            .series
+            .values()
+            .map(|s| {
+                let t = &s.profile_type;
+                size_of::<Series>()
+                    + t.sample_type.len()
+                    + t.sample_unit.len()
+                    + t.period_type.len()
+                    + t.period_unit.len()
+                    + labels(&s.labels)
+            })
+            .sum();
+        let locations: usize = self
+            .locations
+            .values()
+            .map(|l| size_of::<(SymbolId, Location)>() + l.lines.len() * size_of::<Line>())
+            .sum();
+        let functions: usize = self
+            .functions
+            .values()
+            .map(|f| {
+                size_of::<(SymbolId, Function)>() + f.name.len() + f.system_name.len() + f.filename.len()
+            })
+            .sum();
+        let mappings: usize = self
+            .mappings
+            .values()
+            .map(|m| size_of::<(SymbolId, Mapping)>() + m.filename.len() + m.build_id.len())
+            .sum();
+        let attr_sets: usize = self
+            .attr_sets
+            .values()
+            .map(|a| {
+                size_of::<(SymbolId, AttributeSet)>()
+                    + a.attrs
+                        .iter()
+                        .map(|(k, v)| size_of::<(String, String)>() + k.len() + v.len())
+                        .sum::<usize>()
+            })
+            .sum();
+        let profiles: usize = self
+            .profiles
+            .iter()
+            .map(|p| size_of::<ProfileRecord>() + labels(&p.resource) + labels(&p.attributes))
+            .sum();
+        self.tenant.len()
+            + self.samples.len() * size_of::<SampleRow>()
+            + self.stacks.len() * size_of::<(SymbolId, StackNode)>()
+            + series
+            + locations
+            + functions
+            + mappings
+            + attr_sets
+            + profiles
+    }
+
     /// Moves everything of `other` (same tenant) into `self`.
     pub fn merge(&mut self, other: Batch) {
         debug_assert_eq!(self.tenant, other.tenant);

@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::array::{
     Array, ArrayRef, AsArray, FixedSizeBinaryArray, Int64Array, ListArray, RecordBatch, StringArray,
@@ -41,74 +40,167 @@ const SYMBOL_KINDS: [TableKind; 5] = [
     TableKind::AttributeSets,
 ];
 
-/// Object key of one table of a segment, relative to the store root.
-pub fn object_key(tenant: &str, segment_id: &str, kind: crate::catalog::TableKind) -> String {
-    format!("tenants/{tenant}/segments/{segment_id}/{}.parquet", kind.as_str())
+/// Object key of a segment's samples, relative to the store root.
+pub fn samples_key(tenant: &str, segment_id: &str) -> String {
+    format!("tenants/{tenant}/segments/{segment_id}/samples.parquet")
 }
 
-/// Writes `batch.samples` (sorted by series, then time) and every non-empty symbol table of
-/// `batch` as Parquet objects, and returns the segment's metadata (not yet committed).
+/// Object key of one symbol table written under `id` (the segment that first used the
+/// symbols, or a compaction's own id).
+pub fn symbols_key(tenant: &str, id: &str, kind: TableKind) -> String {
+    format!("tenants/{tenant}/symbols/{id}/{}.parquet", kind.as_str())
+}
+
+/// The symbol tables of a batch or of an index, borrowed.
+pub struct SymbolTables<'a> {
+    pub stacks: &'a HashMap<SymbolId, StackNode>,
+    pub locations: &'a HashMap<SymbolId, Location>,
+    pub functions: &'a HashMap<SymbolId, Function>,
+    pub mappings: &'a HashMap<SymbolId, Mapping>,
+    pub attr_sets: &'a HashMap<SymbolId, AttributeSet>,
+}
+
+impl<'a> From<&'a Batch> for SymbolTables<'a> {
+    fn from(b: &'a Batch) -> Self {
+        SymbolTables {
+            stacks: &b.stacks,
+            locations: &b.locations,
+            functions: &b.functions,
+            mappings: &b.mappings,
+            attr_sets: &b.attr_sets,
+        }
+    }
+}
+
+impl<'a> From<&'a SymbolIndex> for SymbolTables<'a> {
+    fn from(b: &'a SymbolIndex) -> Self {
+        SymbolTables {
+            stacks: &b.stacks,
+            locations: &b.locations,
+            functions: &b.functions,
+            mappings: &b.mappings,
+            attr_sets: &b.attr_sets,
+        }
+    }
+}
+
+/// What writing a batch produced: the segment (its samples object) and the symbol objects of
+/// the symbols the batch still carried. Neither is visible until the catalog commits them.
+#[derive(Debug)]
+pub struct WrittenSegment {
+    pub segment: SegmentMeta,
+    pub symbols: Vec<ObjectMeta>,
+}
+
+/// Writes `batch.samples` (sorted by series, time, stack) and every non-empty symbol table
+/// of `batch` as Parquet objects, and returns their metadata (not yet committed).
 pub async fn write_segment(
     store: &Store,
     batch: &Batch,
     segment_id: &str,
     level: i32,
-) -> Result<SegmentMeta, StoreError> {
+) -> Result<WrittenSegment, StoreError> {
     let mut samples: Vec<&SampleRow> = batch.samples.iter().collect();
     samples.sort_by_key(|s| (s.series_id, s.time_nanos, s.stack_id));
-    let (Some(first), Some(_)) = (samples.first(), samples.last()) else {
+    if samples.is_empty() {
         return Err(StoreError::EmptySegment);
-    };
-    let (mut min_time, mut max_time) = (first.time_nanos, first.time_nanos);
-    for s in &samples {
-        min_time = min_time.min(s.time_nanos);
-        max_time = max_time.max(s.time_nanos);
     }
-    let series = series_extents(&samples);
-
-    let mut tables = vec![(TableKind::Samples, samples_batch(&samples)?)];
-    for kind in SYMBOL_KINDS {
-        let table = symbol_batch(kind, batch)?;
-        if table.num_rows() > 0 {
-            tables.push((kind, table));
-        }
-    }
-    let objects = futures::future::try_join_all(
-        tables
-            .into_iter()
-            .map(|(kind, table)| put_table(store, &batch.tenant, segment_id, kind, table)),
+    let table = samples_batch(&samples)?;
+    let (segment, symbols) = futures::future::try_join(
+        write_samples(store, &batch.tenant, segment_id, level, table),
+        write_symbols(store, &batch.tenant, segment_id, SymbolTables::from(batch)),
     )
     .await?;
+    Ok(WrittenSegment { segment, symbols })
+}
 
+/// Writes a samples table already sorted by (series, time, stack) as the one object of a new
+/// segment.
+pub async fn write_samples(
+    store: &Store,
+    tenant: &str,
+    segment_id: &str,
+    level: i32,
+    table: RecordBatch,
+) -> Result<SegmentMeta, StoreError> {
+    let (min_time, max_time, series) = extents(&table).ok_or(StoreError::EmptySegment)?;
+    let key = samples_key(tenant, segment_id);
+    let object = put_table(store, key, TableKind::Samples, table).await?;
     Ok(SegmentMeta {
         id: segment_id.to_string(),
-        tenant: batch.tenant.clone(),
+        tenant: tenant.to_string(),
         min_time,
         max_time,
         level,
         created_at_nanos: now_nanos(),
-        objects,
+        objects: vec![object],
         series,
     })
 }
 
-/// Reads the symbol objects of one segment.
-pub async fn read_symbols(store: &Store, segment: &SegmentMeta) -> Result<SymbolIndex, StoreError> {
-    let mut index = SymbolIndex::default();
-    for object in segment.objects.iter().filter(|o| SYMBOL_KINDS.contains(&o.kind)) {
-        let bytes = store
-            .object_store()
-            .get(&store.path(&object.key))
-            .await?
-            .bytes()
-            .await?;
-        let (kind, key) = (object.kind, object.key.clone());
-        let part = tokio::task::spawn_blocking(move || decode_symbols(kind, &key, bytes))
-            .await
-            .expect("decoding symbols does not panic")?;
-        index.merge(part);
+/// Writes every non-empty symbol table as an object under `id`.
+pub async fn write_symbols(
+    store: &Store,
+    tenant: &str,
+    id: &str,
+    tables: SymbolTables<'_>,
+) -> Result<Vec<ObjectMeta>, StoreError> {
+    let mut encoded = Vec::new();
+    for kind in SYMBOL_KINDS {
+        let table = symbol_batch(kind, &tables)?;
+        if table.num_rows() > 0 {
+            encoded.push((kind, table));
+        }
     }
-    Ok(index)
+    futures::future::try_join_all(
+        encoded
+            .into_iter()
+            .map(|(kind, table)| put_table(store, symbols_key(tenant, id, kind), kind, table)),
+    )
+    .await
+}
+
+/// Reads one symbol object.
+pub async fn read_symbols(store: &Store, object: &ObjectMeta) -> Result<SymbolIndex, StoreError> {
+    let bytes = fetch(store, &object.key).await?;
+    let (kind, key) = (object.kind, object.key.clone());
+    tokio::task::spawn_blocking(move || decode_symbols(kind, &key, bytes))
+        .await
+        .expect("decoding symbols does not panic")
+}
+
+/// Reads a samples object whole.
+pub async fn read_samples(store: &Store, object: &ObjectMeta) -> Result<Vec<RecordBatch>, StoreError> {
+    let bytes = fetch(store, &object.key).await?;
+    let key = object.key.clone();
+    tokio::task::spawn_blocking(move || {
+        open_table(TableKind::Samples, &key, bytes)?
+            .build()?
+            .map(|b| b.map_err(StoreError::from))
+            .collect()
+    })
+    .await
+    .expect("decoding samples does not panic")
+}
+
+async fn fetch(store: &Store, key: &str) -> Result<Bytes, StoreError> {
+    Ok(store.object_store().get(&store.path(key)).await?.bytes().await?)
+}
+
+/// Sorts a samples table by (series, time, stack), the order segments are written in.
+pub fn sort_samples(table: &RecordBatch) -> Result<RecordBatch, StoreError> {
+    use arrow::compute::{SortColumn, lexsort_to_indices, take_record_batch};
+    let column = |name: &str| SortColumn {
+        values: table
+            .column(table.schema().index_of(name).expect("samples schema"))
+            .clone(),
+        options: None,
+    };
+    let indices = lexsort_to_indices(
+        &[column(col::SERIES_ID), column(col::TIME), column(col::STACK_ID)],
+        None,
+    )?;
+    Ok(take_record_batch(table, &indices)?)
 }
 
 /// Opens a Parquet object, refusing it unless it carries our schema version and the exact
@@ -140,35 +232,44 @@ pub fn open_table(
     Ok(builder)
 }
 
-fn now_nanos() -> i64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since_epoch.as_nanos()).unwrap_or(i64::MAX)
-}
+use crate::catalog::common::now_nanos;
 
-/// Extents of each series; `samples` must be sorted by (series, time).
-fn series_extents(samples: &[&SampleRow]) -> Vec<SegmentSeries> {
+/// Time extent and per-series extents of a samples table sorted by (series, time); `None`
+/// when it has no rows.
+fn extents(table: &RecordBatch) -> Option<(i64, i64, Vec<SegmentSeries>)> {
+    let schema = table.schema();
+    let column = |name: &str| {
+        table
+            .column(schema.index_of(name).expect("samples schema"))
+            .as_primitive::<Int64Type>()
+            .clone()
+    };
+    let (times, series_ids) = (column(col::TIME), column(col::SERIES_ID));
+    let (mut min_time, mut max_time) = (i64::MAX, i64::MIN);
     let mut out: Vec<SegmentSeries> = Vec::new();
-    for s in samples {
+    for (&t, &series_id) in times.values().iter().zip(series_ids.values().iter()) {
+        min_time = min_time.min(t);
+        max_time = max_time.max(t);
         match out.last_mut() {
-            Some(last) if last.series_id == s.series_id => {
-                last.max_time = s.time_nanos;
+            Some(last) if last.series_id == series_id => {
+                last.max_time = last.max_time.max(t);
+                last.min_time = last.min_time.min(t);
                 last.samples += 1;
             }
             _ => out.push(SegmentSeries {
-                series_id: s.series_id,
-                min_time: s.time_nanos,
-                max_time: s.time_nanos,
+                series_id,
+                min_time: t,
+                max_time: t,
                 samples: 1,
             }),
         }
     }
-    out
+    (!out.is_empty()).then_some((min_time, max_time, out))
 }
 
 async fn put_table(
     store: &Store,
-    tenant: &str,
-    segment_id: &str,
+    key: String,
     kind: TableKind,
     table: RecordBatch,
 ) -> Result<ObjectMeta, StoreError> {
@@ -177,7 +278,6 @@ async fn put_table(
     let bytes = tokio::task::spawn_blocking(move || encode(kind, &table))
         .await
         .expect("encoding parquet does not panic")?;
-    let key = object_key(tenant, segment_id, kind);
     let size_bytes = bytes.len() as u64;
     store
         .object_store()
@@ -287,12 +387,12 @@ fn line_fields() -> (FieldRef, Fields) {
     (item.clone(), fields.clone())
 }
 
-fn symbol_batch(kind: TableKind, batch: &Batch) -> Result<RecordBatch, StoreError> {
+fn symbol_batch(kind: TableKind, batch: &SymbolTables<'_>) -> Result<RecordBatch, StoreError> {
     let schema = schema::schema_of(kind);
     match kind {
         TableKind::Samples => unreachable!("samples are not a symbol table"),
         TableKind::Stacks => {
-            let rows = sorted(&batch.stacks);
+            let rows = sorted(batch.stacks);
             record_batch(
                 schema,
                 vec![
@@ -303,7 +403,7 @@ fn symbol_batch(kind: TableKind, batch: &Batch) -> Result<RecordBatch, StoreErro
             )
         }
         TableKind::Locations => {
-            let rows = sorted(&batch.locations);
+            let rows = sorted(batch.locations);
             let lines = rows.iter().flat_map(|(_, l)| &l.lines);
             let (item, fields) = line_fields();
             let structs = StructArray::try_new(
@@ -328,7 +428,7 @@ fn symbol_batch(kind: TableKind, batch: &Batch) -> Result<RecordBatch, StoreErro
             )
         }
         TableKind::Functions => {
-            let rows = sorted(&batch.functions);
+            let rows = sorted(batch.functions);
             record_batch(
                 schema,
                 vec![
@@ -343,7 +443,7 @@ fn symbol_batch(kind: TableKind, batch: &Batch) -> Result<RecordBatch, StoreErro
             )
         }
         TableKind::Mappings => {
-            let rows = sorted(&batch.mappings);
+            let rows = sorted(batch.mappings);
             record_batch(
                 schema,
                 vec![
@@ -363,7 +463,7 @@ fn symbol_batch(kind: TableKind, batch: &Batch) -> Result<RecordBatch, StoreErro
             )
         }
         TableKind::AttributeSets => {
-            let rows = sorted(&batch.attr_sets);
+            let rows = sorted(batch.attr_sets);
             let pairs: Vec<(&SymbolId, &(String, String))> = rows
                 .iter()
                 .flat_map(|(id, set)| set.attrs.iter().map(move |kv| (*id, kv)))

@@ -89,6 +89,15 @@ impl Store {
         self.root.parts().chain(Path::from(key).parts()).collect()
     }
 
+    /// Deletes the object at `key`; an object already gone is not an error.
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        use object_store::ObjectStoreExt;
+        match self.inner.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Cheap round trip for readiness checks: lists the top level of the root.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let prefix = (!self.root.as_ref().is_empty()).then_some(&self.root);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, ObjectMeta};
 use crate::model::{AttributeSet, Batch, Function, Location, Mapping, StackNode, SymbolId};
 use crate::segment::read_symbols;
 use crate::store::{Store, StoreError};
@@ -86,12 +86,12 @@ pub enum SymbolError {
 #[derive(Default)]
 struct TenantSymbols {
     index: Arc<RwLock<SymbolIndex>>,
-    /// Serializes loading and recording, so one segment is never fetched twice at once and
+    /// Serializes loading and recording, so one object is never fetched twice at once and
     /// `loaded` always describes what `index` holds.
     loaded: tokio::sync::Mutex<HashSet<String>>,
 }
 
-/// Per-tenant [`SymbolIndex`], loaded lazily from the symbol objects of committed segments
+/// Per-tenant [`SymbolIndex`], loaded lazily from the tenant's committed symbol objects
 /// and kept up to date by the writer of this process.
 pub struct SymbolCache {
     store: Store,
@@ -113,26 +113,26 @@ impl SymbolCache {
         tenants.entry(tenant.to_string()).or_default().clone()
     }
 
-    /// Loads the symbols of committed segments not loaded yet, then returns the index.
+    /// Loads the tenant's committed symbol objects not loaded yet, then returns the index.
     ///
-    /// When a segment loaded earlier is no longer in the catalog (compaction or retention
-    /// removed it), the index is rebuilt: its symbols may be gone from storage, and the
-    /// writer must not treat them as stored.
+    /// When an object loaded earlier is no longer in the catalog (compaction merged it), the
+    /// index is rebuilt from what is listed now, so it only ever holds what storage holds
+    /// and the writer never skips a symbol that is gone.
     pub async fn read(&self, tenant: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
         let entry = self.tenant(tenant);
         {
             let mut loaded = entry.loaded.lock().await;
-            let segments = self.catalog.symbol_segments(tenant).await?;
-            let listed: HashSet<&str> = segments.iter().map(|s| s.id.as_str()).collect();
-            let rebuild = loaded.iter().any(|id| !listed.contains(id.as_str()));
-            let missing: Vec<_> = segments
+            let objects = self.catalog.symbol_objects(tenant).await?;
+            let listed: HashSet<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+            let rebuild = loaded.iter().any(|key| !listed.contains(key.as_str()));
+            let missing: Vec<_> = objects
                 .iter()
-                .filter(|s| rebuild || !loaded.contains(&s.id))
+                .filter(|o| rebuild || !loaded.contains(&o.key))
                 .collect();
             if rebuild || !missing.is_empty() {
                 // Collected first: a lazy `map` closure here makes the future not `Send`
                 // for the compiler (higher-ranked lifetime inference).
-                let reads: Vec<_> = missing.iter().map(|s| read_symbols(&self.store, s)).collect();
+                let reads: Vec<_> = missing.iter().map(|o| read_symbols(&self.store, o)).collect();
                 let fresh = futures::stream::iter(reads)
                     .buffer_unordered(LOAD_CONCURRENCY)
                     .try_fold(SymbolIndex::default(), |mut acc, index| async move {
@@ -146,23 +146,19 @@ impl SymbolCache {
                     loaded.clear();
                 }
                 index.merge(fresh);
-                loaded.extend(missing.iter().map(|s| s.id.clone()));
+                loaded.extend(missing.iter().map(|o| o.key.clone()));
             }
         }
         Ok(entry.index.clone().read_owned().await)
     }
 
-    /// Records the symbols of a segment this process just committed, so they are not read
+    /// Records the symbols this process just committed in `objects`, so they are not read
     /// back from the store.
-    pub async fn record(&self, tenant: &str, segment_id: &str, batch: &Batch) {
+    pub async fn record(&self, tenant: &str, objects: &[ObjectMeta], batch: &Batch) {
         let entry = self.tenant(tenant);
         let mut loaded = entry.loaded.lock().await;
         entry.index.write().await.extend_from_batch(batch);
-        // Only segments with symbol objects are listed by `symbol_segments`; marking any
-        // other one would look like a removed segment and force a rebuild.
-        if has_symbols(batch) {
-            loaded.insert(segment_id.to_string());
-        }
+        loaded.extend(objects.iter().map(|o| o.key.clone()));
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -12,7 +13,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::catalog::{Catalog, SegmentCommit};
 use crate::model::Batch;
-use crate::segment::write_segment;
+use crate::segment::{WrittenSegment, write_segment};
 use crate::store::Store;
 use crate::symbols::SymbolCache;
 
@@ -24,6 +25,11 @@ pub struct WriterConfig {
     pub flush_interval: Duration,
     /// Flush early once this many samples wait for one tenant.
     pub max_pending_samples: usize,
+    /// Memory budget of the batches accepted but not yet durable (pending and flushing),
+    /// by [`Batch::estimated_bytes`]. A write that would go over it is refused at once
+    /// with [`WriteError::Overloaded`]; a batch larger than the whole budget with
+    /// [`WriteError::TooLarge`].
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for WriterConfig {
@@ -31,6 +37,7 @@ impl Default for WriterConfig {
         WriterConfig {
             flush_interval: Duration::from_secs(1),
             max_pending_samples: 1_000_000,
+            max_buffered_bytes: 512 << 20,
         }
     }
 }
@@ -43,6 +50,20 @@ pub enum WriteError {
     Unavailable(String),
     #[error("the writer is shutting down")]
     ShuttingDown,
+    /// The batches waiting to become durable fill the memory budget; nothing of the
+    /// request was queued and the sender should retry after `retry_after`.
+    #[error(
+        "ingest memory budget of {budget} bytes is full with data not yet stored, retry in {}s",
+        retry_after.as_secs_f64().ceil()
+    )]
+    Overloaded { retry_after: Duration, budget: usize },
+    /// The batch alone is larger than the whole budget: it can never be accepted, so
+    /// retrying is useless. (Refused rather than let through when nothing else is
+    /// buffered, so the budget is a hard bound.)
+    #[error(
+        "the request needs about {bytes} bytes of ingest memory, more than the whole budget of {budget} bytes; send smaller requests"
+    )]
+    TooLarge { bytes: usize, budget: usize },
 }
 
 /// What an acknowledged write produced.
@@ -57,12 +78,45 @@ type Ack = oneshot::Sender<Result<WriteReceipt, WriteError>>;
 
 enum Msg {
     /// Boxed: batches are large, and the queue holds many messages.
-    Write(Box<Batch>, Ack),
+    Write(Box<Batch>, Ack, Reservation),
     Shutdown,
+}
+
+/// Bytes of the budget held by one accepted batch; given back on drop, which happens
+/// after its acknowledgement is sent, or when the batch is dropped unsent.
+struct Reservation {
+    buffered: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Reservation {
+    /// Takes `bytes` of `budget`, or nothing when they do not fit.
+    fn take(buffered: &Arc<AtomicUsize>, bytes: usize, budget: usize) -> Option<Reservation> {
+        buffered
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&total| total <= budget)
+            })
+            .ok()?;
+        Some(Reservation {
+            buffered: buffered.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.buffered.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 pub struct Writer {
     tx: mpsc::Sender<Msg>,
+    /// Estimated bytes of the batches accepted and not yet acknowledged; checked here,
+    /// not in the writer task, so refusing costs no queueing.
+    buffered: Arc<AtomicUsize>,
+    budget: usize,
+    retry_after: Duration,
     /// Becomes `true` when the writer task has flushed everything and stopped.
     stopped: watch::Receiver<bool>,
 }
@@ -76,6 +130,10 @@ impl Writer {
     ) -> Writer {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (stopped_tx, stopped) = watch::channel(false);
+        let budget = config.max_buffered_bytes;
+        // Room comes back when a flush finishes, so retrying sooner than one interval
+        // mostly meets the same full budget.
+        let retry_after = config.flush_interval.max(Duration::from_secs(1));
         let flusher = Arc::new(Flusher {
             store,
             catalog,
@@ -85,7 +143,18 @@ impl Writer {
             WriterTask::new(flusher, config).run(rx).await;
             let _ = stopped_tx.send(true);
         });
-        Writer { tx, stopped }
+        Writer {
+            tx,
+            buffered: Arc::new(AtomicUsize::new(0)),
+            budget,
+            retry_after,
+            stopped,
+        }
+    }
+
+    /// Estimated bytes of the batches accepted but not acknowledged yet.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered.load(Ordering::Acquire)
     }
 
     /// Returns once `batch` is durable (objects written, catalog committed).
@@ -112,9 +181,21 @@ impl Writer {
                 s.series_id
             )));
         }
+        let bytes = batch.estimated_bytes();
+        if bytes > self.budget {
+            return Err(WriteError::TooLarge {
+                bytes,
+                budget: self.budget,
+            });
+        }
+        let reservation =
+            Reservation::take(&self.buffered, bytes, self.budget).ok_or(WriteError::Overloaded {
+                retry_after: self.retry_after,
+                budget: self.budget,
+            })?;
         let (ack, acked) = oneshot::channel();
         self.tx
-            .send(Msg::Write(Box::new(batch), ack))
+            .send(Msg::Write(Box::new(batch), ack, reservation))
             .await
             .map_err(|_| WriteError::ShuttingDown)?;
         acked
@@ -135,6 +216,7 @@ impl Writer {
 struct Pending {
     batch: Batch,
     acks: Vec<Ack>,
+    reservations: Vec<Reservation>,
 }
 
 /// The single task that owns all pending state; flushes run as tasks it spawns, at most
@@ -174,13 +256,13 @@ impl WriterTask {
             }
             tokio::select! {
                 msg = rx.recv(), if open => match msg {
-                    Some(Msg::Write(batch, ack)) => self.add(*batch, ack),
+                    Some(Msg::Write(batch, ack, reservation)) => self.add(*batch, ack, reservation),
                     Some(Msg::Shutdown) | None => {
                         // Refuse new requests, but keep those already queued.
                         rx.close();
                         while let Some(msg) = rx.recv().await {
-                            if let Msg::Write(batch, ack) = msg {
-                                self.add(*batch, ack);
+                            if let Msg::Write(batch, ack, reservation) = msg {
+                                self.add(*batch, ack, reservation);
                             }
                         }
                         open = false;
@@ -205,12 +287,13 @@ impl WriterTask {
         }
     }
 
-    fn add(&mut self, batch: Batch, ack: Ack) {
+    fn add(&mut self, batch: Batch, ack: Ack, reservation: Reservation) {
         let tenant = batch.tenant.clone();
         match self.pending.get_mut(&tenant) {
             Some(pending) => {
                 pending.batch.merge(batch);
                 pending.acks.push(ack);
+                pending.reservations.push(reservation);
             }
             None => {
                 self.pending.insert(
@@ -218,6 +301,7 @@ impl WriterTask {
                     Pending {
                         batch,
                         acks: vec![ack],
+                        reservations: vec![reservation],
                     },
                 );
             }
@@ -249,7 +333,12 @@ impl WriterTask {
         if self.flushing.values().any(|t| t == tenant) {
             return;
         }
-        let Some(Pending { batch, acks }) = self.pending.remove(tenant) else {
+        let Some(Pending {
+            batch,
+            acks,
+            reservations,
+        }) = self.pending.remove(tenant)
+        else {
             return;
         };
         let flusher = self.flusher.clone();
@@ -262,6 +351,8 @@ impl WriterTask {
                 // A requester that gave up no longer listens; nothing to do for it.
                 let _ = ack.send(result.clone());
             }
+            // Only now: the flushed batch is dropped and every request has its answer.
+            drop(reservations);
         });
         self.flushing.insert(handle.id(), tenant.to_string());
     }
@@ -295,7 +386,7 @@ impl Flusher {
             .map_err(|e| fail(format!("loading symbols: {e}")))?
             .retain_new(&mut batch);
         let segment_id = uuid::Uuid::now_v7().to_string();
-        let segment = write_segment(&self.store, &batch, &segment_id, 0)
+        let WrittenSegment { segment, symbols } = write_segment(&self.store, &batch, &segment_id, 0)
             .await
             .map_err(|e| fail(format!("writing segment: {e}")))?;
         let series = segment
@@ -305,6 +396,7 @@ impl Flusher {
             .collect();
         let commit = SegmentCommit {
             segment,
+            symbols,
             series,
             sample_labels,
             profiles: std::mem::take(&mut batch.profiles),
@@ -313,7 +405,7 @@ impl Flusher {
             .commit_segment(&commit)
             .await
             .map_err(|e| fail(format!("committing segment: {e}")))?;
-        self.symbols.record(&tenant, &segment_id, &batch).await;
+        self.symbols.record(&tenant, &commit.symbols, &batch).await;
         Ok(WriteReceipt { segment_id })
     }
 }

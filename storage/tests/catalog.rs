@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
 use stackhouse_storage::catalog::{
-    Catalog, CatalogError, ObjectMeta, SegmentCommit, SegmentMeta, SegmentSeries, TableKind, TableStats,
-    open_catalog,
+    Catalog, CatalogError, ObjectMeta, SegmentCommit, SegmentMeta, SegmentReplacement, SegmentSeries,
+    TableKind, TableStats, open_catalog,
 };
 use stackhouse_storage::model::{Labels, ProfileRecord, ProfileType, Series, TimeRange};
 
@@ -99,8 +99,20 @@ suite!(
     data_survives_reopening,
     profile_lookup,
     profile_metadata_round_trips,
-    symbol_segments_need_symbol_objects,
+    symbol_objects_are_the_tenants,
     concurrent_commits_share_new_series,
+    tenants_with_segments_or_symbols,
+    replacement_moves_profiles_and_labels,
+    replacement_of_a_gone_segment_conflicts,
+    concurrent_replacements_one_wins,
+    retention_drops_segments_and_profiles,
+    retention_keeps_recent_profiles_of_a_merge,
+    symbol_replacement,
+    concurrent_symbol_replacements_one_wins,
+    leases_exclude_other_holders,
+    deletion_queue,
+    unreferenced_keys,
+    migration_moves_symbol_objects,
 );
 
 // ---- fixtures ----
@@ -133,7 +145,8 @@ fn object(segment: &str, kind: TableKind, size_bytes: u64, rows: u64) -> ObjectM
     }
 }
 
-/// A segment spanning its series' extents, with a samples and a stacks object.
+/// A segment spanning its series' extents with its samples object, written with a stacks
+/// symbol object.
 fn commit(tenant: &str, id: &str, extents: &[(&Series, i64, i64)]) -> SegmentCommit {
     let min_time = extents.iter().map(|e| e.1).min().unwrap();
     let max_time = extents.iter().map(|e| e.2).max().unwrap();
@@ -145,10 +158,7 @@ fn commit(tenant: &str, id: &str, extents: &[(&Series, i64, i64)]) -> SegmentCom
             max_time,
             level: 0,
             created_at_nanos: 1_700_000_000_000_000_000,
-            objects: vec![
-                object(id, TableKind::Samples, 1000, 10),
-                object(id, TableKind::Stacks, 300, 3),
-            ],
+            objects: vec![object(id, TableKind::Samples, 1000, 10)],
             series: extents
                 .iter()
                 .map(|(s, min, max)| SegmentSeries {
@@ -159,6 +169,7 @@ fn commit(tenant: &str, id: &str, extents: &[(&Series, i64, i64)]) -> SegmentCom
                 })
                 .collect(),
         },
+        symbols: vec![object(id, TableKind::Stacks, 300, 3)],
         series: extents.iter().map(|e| e.0.clone()).collect(),
         sample_labels: vec![],
         profiles: vec![],
@@ -189,16 +200,14 @@ async fn commit_round_trips(url: String) {
     let web = series(cpu(), &[("service.name", "web"), ("host.name", "a")]);
     let db = series(off_cpu(), &[("service.name", "db")]);
     let mut c = commit("acme", "seg-1", &[(&web, 100, 200), (&db, 150, 300)]);
-    // Objects come back in the order the writer listed them, not sorted by kind.
-    c.segment
-        .objects
-        .insert(0, object("seg-1", TableKind::Mappings, 50, 1));
+    c.symbols.insert(0, object("seg-1", TableKind::Mappings, 50, 1));
     c.segment.level = 2;
     cat.commit_segment(&c).await.unwrap();
 
     let segments = cat.segments("acme", TimeRange::ALL).await.unwrap();
     assert_eq!(segments, vec![c.segment.clone()]);
-    assert_eq!(segments[0].object(TableKind::Stacks).unwrap().rows, 3);
+    assert_eq!(segments[0].object(TableKind::Samples).unwrap().rows, 10);
+    assert_eq!(cat.symbol_objects("acme").await.unwrap(), c.symbols);
 
     let mut expected = vec![web.clone(), db.clone()];
     expected.sort_by_key(|s| s.id);
@@ -232,15 +241,16 @@ async fn tenants_are_isolated(url: String) {
     }];
     let mut b = commit("b", "seg-b", &[(&shared, 100, 200), (&only_b, 100, 200)]);
     b.sample_labels = vec![("thread.name".into(), "worker".into())];
-    b.segment
-        .objects
-        .push(object("seg-b", TableKind::Functions, 77, 7));
+    // Objects written together come back in key order: functions before stacks.
+    b.symbols.insert(0, object("seg-b", TableKind::Functions, 77, 7));
     cat.commit_segment(&a).await.unwrap();
     cat.commit_segment(&b).await.unwrap();
 
     assert_eq!(ids(&cat.segments("a", TimeRange::ALL).await.unwrap()), ["seg-a"]);
     assert_eq!(ids(&cat.segments("b", TimeRange::ALL).await.unwrap()), ["seg-b"]);
-    assert_eq!(ids(&cat.symbol_segments("a").await.unwrap()), ["seg-a"]);
+    assert_eq!(cat.symbol_objects("a").await.unwrap(), a.symbols);
+    assert_eq!(cat.symbol_objects("b").await.unwrap(), b.symbols);
+    assert!(cat.symbol_objects("nobody").await.unwrap().is_empty());
     assert_eq!(
         cat.series("a", TimeRange::ALL).await.unwrap(),
         vec![shared.clone()]
@@ -583,10 +593,9 @@ async fn stats_sum_per_table(url: String) {
         .await
         .unwrap();
     let mut c2 = commit("t", "seg-2", &[(&web, 3, 4), (&api, 3, 4)]);
-    c2.segment.objects = vec![
-        object("seg-2", TableKind::Samples, 5_000_000_000, 40),
-        object("seg-2", TableKind::Locations, 20, 2),
-    ];
+    c2.segment.objects = vec![object("seg-2", TableKind::Samples, 5_000_000_000, 40)];
+    // Symbol objects count towards their kind like segment objects do.
+    c2.symbols = vec![object("seg-2", TableKind::Locations, 20, 2)];
     cat.commit_segment(&c2).await.unwrap();
     cat.commit_segment(&commit("other", "seg-3", &[(&web, 1, 2)]))
         .await
@@ -654,6 +663,7 @@ async fn data_survives_reopening(url: String) {
         vec![c.segment.clone()]
     );
     assert_eq!(cat.series("t", TimeRange::ALL).await.unwrap(), vec![web]);
+    assert_eq!(cat.symbol_objects("t").await.unwrap(), c.symbols);
     assert_eq!(
         cat.label_values("t", "thread.name", TimeRange::ALL)
             .await
@@ -743,27 +753,47 @@ async fn profile_metadata_round_trips(url: String) {
     );
 }
 
-async fn symbol_segments_need_symbol_objects(url: String) {
+async fn symbol_objects_are_the_tenants(url: String) {
     let cat = open(&url).await;
     let web = series(cpu(), &[("service.name", "web")]);
-    let mut samples_only = commit("t", "seg-1", &[(&web, 1, 2)]);
-    samples_only
-        .segment
-        .objects
-        .retain(|o| o.kind == TableKind::Samples);
-    let with_symbols = commit("t", "seg-2", &[(&web, 1_000_000, 2_000_000)]);
-    let mut mappings_only = commit("t", "seg-3", &[(&web, 5, 6)]);
-    mappings_only.segment.objects = vec![object("seg-3", TableKind::Mappings, 1, 1)];
-    for c in [&samples_only, &with_symbols, &mappings_only] {
+    // Committed newest first: the listing follows creation time, then key.
+    let mut late = commit("t", "seg-late", &[(&web, 1, 2)]);
+    late.segment.created_at_nanos = 3_000;
+    late.symbols = vec![
+        object("seg-late", TableKind::Stacks, 1, 1),
+        object("seg-late", TableKind::Functions, 2, 2),
+    ];
+    let mut samples_only = commit("t", "seg-none", &[(&web, 3, 4)]);
+    samples_only.segment.created_at_nanos = 2_000;
+    samples_only.symbols.clear();
+    let mut early = commit("t", "seg-early", &[(&web, 1_000_000, 2_000_000)]);
+    early.segment.created_at_nanos = 1_000;
+    early.symbols = vec![object("seg-early", TableKind::Mappings, 3, 3)];
+    for c in [&late, &samples_only, &early] {
         cat.commit_segment(c).await.unwrap();
     }
-    let found = cat.symbol_segments("t").await.unwrap();
-    assert_eq!(
-        found,
-        vec![with_symbols.segment.clone(), mappings_only.segment.clone()]
-    );
-    // Fully populated: the samples object of a symbol segment is listed too.
-    assert_eq!(found[0].objects.len(), 2);
+    let expected = vec![
+        early.symbols[0].clone(),
+        late.symbols[1].clone(),
+        late.symbols[0].clone(),
+    ];
+    assert_eq!(cat.symbol_objects("t").await.unwrap(), expected);
+    for segment in cat.segments("t", TimeRange::ALL).await.unwrap() {
+        let kinds: Vec<_> = segment.objects.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [TableKind::Samples],
+            "segment {} lists symbols",
+            segment.id
+        );
+    }
+
+    // A key the tenant already lists is refused, and the whole commit with it.
+    let mut dup = commit("t", "seg-dup", &[(&web, 5, 6)]);
+    dup.symbols = early.symbols.clone();
+    assert!(cat.commit_segment(&dup).await.is_err());
+    assert_eq!(cat.segments("t", TimeRange::ALL).await.unwrap().len(), 3);
+    assert_eq!(cat.symbol_objects("t").await.unwrap(), expected);
 }
 
 async fn concurrent_commits_share_new_series(url: String) {
@@ -783,6 +813,590 @@ async fn concurrent_commits_share_new_series(url: String) {
     let stats = cat.stats("t").await.unwrap();
     assert_eq!((stats.segments, stats.series), (8, 9));
     assert_eq!(cat.label_values("t", "n", TimeRange::ALL).await.unwrap().len(), 8);
+}
+
+// ---- compaction, retention and cleanup ----
+
+fn record(id: u8, series_id: i64, start_nanos: i64, end_nanos: i64) -> ProfileRecord {
+    ProfileRecord {
+        profile_id: [id; 16],
+        series_id,
+        start_nanos,
+        end_nanos,
+        sample_count: i64::from(id),
+        resource: Labels::new(),
+        attributes: Labels::new(),
+    }
+}
+
+/// What a compactor writes for the given extents: one level-1 segment with a samples object.
+fn merged(tenant: &str, id: &str, extents: &[(&Series, i64, i64)]) -> SegmentMeta {
+    let mut segment = commit(tenant, id, extents).segment;
+    segment.level = 1;
+    segment.created_at_nanos += 1;
+    segment.objects = vec![object(id, TableKind::Samples, 900, 20)];
+    segment
+}
+
+fn replacement(
+    tenant: &str,
+    removed: &[&str],
+    added: Option<SegmentMeta>,
+    delete_after: i64,
+) -> SegmentReplacement {
+    SegmentReplacement {
+        tenant: tenant.to_string(),
+        removed: strings(removed),
+        added,
+        drop_profiles_before: None,
+        delete_after_nanos: delete_after,
+    }
+}
+
+fn samples_key(segment: &str) -> String {
+    object(segment, TableKind::Samples, 0, 0).key
+}
+
+fn stacks_key(segment: &str) -> String {
+    object(segment, TableKind::Stacks, 0, 0).key
+}
+
+fn is_conflict<T: std::fmt::Debug>(result: &Result<T, CatalogError>) -> bool {
+    matches!(result, Err(CatalogError::Conflict(_)))
+}
+
+/// Two segments of tenant "t" with profiles and sample labels, and a third one to the side.
+struct Fixture {
+    web: Series,
+    api: Series,
+    c1: SegmentCommit,
+    c2: SegmentCommit,
+    c3: SegmentCommit,
+}
+
+async fn fixture(cat: &Arc<dyn Catalog>) -> Fixture {
+    let web = series(cpu(), &[("service.name", "web")]);
+    let api = series(off_cpu(), &[("service.name", "api")]);
+    let mut c1 = commit("t", "seg-1", &[(&web, 100, 200)]);
+    c1.sample_labels = vec![("thread.name".into(), "main".into())];
+    c1.profiles = vec![record(1, web.id, 100, 150), record(2, web.id, 160, 180)];
+    let mut c2 = commit("t", "seg-2", &[(&api, 300, 400), (&web, 300, 350)]);
+    c2.sample_labels = vec![
+        ("thread.name".into(), "gc".into()),
+        ("thread.name".into(), "main".into()),
+    ];
+    c2.profiles = vec![record(3, api.id, 300, 400)];
+    let mut c3 = commit("t", "seg-3", &[(&web, 1000, 2000)]);
+    c3.sample_labels = vec![("thread.name".into(), "io".into())];
+    c3.profiles = vec![record(4, web.id, 1000, 2000)];
+    for c in [&c1, &c2, &c3] {
+        cat.commit_segment(c).await.unwrap();
+    }
+    Fixture { web, api, c1, c2, c3 }
+}
+
+impl Fixture {
+    /// The merge of seg-1 and seg-2.
+    fn merged(&self, id: &str) -> SegmentMeta {
+        merged("t", id, &[(&self.web, 100, 350), (&self.api, 300, 400)])
+    }
+}
+
+async fn tenants_with_segments_or_symbols(url: String) {
+    let cat = open(&url).await;
+    assert!(cat.tenants().await.unwrap().is_empty());
+    let web = series(cpu(), &[("service.name", "web")]);
+    for (tenant, id) in [("b", "seg-b"), ("a", "seg-a"), ("a", "seg-a2")] {
+        cat.commit_segment(&commit(tenant, id, &[(&web, 1, 2)]))
+            .await
+            .unwrap();
+    }
+    assert_eq!(cat.tenants().await.unwrap(), strings(&["a", "b"]));
+    // Without segments the tenant still owns symbols, which cleanup must reach.
+    cat.replace_segments(&replacement("b", &["seg-b"], None, 0))
+        .await
+        .unwrap();
+    assert!(cat.segments("b", TimeRange::ALL).await.unwrap().is_empty());
+    assert_eq!(cat.tenants().await.unwrap(), strings(&["a", "b"]));
+    cat.replace_symbols("b", &[stacks_key("seg-b")], &[], 0)
+        .await
+        .unwrap();
+    assert_eq!(cat.tenants().await.unwrap(), strings(&["a"]));
+}
+
+async fn replacement_moves_profiles_and_labels(url: String) {
+    let cat = open(&url).await;
+    let f = fixture(&cat).await;
+    let symbols = cat.symbol_objects("t").await.unwrap();
+    let merged = f.merged("seg-m");
+    cat.replace_segments(&replacement(
+        "t",
+        &["seg-1", "seg-2"],
+        Some(merged.clone()),
+        5_000,
+    ))
+    .await
+    .unwrap();
+
+    assert_eq!(
+        cat.segments("t", TimeRange::ALL).await.unwrap(),
+        vec![f.c3.segment.clone(), merged.clone()]
+    );
+    assert_eq!(ids(&cat.segments("t", range(0, 500)).await.unwrap()), ["seg-m"]);
+    let mut both = vec![f.web.clone(), f.api.clone()];
+    both.sort_by_key(|s| s.id);
+    assert_eq!(cat.series("t", range(0, 500)).await.unwrap(), both);
+    assert_eq!(
+        cat.series("t", range(360, 500)).await.unwrap(),
+        vec![f.api.clone()]
+    );
+    assert_eq!(
+        cat.label_values("t", "thread.name", range(0, 500)).await.unwrap(),
+        strings(&["gc", "main"])
+    );
+    assert_eq!(
+        cat.label_values("t", "thread.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["gc", "io", "main"])
+    );
+    for p in f.c1.profiles.iter().chain(&f.c2.profiles) {
+        assert_eq!(
+            cat.profile("t", p.profile_id).await.unwrap(),
+            vec![("seg-m".to_string(), p.clone())]
+        );
+    }
+    assert_eq!(
+        cat.profile("t", f.c3.profiles[0].profile_id).await.unwrap(),
+        vec![("seg-3".to_string(), f.c3.profiles[0].clone())]
+    );
+    // Symbols belong to the tenant: a segment merge leaves them alone.
+    assert_eq!(cat.symbol_objects("t").await.unwrap(), symbols);
+    assert!(cat.due_deletions(4_999, 100).await.unwrap().is_empty());
+    let mut queued = vec![samples_key("seg-1"), samples_key("seg-2")];
+    queued.sort();
+    assert_eq!(cat.due_deletions(5_000, 100).await.unwrap(), queued);
+
+    let stats = cat.stats("t").await.unwrap();
+    assert_eq!((stats.segments, stats.series), (2, 2));
+    let samples_rows = f.c3.segment.objects[0].rows + merged.objects[0].rows;
+    assert_eq!(stats.tables["samples"].rows, samples_rows);
+    assert_eq!(stats.tables["stacks"].objects, 3);
+}
+
+async fn replacement_of_a_gone_segment_conflicts(url: String) {
+    let cat = open(&url).await;
+    let f = fixture(&cat).await;
+    let before = cat.segments("t", TimeRange::ALL).await.unwrap();
+    let result = cat
+        .replace_segments(&replacement(
+            "t",
+            &["seg-1", "seg-gone"],
+            Some(f.merged("seg-m")),
+            0,
+        ))
+        .await;
+    assert!(is_conflict(&result), "expected a conflict, got {result:?}");
+    // Another tenant's segment is as good as gone.
+    let result = cat
+        .replace_segments(&replacement("other", &["seg-1"], None, 0))
+        .await;
+    assert!(is_conflict(&result), "expected a conflict, got {result:?}");
+
+    assert_eq!(cat.segments("t", TimeRange::ALL).await.unwrap(), before);
+    assert_eq!(
+        cat.profile("t", f.c1.profiles[0].profile_id).await.unwrap(),
+        vec![("seg-1".to_string(), f.c1.profiles[0].clone())]
+    );
+    assert_eq!(
+        cat.label_values("t", "thread.name", range(0, 250)).await.unwrap(),
+        strings(&["main"])
+    );
+    assert!(cat.due_deletions(i64::MAX, 100).await.unwrap().is_empty());
+
+    // The replacement goes through once; replaying it conflicts and changes nothing.
+    cat.replace_segments(&replacement("t", &["seg-1", "seg-2"], Some(f.merged("seg-m")), 0))
+        .await
+        .unwrap();
+    let after = cat.segments("t", TimeRange::ALL).await.unwrap();
+    let result = cat
+        .replace_segments(&replacement(
+            "t",
+            &["seg-1", "seg-2"],
+            Some(f.merged("seg-m2")),
+            0,
+        ))
+        .await;
+    assert!(is_conflict(&result), "expected a conflict, got {result:?}");
+    assert_eq!(cat.segments("t", TimeRange::ALL).await.unwrap(), after);
+    assert_eq!(cat.due_deletions(i64::MAX, 100).await.unwrap().len(), 2);
+}
+
+async fn concurrent_replacements_one_wins(url: String) {
+    const RACERS: usize = 4;
+    let cat = open(&url).await;
+    let f = fixture(&cat).await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let tasks: Vec<_> = (0..RACERS)
+        .map(|i| {
+            let cat = cat.clone();
+            let barrier = barrier.clone();
+            let r = replacement("t", &["seg-1", "seg-2"], Some(f.merged(&format!("seg-m{i}"))), 0);
+            tokio::spawn(async move {
+                barrier.wait().await;
+                cat.replace_segments(&r).await
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        match task.await.unwrap() {
+            Ok(()) => winners.push(format!("seg-m{i}")),
+            Err(CatalogError::Conflict(_)) => {}
+            Err(e) => panic!("racer {i} failed with something other than a conflict: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one replacement must win: {winners:?}");
+    let winner = &winners[0];
+    assert_eq!(
+        ids(&cat.segments("t", TimeRange::ALL).await.unwrap()),
+        ["seg-3", winner.as_str()]
+    );
+    for p in f.c1.profiles.iter().chain(&f.c2.profiles) {
+        assert_eq!(
+            cat.profile("t", p.profile_id).await.unwrap(),
+            vec![(winner.clone(), p.clone())]
+        );
+    }
+    assert_eq!(cat.due_deletions(i64::MAX, 100).await.unwrap().len(), 2);
+}
+
+async fn retention_drops_segments_and_profiles(url: String) {
+    let cat = open(&url).await;
+    let f = fixture(&cat).await;
+    let symbols = cat.symbol_objects("t").await.unwrap();
+    let mut r = replacement("t", &["seg-1", "seg-2"], None, 77);
+    r.drop_profiles_before = Some(500);
+    cat.replace_segments(&r).await.unwrap();
+
+    assert_eq!(ids(&cat.segments("t", TimeRange::ALL).await.unwrap()), ["seg-3"]);
+    for p in f.c1.profiles.iter().chain(&f.c2.profiles) {
+        assert!(cat.profile("t", p.profile_id).await.unwrap().is_empty());
+    }
+    assert_eq!(
+        cat.profile("t", f.c3.profiles[0].profile_id).await.unwrap().len(),
+        1
+    );
+    assert!(cat.series("t", range(0, 500)).await.unwrap().is_empty());
+    assert_eq!(
+        cat.label_values("t", "thread.name", TimeRange::ALL)
+            .await
+            .unwrap(),
+        strings(&["io"])
+    );
+    // Series definitions stay: ids are hashes and may come back with new data.
+    assert_eq!(cat.stats("t").await.unwrap().series, 2);
+    assert_eq!(cat.symbol_objects("t").await.unwrap(), symbols);
+    let mut queued = vec![samples_key("seg-1"), samples_key("seg-2")];
+    queued.sort();
+    assert_eq!(cat.due_deletions(77, 100).await.unwrap(), queued);
+}
+
+async fn retention_keeps_recent_profiles_of_a_merge(url: String) {
+    let cat = open(&url).await;
+    let f = fixture(&cat).await;
+    let mut r = replacement("t", &["seg-1", "seg-2"], Some(f.merged("seg-m")), 0);
+    // Profile 1 ended at 150, before the cut; profile 2 ended exactly at it and stays.
+    r.drop_profiles_before = Some(180);
+    cat.replace_segments(&r).await.unwrap();
+    assert!(cat.profile("t", [1; 16]).await.unwrap().is_empty());
+    assert_eq!(
+        cat.profile("t", [2; 16]).await.unwrap(),
+        vec![("seg-m".to_string(), f.c1.profiles[1].clone())]
+    );
+    assert_eq!(
+        cat.profile("t", [3; 16]).await.unwrap(),
+        vec![("seg-m".to_string(), f.c2.profiles[0].clone())]
+    );
+}
+
+async fn symbol_replacement(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let mut c1 = commit("t", "seg-1", &[(&web, 1, 2)]);
+    c1.segment.created_at_nanos = 1_000;
+    c1.symbols.push(object("seg-1", TableKind::Functions, 40, 4));
+    let mut c2 = commit("t", "seg-2", &[(&web, 3, 4)]);
+    c2.segment.created_at_nanos = 2_000;
+    let mut c3 = commit("t", "seg-3", &[(&web, 5, 6)]);
+    c3.segment.created_at_nanos = 3_000;
+    c3.symbols = vec![object("seg-3", TableKind::Locations, 50, 5)];
+    for c in [&c1, &c2, &c3] {
+        cat.commit_segment(c).await.unwrap();
+    }
+    let (s1, f1, s2, l3) = (&c1.symbols[0], &c1.symbols[1], &c2.symbols[0], &c3.symbols[0]);
+    let merged_stacks = ObjectMeta {
+        kind: TableKind::Stacks,
+        key: "t/merged/stacks.parquet".to_string(),
+        size_bytes: s1.size_bytes + s2.size_bytes - 10,
+        rows: s1.rows + s2.rows,
+    };
+    cat.replace_symbols(
+        "t",
+        &[s1.key.clone(), s2.key.clone()],
+        std::slice::from_ref(&merged_stacks),
+        7_000,
+    )
+    .await
+    .unwrap();
+    // The merged object takes the place of the oldest one it replaces.
+    assert_eq!(
+        cat.symbol_objects("t").await.unwrap(),
+        vec![merged_stacks.clone(), f1.clone(), l3.clone()]
+    );
+    let stats = cat.stats("t").await.unwrap();
+    assert_eq!(
+        stats.tables["stacks"],
+        TableStats {
+            objects: 1,
+            rows: merged_stacks.rows,
+            bytes: merged_stacks.size_bytes
+        }
+    );
+    assert!(cat.due_deletions(6_999, 10).await.unwrap().is_empty());
+    let mut queued = vec![s1.key.clone(), s2.key.clone()];
+    queued.sort();
+    assert_eq!(cat.due_deletions(7_000, 10).await.unwrap(), queued);
+    // Segments keep their samples objects.
+    assert_eq!(cat.segments("t", TimeRange::ALL).await.unwrap().len(), 3);
+
+    // A key that is gone already, or listed by another tenant only, is a conflict.
+    let other = object("other", TableKind::Functions, 1, 1);
+    let result = cat
+        .replace_symbols(
+            "t",
+            &[s1.key.clone(), f1.key.clone()],
+            std::slice::from_ref(&other),
+            8_000,
+        )
+        .await;
+    assert!(is_conflict(&result), "expected a conflict, got {result:?}");
+    let result = cat
+        .replace_symbols("u", std::slice::from_ref(&f1.key), &[], 8_000)
+        .await;
+    assert!(is_conflict(&result), "expected a conflict, got {result:?}");
+    assert_eq!(
+        cat.symbol_objects("t").await.unwrap(),
+        vec![merged_stacks, f1.clone(), l3.clone()]
+    );
+    assert_eq!(cat.due_deletions(i64::MAX, 10).await.unwrap(), queued);
+}
+
+async fn concurrent_symbol_replacements_one_wins(url: String) {
+    const RACERS: usize = 4;
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    for id in ["seg-1", "seg-2"] {
+        cat.commit_segment(&commit("t", id, &[(&web, 1, 2)]))
+            .await
+            .unwrap();
+    }
+    let removed = vec![stacks_key("seg-1"), stacks_key("seg-2")];
+    let barrier = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let tasks: Vec<_> = (0..RACERS)
+        .map(|i| {
+            let (cat, barrier, removed) = (cat.clone(), barrier.clone(), removed.clone());
+            let added = object(&format!("merged-{i}"), TableKind::Stacks, 600, 6);
+            tokio::spawn(async move {
+                barrier.wait().await;
+                cat.replace_symbols("t", &removed, std::slice::from_ref(&added), 0)
+                    .await
+                    .map(|()| added)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        match task.await.unwrap() {
+            Ok(added) => winners.push(added),
+            Err(CatalogError::Conflict(_)) => {}
+            Err(e) => panic!("racer {i} failed with something other than a conflict: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one replacement must win: {winners:?}");
+    assert_eq!(cat.symbol_objects("t").await.unwrap(), winners);
+    assert_eq!(cat.due_deletions(i64::MAX, 10).await.unwrap(), removed);
+}
+
+async fn leases_exclude_other_holders(url: String) {
+    let cat = open(&url).await;
+    let ttl = std::time::Duration::from_secs(2);
+    let step = std::time::Duration::from_millis(1_200);
+    assert!(cat.acquire_lease("compact", "h1", ttl).await.unwrap());
+    assert!(!cat.acquire_lease("compact", "h2", ttl).await.unwrap());
+    // Leases are per name.
+    assert!(cat.acquire_lease("retention", "h2", ttl).await.unwrap());
+    // Releasing someone else's lease does nothing.
+    cat.release_lease("compact", "h2").await.unwrap();
+    assert!(!cat.acquire_lease("compact", "h2", ttl).await.unwrap());
+
+    tokio::time::sleep(step).await;
+    assert!(
+        cat.acquire_lease("compact", "h1", ttl).await.unwrap(),
+        "the holder renews"
+    );
+    tokio::time::sleep(step).await;
+    // Past the first expiry but not the renewed one.
+    assert!(!cat.acquire_lease("compact", "h2", ttl).await.unwrap());
+    tokio::time::sleep(step).await;
+    assert!(
+        cat.acquire_lease("compact", "h2", ttl).await.unwrap(),
+        "an expired lease goes to the next asker"
+    );
+    assert!(!cat.acquire_lease("compact", "h1", ttl).await.unwrap());
+    cat.release_lease("compact", "h2").await.unwrap();
+    assert!(cat.acquire_lease("compact", "h1", ttl).await.unwrap());
+}
+
+async fn deletion_queue(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    for id in ["seg-1", "seg-2", "seg-3"] {
+        cat.commit_segment(&commit("t", id, &[(&web, 1, 2)]))
+            .await
+            .unwrap();
+    }
+    cat.replace_segments(&replacement("t", &["seg-2"], None, 300))
+        .await
+        .unwrap();
+    cat.replace_segments(&replacement("t", &["seg-1"], None, 100))
+        .await
+        .unwrap();
+    cat.replace_symbols("t", &[stacks_key("seg-3")], &[], 200)
+        .await
+        .unwrap();
+
+    assert!(cat.due_deletions(99, 10).await.unwrap().is_empty());
+    assert_eq!(cat.due_deletions(100, 10).await.unwrap(), [samples_key("seg-1")]);
+    let oldest_first = vec![samples_key("seg-1"), stacks_key("seg-3"), samples_key("seg-2")];
+    assert_eq!(cat.due_deletions(1_000, 10).await.unwrap(), oldest_first);
+    assert_eq!(cat.due_deletions(1_000, 2).await.unwrap(), oldest_first[..2]);
+    assert!(cat.due_deletions(1_000, 0).await.unwrap().is_empty());
+
+    cat.forget_deletions(&[samples_key("seg-1"), "never/queued".to_string()])
+        .await
+        .unwrap();
+    cat.forget_deletions(&[]).await.unwrap();
+    assert_eq!(cat.due_deletions(1_000, 10).await.unwrap(), oldest_first[1..]);
+}
+
+async fn unreferenced_keys(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    for id in ["seg-1", "seg-2"] {
+        cat.commit_segment(&commit("t", id, &[(&web, 1, 2)]))
+            .await
+            .unwrap();
+    }
+    cat.replace_segments(&replacement("t", &["seg-2"], None, 100))
+        .await
+        .unwrap();
+    // A segment's object, symbol objects of a live and of a removed segment, a queued key.
+    let referenced = [
+        samples_key("seg-1"),
+        stacks_key("seg-1"),
+        stacks_key("seg-2"),
+        samples_key("seg-2"),
+    ];
+    let orphans: Vec<String> = (0..5_000).map(|i| format!("t/orphan/{i:05}.parquet")).collect();
+    let mut keys = orphans.clone();
+    for (i, key) in referenced.iter().enumerate() {
+        keys.insert(i * 1_000, key.clone());
+    }
+    keys.push(orphans[42].clone());
+    assert_eq!(cat.unreferenced(&keys).await.unwrap(), orphans);
+    assert!(cat.unreferenced(&[]).await.unwrap().is_empty());
+
+    // Once cleanup deleted the object and forgot it, nothing refers to the key.
+    cat.forget_deletions(&[samples_key("seg-2")]).await.unwrap();
+    assert_eq!(
+        cat.unreferenced(&referenced).await.unwrap(),
+        [samples_key("seg-2")]
+    );
+}
+
+/// A catalog written before migration 0003 listed symbol objects under their segment.
+async fn migration_moves_symbol_objects(url: String) {
+    let backend = if url.starts_with("sqlite") {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../migrations")
+        .join(backend);
+    let migrator = sqlx::migrate::Migrator::new(dir).await.unwrap();
+    let old_rows = [
+        "INSERT INTO segments (id, tenant, min_time, max_time, level, created_at_nanos)
+         VALUES ('seg-1', 't', 1, 2, 0, 1000), ('seg-2', 'u', 1, 2, 0, 500)",
+        "INSERT INTO segment_objects (segment_id, position, kind, key, size_bytes, rows)
+         VALUES ('seg-1', 0, 'samples', 'k/1/samples', 10, 1), ('seg-1', 1, 'stacks', 'k/1/stacks', 20, 2),
+                ('seg-1', 2, 'functions', 'k/1/functions', 30, 3), ('seg-2', 0, 'samples', 'k/2/samples', 1, 1),
+                ('seg-2', 1, 'mappings', 'k/2/mappings', 4, 4)",
+    ];
+    if backend == "sqlite" {
+        let options = url
+            .parse::<sqlx::sqlite::SqliteConnectOptions>()
+            .unwrap()
+            .create_if_missing(true);
+        std::fs::create_dir_all(options.get_filename().parent().unwrap()).unwrap();
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        migrator.run_to(2, &pool).await.unwrap();
+        for sql in old_rows {
+            sqlx::query(sql).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+    } else {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        migrator.run_to(2, &pool).await.unwrap();
+        for sql in old_rows {
+            sqlx::query(sql).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+    }
+
+    let cat = open(&url).await;
+    let meta = |kind, key: &str, size_bytes, rows| ObjectMeta {
+        kind,
+        key: key.to_string(),
+        size_bytes,
+        rows,
+    };
+    assert_eq!(
+        cat.symbol_objects("t").await.unwrap(),
+        vec![
+            meta(TableKind::Functions, "k/1/functions", 30, 3),
+            meta(TableKind::Stacks, "k/1/stacks", 20, 2),
+        ]
+    );
+    assert_eq!(
+        cat.symbol_objects("u").await.unwrap(),
+        vec![meta(TableKind::Mappings, "k/2/mappings", 4, 4)]
+    );
+    let segments = cat.segments("t", TimeRange::ALL).await.unwrap();
+    assert_eq!(
+        segments[0].objects,
+        vec![meta(TableKind::Samples, "k/1/samples", 10, 1)]
+    );
+    assert_eq!(
+        cat.stats("t").await.unwrap().tables["stacks"],
+        TableStats {
+            objects: 1,
+            rows: 2,
+            bytes: 20
+        }
+    );
+    assert_eq!(cat.tenants().await.unwrap(), strings(&["t", "u"]));
 }
 
 // ---- url handling, independent of the backend ----

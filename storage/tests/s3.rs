@@ -18,9 +18,9 @@ use object_store::path::Path;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use stackhouse_storage::catalog::{TableKind, open_catalog};
 use stackhouse_storage::model::TimeRange;
-use stackhouse_storage::segment::{read_symbols, write_segment};
+use stackhouse_storage::segment::{read_symbols, symbols_key, write_segment};
 use stackhouse_storage::store::Store;
-use stackhouse_storage::symbols::SymbolCache;
+use stackhouse_storage::symbols::{SymbolCache, SymbolIndex};
 use stackhouse_storage::writer::{Writer, WriterConfig};
 
 const BUCKET: &str = "stackhouse-test";
@@ -141,7 +141,8 @@ async fn segments_round_trip_on_s3() {
     );
 
     let batch = sample_batch("acme");
-    let seg = write_segment(&store, &batch, "seg-s3", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-s3", 0).await.unwrap();
+    let seg = &written.segment;
 
     let listed: Vec<String> = store
         .object_store()
@@ -150,34 +151,40 @@ async fn segments_round_trip_on_s3() {
         .try_collect()
         .await
         .unwrap();
-    let mut expected: Vec<String> = [
-        "attribute_sets",
-        "functions",
-        "locations",
-        "mappings",
-        "samples",
-        "stacks",
-    ]
-    .iter()
-    .map(|t| format!("deployments/one/tenants/acme/segments/seg-s3/{t}.parquet"))
-    .collect();
+    let samples = "deployments/one/tenants/acme/segments/seg-s3/samples.parquet".to_string();
+    let mut expected: Vec<String> = ["attribute_sets", "functions", "locations", "mappings", "stacks"]
+        .iter()
+        .map(|t| format!("deployments/one/tenants/acme/symbols/seg-s3/{t}.parquet"))
+        .chain([samples.clone()])
+        .collect();
     let mut listed = listed;
     listed.sort();
     expected.sort();
     assert_eq!(listed, expected, "everything under the prefix, nothing else");
     assert_eq!(
         store.path(&seg.object(TableKind::Samples).unwrap().key).as_ref(),
-        expected[4]
+        samples
     );
+    let mut symbol_paths: Vec<String> = written
+        .symbols
+        .iter()
+        .map(|o| store.path(&o.key).to_string())
+        .collect();
+    symbol_paths.sort();
+    let expected_symbols: Vec<String> = expected.iter().filter(|p| **p != samples).cloned().collect();
+    assert_eq!(symbol_paths, expected_symbols);
 
-    let index = read_symbols(&store, &seg).await.unwrap();
+    let mut index = SymbolIndex::default();
+    for object in &written.symbols {
+        index.merge(read_symbols(&store, object).await.unwrap());
+    }
     assert_eq!(index.stacks, batch.stacks);
     assert_eq!(index.locations, batch.locations);
     assert_eq!(index.functions, batch.functions);
     assert_eq!(index.mappings, batch.mappings);
     assert_eq!(index.attr_sets, batch.attr_sets);
 
-    let bytes = read_object(&store, &seg, TableKind::Samples).await;
+    let bytes = read_object(&store, seg, TableKind::Samples).await;
     let mut times: Vec<i64> = Vec::new();
     for rows in ParquetRecordBatchReaderBuilder::try_new(bytes)
         .unwrap()
@@ -227,5 +234,15 @@ async fn the_writer_deduplicates_symbols_on_s3() {
 
     let segs = catalog.segments("acme", TimeRange::ALL).await.unwrap();
     let objects = |id: &str| segs.iter().find(|s| s.id == id).unwrap().objects.len();
-    assert_eq!((objects(&a.segment_id), objects(&b.segment_id)), (6, 1));
+    assert_eq!((objects(&a.segment_id), objects(&b.segment_id)), (1, 1));
+    // Symbol objects are keyed by the segment that first stored them.
+    let symbols = catalog.symbol_objects("acme").await.unwrap();
+    let written_with = |id: &str| {
+        symbols
+            .iter()
+            .filter(|o| o.key == symbols_key("acme", id, o.kind))
+            .count()
+    };
+    assert_eq!(symbols.len(), 5, "five symbol tables, stored once");
+    assert_eq!((written_with(&a.segment_id), written_with(&b.segment_id)), (5, 0));
 }

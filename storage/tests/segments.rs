@@ -13,8 +13,18 @@ use parquet::basic::Compression;
 use stackhouse_storage::catalog::{SegmentSeries, TableKind};
 use stackhouse_storage::model::{Batch, SampleRow, SymbolId};
 use stackhouse_storage::schema::{self, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
-use stackhouse_storage::segment::{object_key, read_symbols, write_segment};
-use stackhouse_storage::store::StoreError;
+use stackhouse_storage::segment::{WrittenSegment, read_symbols, samples_key, symbols_key, write_segment};
+use stackhouse_storage::store::{Store, StoreError};
+use stackhouse_storage::symbols::SymbolIndex;
+
+/// Every symbol object read back and merged, as a tenant's symbol cache does.
+async fn read_all_symbols(store: &Store, written: &WrittenSegment) -> SymbolIndex {
+    let mut index = SymbolIndex::default();
+    for object in &written.symbols {
+        index.merge(read_symbols(store, object).await.unwrap());
+    }
+    index
+}
 
 fn read_all(bytes: Bytes) -> Vec<RecordBatch> {
     ParquetRecordBatchReaderBuilder::try_new(bytes)
@@ -43,7 +53,8 @@ async fn samples_are_sorted_compressed_and_versioned() {
     let (_dir, store) = local_store();
     let batch = sample_batch("acme");
     let (a, b) = (series("a").id, series("b").id);
-    let seg = write_segment(&store, &batch, "seg-1", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-1", 0).await.unwrap();
+    let seg = written.segment;
 
     assert_eq!(
         (seg.id.as_str(), seg.tenant.as_str(), seg.level),
@@ -72,7 +83,7 @@ async fn samples_are_sorted_compressed_and_versioned() {
     );
 
     let samples = seg.object(TableKind::Samples).unwrap();
-    assert_eq!(samples.key, object_key("acme", "seg-1", TableKind::Samples));
+    assert_eq!(samples.key, samples_key("acme", "seg-1"));
     assert_eq!(samples.key, "tenants/acme/segments/seg-1/samples.parquet");
     assert_eq!(samples.rows, 4);
     let bytes = read_object(&store, &seg, TableKind::Samples).await;
@@ -145,7 +156,8 @@ async fn id_columns_have_bloom_filters() {
     let (_dir, store) = local_store();
     let seg = write_segment(&store, &sample_batch("acme"), "seg-bloom", 0)
         .await
-        .unwrap();
+        .unwrap()
+        .segment;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(read_object(&store, &seg, TableKind::Samples).await)
             .unwrap();
@@ -180,9 +192,16 @@ async fn id_columns_have_bloom_filters() {
 async fn symbols_round_trip() {
     let (_dir, store) = local_store();
     let batch = sample_batch("acme");
-    let seg = write_segment(&store, &batch, "seg-sym", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-sym", 0).await.unwrap();
 
-    let rows = |kind| seg.object(kind).unwrap_or_else(|| panic!("{kind:?} object")).rows as usize;
+    let object = |kind| {
+        written
+            .symbols
+            .iter()
+            .find(|o| o.kind == kind)
+            .unwrap_or_else(|| panic!("{kind:?} object"))
+    };
+    let rows = |kind| object(kind).rows as usize;
     assert_eq!(rows(TableKind::Stacks), STACK_NODES);
     assert_eq!(rows(TableKind::Locations), LOCATIONS);
     assert_eq!(rows(TableKind::Functions), FUNCTIONS);
@@ -192,9 +211,24 @@ async fn symbols_round_trip() {
         ATTR_ROWS,
         "one row per (set, key)"
     );
-    assert_eq!(seg.objects.len(), 6);
+    assert_eq!(written.symbols.len(), 5, "one object per symbol table");
+    assert_eq!(
+        object(TableKind::Functions).key,
+        symbols_key("acme", "seg-sym", TableKind::Functions)
+    );
+    assert_eq!(
+        object(TableKind::Functions).key,
+        "tenants/acme/symbols/seg-sym/functions.parquet"
+    );
+    let kinds: Vec<_> = written.segment.objects.iter().map(|o| o.kind).collect();
+    assert_eq!(kinds, [TableKind::Samples], "the segment holds its samples only");
 
-    let index = read_symbols(&store, &seg).await.unwrap();
+    // Each object holds its own table and nothing else.
+    let functions = read_symbols(&store, object(TableKind::Functions)).await.unwrap();
+    assert_eq!(functions.functions, batch.functions);
+    assert!(functions.stacks.is_empty() && functions.locations.is_empty());
+
+    let index = read_all_symbols(&store, &written).await;
     assert_eq!(index.stacks, batch.stacks);
     assert_eq!(index.locations, batch.locations);
     assert_eq!(index.functions, batch.functions);
@@ -210,16 +244,19 @@ async fn tables_without_rows_get_no_object() {
     let mut batch = sample_batch("acme");
     batch.mappings.clear();
     batch.attr_sets.clear();
-    let seg = write_segment(&store, &batch, "seg-partial", 1).await.unwrap();
-    let mut kinds: Vec<_> = seg.objects.iter().map(|o| o.kind.as_str()).collect();
+    let written = write_segment(&store, &batch, "seg-partial", 1).await.unwrap();
+    let mut kinds: Vec<_> = written.symbols.iter().map(|o| o.kind.as_str()).collect();
     kinds.sort();
-    assert_eq!(kinds, ["functions", "locations", "samples", "stacks"]);
-    assert_eq!(seg.level, 1);
-    let index = read_symbols(&store, &seg).await.unwrap();
+    assert_eq!(kinds, ["functions", "locations", "stacks"]);
+    assert_eq!(written.segment.objects.len(), 1, "samples only");
+    assert_eq!(written.segment.level, 1);
+    let index = read_all_symbols(&store, &written).await;
     assert!(index.mappings.is_empty() && index.attr_sets.is_empty());
     assert_eq!(index.functions.len(), FUNCTIONS);
 
     let empty = write_segment(&store, &Batch::new("acme"), "seg-empty", 0).await;
+    // `WrittenSegment` is not `Debug`: show the error or say a segment came back.
+    let empty = empty.map(|w| w.segment);
     assert!(matches!(empty, Err(StoreError::EmptySegment)), "{empty:?}");
 }
 
@@ -245,8 +282,10 @@ async fn large_segments_split_into_row_groups_in_order() {
             profile_id: None,
         })
         .collect();
-    let seg = write_segment(&store, &batch, "seg-big", 0).await.unwrap();
-    assert_eq!(seg.objects.len(), 1, "no symbols, samples only");
+    let written = write_segment(&store, &batch, "seg-big", 0).await.unwrap();
+    assert!(written.symbols.is_empty(), "no symbols");
+    let seg = written.segment;
+    assert_eq!(seg.objects.len(), 1, "samples only");
     assert_eq!(seg.series.iter().map(|s| s.samples).sum::<u64>(), n as u64);
 
     let bytes = read_object(&store, &seg, TableKind::Samples).await;
@@ -277,26 +316,28 @@ async fn large_segments_split_into_row_groups_in_order() {
 async fn unversioned_symbol_objects_are_refused() {
     let (_dir, store) = local_store();
     let batch = sample_batch("acme");
-    let mut seg = write_segment(&store, &batch, "seg-bad", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-bad", 0).await.unwrap();
     // Replace the functions object by one with the right schema but no version metadata.
     let table = RecordBatch::new_empty(schema::FUNCTIONS.clone());
     let mut buf = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut buf, table.schema(), None).unwrap();
     writer.write(&table).unwrap();
     writer.close().unwrap();
-    let key = "tenants/acme/segments/seg-bad/functions-unversioned.parquet".to_string();
+    let key = "tenants/acme/symbols/seg-bad/functions-unversioned.parquet".to_string();
     store
         .object_store()
         .put(&store.path(&key), PutPayload::from(buf))
         .await
         .unwrap();
-    seg.objects
-        .iter_mut()
+    let mut functions = written
+        .symbols
+        .iter()
         .find(|o| o.kind == TableKind::Functions)
         .unwrap()
-        .key = key.clone();
+        .clone();
+    functions.key = key.clone();
 
-    match read_symbols(&store, &seg).await {
+    match read_symbols(&store, &functions).await {
         Err(StoreError::Corrupt { key: k, .. }) => assert_eq!(k, key),
         other => panic!("expected a corrupt-object error, got {other:?}"),
     }

@@ -9,9 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::*;
 use stackhouse_storage::catalog::{
-    Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta, TableKind,
+    Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
+    SegmentReplacement, TableKind,
 };
 use stackhouse_storage::model::{Batch, ProfileRecord, ProfileType, Series, TimeRange};
+use stackhouse_storage::segment::symbols_key;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::{WriteError, Writer, WriterConfig};
@@ -36,6 +38,7 @@ fn config(flush_ms: u64) -> WriterConfig {
     WriterConfig {
         flush_interval: Duration::from_millis(flush_ms),
         max_pending_samples: 1_000_000,
+        ..WriterConfig::default()
     }
 }
 
@@ -46,6 +49,16 @@ fn writer_on(env: &Env, catalog: Arc<dyn Catalog>, config: WriterConfig) -> Writ
 
 async fn segments(catalog: &dyn Catalog, tenant: &str) -> Vec<SegmentMeta> {
     catalog.segments(tenant, TimeRange::ALL).await.unwrap()
+}
+
+/// The tenant's symbol objects written with segment `id` (the writer keys them by the
+/// segment that first stored them).
+async fn symbols_of(catalog: &dyn Catalog, tenant: &str, id: &str) -> Vec<ObjectMeta> {
+    let objects = catalog.symbol_objects(tenant).await.unwrap();
+    objects
+        .into_iter()
+        .filter(|o| o.key == symbols_key(tenant, id, o.kind))
+        .collect()
 }
 
 fn rows(stats: &CatalogStats, kind: TableKind) -> u64 {
@@ -62,17 +75,32 @@ async fn symbols_are_stored_once() {
 
     let segs = segments(env.catalog.as_ref(), "acme").await;
     let seg = |id: &str| segs.iter().find(|s| s.id == id).unwrap().clone();
-    assert_eq!(
-        seg(&first.segment_id).objects.len(),
-        6,
-        "samples and five symbol tables"
-    );
-    let kinds: Vec<_> = seg(&second.segment_id).objects.iter().map(|o| o.kind).collect();
+    for id in [&first.segment_id, &second.segment_id] {
+        let kinds: Vec<_> = seg(id).objects.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![TableKind::Samples],
+            "a segment holds its samples only"
+        );
+    }
+    let mut kinds: Vec<_> = symbols_of(env.catalog.as_ref(), "acme", &first.segment_id)
+        .await
+        .iter()
+        .map(|o| o.kind.as_str())
+        .collect();
+    kinds.sort();
     assert_eq!(
         kinds,
-        vec![TableKind::Samples],
+        ["attribute_sets", "functions", "locations", "mappings", "stacks"],
+        "five symbol tables written with the first segment"
+    );
+    assert!(
+        symbols_of(env.catalog.as_ref(), "acme", &second.segment_id)
+            .await
+            .is_empty(),
         "the second segment repeats no symbol"
     );
+    assert_eq!(env.catalog.symbol_objects("acme").await.unwrap().len(), 5);
 
     let stats = env.catalog.stats("acme").await.unwrap();
     assert_eq!(stats.segments, 2);
@@ -100,23 +128,24 @@ async fn a_new_process_loads_stored_symbols() {
     let restarted = writer_on(&env, env.catalog.clone(), config(20));
     let receipt = restarted.write(sample_batch("acme")).await.unwrap();
     let segs = segments(env.catalog.as_ref(), "acme").await;
-    let seg = segs.iter().find(|s| s.id == receipt.segment_id).unwrap();
-    assert_eq!(
-        seg.objects.len(),
-        1,
+    assert!(segs.iter().any(|s| s.id == receipt.segment_id));
+    assert!(
+        symbols_of(env.catalog.as_ref(), "acme", &receipt.segment_id)
+            .await
+            .is_empty(),
         "symbols were read back from the first segment"
     );
+    assert_eq!(env.catalog.symbol_objects("acme").await.unwrap().len(), 5);
 
     // Another tenant never sees them.
     let other = restarted.write(sample_batch("other")).await.unwrap();
     let segs = segments(env.catalog.as_ref(), "other").await;
+    assert!(segs.iter().any(|s| s.id == other.segment_id));
     assert_eq!(
-        segs.iter()
-            .find(|s| s.id == other.segment_id)
-            .unwrap()
-            .objects
+        symbols_of(env.catalog.as_ref(), "other", &other.segment_id)
+            .await
             .len(),
-        6
+        5
     );
     restarted.shutdown().await;
 }
@@ -187,6 +216,7 @@ async fn the_size_bound_flushes_early() {
     let config = WriterConfig {
         flush_interval: Duration::from_secs(3600),
         max_pending_samples: 4,
+        ..WriterConfig::default()
     };
     let writer = writer_on(&env, env.catalog.clone(), config);
     let receipt = tokio::time::timeout(Duration::from_secs(20), writer.write(sample_batch("acme")))
@@ -275,8 +305,40 @@ impl Catalog for FailingCatalog {
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
         self.inner.segments(tenant, range).await
     }
-    async fn symbol_segments(&self, tenant: &str) -> CatalogResult<Vec<SegmentMeta>> {
-        self.inner.symbol_segments(tenant).await
+    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
+        self.inner.symbol_objects(tenant).await
+    }
+    async fn tenants(&self) -> CatalogResult<Vec<String>> {
+        self.inner.tenants().await
+    }
+    async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
+        self.inner.replace_segments(replacement).await
+    }
+    async fn replace_symbols(
+        &self,
+        tenant: &str,
+        removed: &[String],
+        added: &[ObjectMeta],
+        delete_after_nanos: i64,
+    ) -> CatalogResult<()> {
+        self.inner
+            .replace_symbols(tenant, removed, added, delete_after_nanos)
+            .await
+    }
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl: Duration) -> CatalogResult<bool> {
+        self.inner.acquire_lease(name, holder, ttl).await
+    }
+    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
+        self.inner.release_lease(name, holder).await
+    }
+    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>> {
+        self.inner.due_deletions(now_nanos, limit).await
+    }
+    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
+        self.inner.forget_deletions(keys).await
+    }
+    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>> {
+        self.inner.unreferenced(keys).await
     }
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
         self.inner.series(tenant, range).await
@@ -329,6 +391,7 @@ async fn a_failing_commit_fails_only_its_tenant() {
         "nothing of a failed flush is visible"
     );
     assert_eq!(env.catalog.stats("bad").await.unwrap().segments, 0);
+    assert!(env.catalog.symbol_objects("bad").await.unwrap().is_empty());
     assert_eq!(
         rows(&env.catalog.stats("good").await.unwrap(), TableKind::Samples),
         8
@@ -341,7 +404,12 @@ async fn a_failing_commit_fails_only_its_tenant() {
         segments(env.catalog.as_ref(), "bad").await[0].id,
         receipt.segment_id
     );
-    assert_eq!(segments(env.catalog.as_ref(), "bad").await[0].objects.len(), 6);
+    assert_eq!(
+        symbols_of(env.catalog.as_ref(), "bad", &receipt.segment_id)
+            .await
+            .len(),
+        5
+    );
     writer.shutdown().await;
     healthy.shutdown().await;
 }

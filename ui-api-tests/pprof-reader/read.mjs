@@ -1,4 +1,4 @@
-// Usage: node read.mjs <gzipped pprof file>
+// Usage: node read.mjs <pprof file, gzipped or raw>
 // Prints the profile with every id resolved: sample types, period, and per sample its
 // locations (leaf first, as pprof orders them), values and labels. Numbers that may be
 // 64-bit are printed as decimal strings.
@@ -6,16 +6,21 @@ import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { Profile } from 'pprof-format';
 
-const profile = Profile.decode(gunzipSync(readFileSync(process.argv[2])));
+const raw = readFileSync(process.argv[2]);
+const gzipped = raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b;
+const profile = Profile.decode(gzipped ? gunzipSync(raw) : raw);
 const str = (i) => {
   const s = profile.stringTable.strings[Number(i)];
   if (s === undefined) throw new Error(`string index ${i} out of range`);
   return s;
 };
+// A table whose ids are all absent (0), as the .NET profiler writes it, is positional:
+// references count from 1 (what Pyroscope does with such profiles).
 const byId = (items, what) => {
   const m = new Map();
-  for (const item of items) {
-    const id = String(item.id);
+  const positional = items.length > 0 && items.every((item) => String(item.id) === '0');
+  for (const [i, item] of items.entries()) {
+    const id = positional ? String(i + 1) : String(item.id);
     if (id === '0') throw new Error(`${what} with id 0`);
     if (m.has(id)) throw new Error(`${what} id ${id} twice`);
     m.set(id, item);

@@ -4,11 +4,18 @@
 pub mod capture;
 pub mod checks;
 pub mod client;
+pub mod experimental;
+pub mod format_checks;
+pub mod formats;
 pub mod http_query;
+pub mod ingest_client;
+pub mod jfr_expected;
+pub mod jfr_reader;
 pub mod pprof_reader;
 pub mod requests;
 pub mod server;
 pub mod services;
+pub mod speedscope_reader;
 pub mod trees;
 pub mod workload;
 

@@ -24,6 +24,8 @@ pub struct Pprof {
     pub sample_types: Vec<(String, String)>,
     pub period_type: Option<(String, String)>,
     pub period: i64,
+    pub time_nanos: i64,
+    pub duration_nanos: i64,
     pub samples: Vec<PprofSample>,
 }
 
@@ -80,7 +82,7 @@ fn pair(v: &Value) -> Option<(String, String)> {
     Some((a[0].as_str()?.to_string(), a[1].as_str()?.to_string()))
 }
 
-/// Decodes gzipped pprof bytes with the independent reader.
+/// Decodes pprof bytes (gzipped or raw) with the independent reader.
 pub fn decode(gzipped: &[u8]) -> Pprof {
     let dir = reader_dir();
     let file = tempfile::NamedTempFile::new().expect("temp file");
@@ -141,6 +143,8 @@ pub fn decode(gzipped: &[u8]) -> Pprof {
             .collect(),
         period_type: pair(&doc["period_type"]),
         period: int(&doc["period"]),
+        time_nanos: int(&doc["time_nanos"]),
+        duration_nanos: int(&doc["duration_nanos"]),
         samples,
     }
 }

@@ -1,8 +1,12 @@
-//! The HTTP server: OTLP/HTTP, the query API and health endpoints on one listener.
+//! The HTTP server: OTLP/HTTP, Pyroscope ingest, the query API and health endpoints on one
+//! listener.
 
+mod body;
+mod ingest;
 pub mod openapi;
 mod ops;
 mod otlp;
+mod push;
 pub mod query;
 
 use std::sync::Arc;
@@ -14,6 +18,7 @@ use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::store::Store;
 
 use crate::export::Exporter;
+use crate::lifecycle::Roles;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -46,10 +51,26 @@ pub fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     ]
 }
 
+/// Every route of a process running all roles.
 pub fn router(state: AppState) -> Router {
-    let mut router = Router::new().route("/v1development/profiles", post(otlp::export));
-    for (path, route) in api_routes() {
-        router = router.route(path, route);
+    router_for(state, &Roles::ALL)
+}
+
+/// The routes of `roles`; health and readiness are always served.
+pub fn router_for(state: AppState, roles: &Roles) -> Router {
+    let mut router = Router::new();
+    if roles.ingest {
+        // Ingest routes are outside /api/v1: their paths are fixed by OTLP and Pyroscope.
+        router = router
+            .route("/v1development/profiles", post(otlp::export))
+            .route("/v1experimental/profiles", post(otlp::export_experimental))
+            .route("/ingest", post(ingest::ingest))
+            .route("/push.v1.PusherService/Push", post(push::push));
+    }
+    if roles.query {
+        for (path, route) in api_routes() {
+            router = router.route(path, route);
+        }
     }
     router
         .route("/healthz", get(ops::healthz))

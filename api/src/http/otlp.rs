@@ -1,16 +1,22 @@
-//! OTLP/HTTP: `POST /v1development/profiles`, protobuf or JSON, optional gzip. The response
-//! (and an error's `google.rpc.Status`) uses the request's content type.
+//! OTLP/HTTP: `POST /v1development/profiles` (any layout, see the
+//! `OTLP-Profiles-Development-Version` header) and the seed format's
+//! `POST /v1experimental/profiles`; protobuf or JSON, optional gzip. The response (and an
+//! error's `google.rpc.Status`) uses the request's content type.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
-use stackhouse_ingest::body::{BodyError, decompress};
-use stackhouse_ingest::otlp::decode::{decode_json, decode_protobuf};
+use stackhouse_ingest::body::BodyError;
+use stackhouse_ingest::convert::Conversion;
+use stackhouse_ingest::otlp::DecodeError;
+use stackhouse_ingest::otlp::experimental;
+use stackhouse_ingest::otlp::layout::{self, Layout};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
 
 use super::AppState;
-use crate::export::ExportError;
+use super::body::{ReadError, inflate, read_limited};
+use crate::export::{ExportError, unconverted};
 use crate::tenant;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -56,6 +62,8 @@ struct Refusal {
     status: StatusCode,
     code: tonic::Code,
     message: String,
+    /// `Retry-After` seconds, for refusals the sender should retry.
+    retry_after: Option<u64>,
 }
 
 impl Refusal {
@@ -64,6 +72,7 @@ impl Refusal {
             status: StatusCode::BAD_REQUEST,
             code: tonic::Code::InvalidArgument,
             message: message.to_string(),
+            retry_after: None,
         }
     }
 
@@ -72,6 +81,7 @@ impl Refusal {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
             code: tonic::Code::InvalidArgument,
             message: message.to_string(),
+            retry_after: None,
         }
     }
 
@@ -80,6 +90,7 @@ impl Refusal {
             status: StatusCode::PAYLOAD_TOO_LARGE,
             code: tonic::Code::ResourceExhausted,
             message: message.to_string(),
+            retry_after: None,
         }
     }
 
@@ -88,6 +99,18 @@ impl Refusal {
             status: StatusCode::SERVICE_UNAVAILABLE,
             code: tonic::Code::Unavailable,
             message: message.to_string(),
+            retry_after: Some(1),
+        }
+    }
+
+    /// OTLP/HTTP's throttling answer: 429 with `Retry-After`, which senders retry after
+    /// the delay.
+    fn overloaded(message: impl ToString, retry_after: std::time::Duration) -> Refusal {
+        Refusal {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: tonic::Code::ResourceExhausted,
+            message: message.to_string(),
+            retry_after: Some(ExportError::retry_after_secs(retry_after)),
         }
     }
 
@@ -96,6 +119,7 @@ impl Refusal {
             status,
             code,
             message,
+            retry_after,
         } = self;
         if status.is_server_error() {
             tracing::warn!(%message, "otlp export failed");
@@ -114,10 +138,10 @@ impl Refusal {
             .expect("json of strings"),
         };
         let mut response = (status, [(header::CONTENT_TYPE, encoding.content_type())], body).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if let Some(seconds) = retry_after {
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
         }
         response
     }
@@ -145,11 +169,60 @@ fn success(encoding: Encoding, response: &ExportProfilesServiceResponse) -> Resp
         .into_response()
 }
 
+/// Which OTLP profiles API a request came to.
+#[derive(Clone, Copy)]
+enum Api {
+    Development,
+    Experimental,
+}
+
+impl Api {
+    fn decode(self, body: &[u8], encoding: Encoding, headers: &HeaderMap) -> Result<Conversion, Refusal> {
+        let decoded: Result<Conversion, DecodeError> = match self {
+            Api::Development => {
+                let declared = declared_layout(headers)?;
+                match encoding {
+                    Encoding::Protobuf => layout::decode_protobuf(body, declared),
+                    Encoding::Json => layout::decode_json(body, declared),
+                }
+                .map(unconverted)
+            }
+            Api::Experimental => match encoding {
+                Encoding::Protobuf => experimental::from_protobuf(body),
+                Encoding::Json => experimental::from_json(body),
+            },
+        };
+        decoded.map_err(Refusal::invalid)
+    }
+}
+
+/// The layout named by `OTLP-Profiles-Development-Version`, if the sender set it.
+fn declared_layout(headers: &HeaderMap) -> Result<Option<Layout>, Refusal> {
+    let Some(value) = headers.get(layout::HEADER) else {
+        return Ok(None);
+    };
+    let name = "OTLP-Profiles-Development-Version";
+    let value = value
+        .to_str()
+        .map_err(|_| Refusal::invalid(format!("invalid {name} header: not ASCII")))?;
+    Layout::from_header(value)
+        .map(Some)
+        .map_err(|e| Refusal::invalid(format!("invalid {name} header {value:?}: {e}")))
+}
+
 pub async fn export(State(state): State<AppState>, request: Request) -> Response {
+    handle(&state, Api::Development, request).await
+}
+
+pub async fn export_experimental(State(state): State<AppState>, request: Request) -> Response {
+    handle(&state, Api::Experimental, request).await
+}
+
+async fn handle(state: &AppState, api: Api, request: Request) -> Response {
     let encoding = Encoding::from_headers(request.headers());
     // Errors use the request's encoding; JSON when it has none we understand.
     let response_encoding = encoding.unwrap_or(Encoding::Json);
-    match try_export(&state, encoding, request).await {
+    match try_export(state, api, encoding, request).await {
         Ok(response) => success(response_encoding, &response),
         Err(refusal) => refusal.into_response(response_encoding),
     }
@@ -157,6 +230,7 @@ pub async fn export(State(state): State<AppState>, request: Request) -> Response
 
 async fn try_export(
     state: &AppState,
+    api: Api,
     encoding: Option<Encoding>,
     request: Request,
 ) -> Result<ExportProfilesServiceResponse, Refusal> {
@@ -180,53 +254,43 @@ async fn try_export(
     };
     let tenant =
         tenant::parse(headers.get(tenant::HEADER).map(|v| v.as_bytes())).map_err(Refusal::invalid)?;
-    let content_encoding = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok());
-    let body = decompress(&raw, content_encoding, limit).map_err(|e| match e {
+    let body = inflate(&raw, &headers, None, limit).map_err(|e| match e {
         BodyError::TooLarge { .. } => Refusal::too_large(e),
         BodyError::UnsupportedEncoding(_) => Refusal::unsupported(e),
         BodyError::Malformed(_) => Refusal::invalid(e),
     })?;
-    let request = match encoding {
-        Encoding::Protobuf => decode_protobuf(&body),
-        Encoding::Json => decode_json(&body),
-    }
-    .map_err(Refusal::invalid)?;
-    state.exporter.export(tenant, request).await.map_err(|e| match e {
-        ExportError::InvalidArgument(m) => Refusal::invalid(m),
-        ExportError::Unavailable(m) => Refusal::unavailable(m),
-    })
+    let conversion = api.decode(&body, encoding, &headers)?;
+    let exported = state
+        .exporter
+        .export(tenant, conversion)
+        .await
+        .map_err(|e| match e {
+            ExportError::InvalidArgument(m) => Refusal::invalid(m),
+            ExportError::Unavailable(m) => Refusal::unavailable(m),
+            ExportError::Overloaded { message, retry_after } => Refusal::overloaded(message, retry_after),
+            ExportError::TooLarge(m) => Refusal::too_large(m),
+        })?;
+    Ok(exported.response())
 }
 
-enum ReadError {
-    TooLarge,
-    Body(axum::Error),
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Reads at most `limit` bytes. Past the limit the rest is read and dropped (up to a bound)
-/// before answering 413: a server that answers while the client is still sending resets the
-/// connection, and the client sees a broken pipe instead of the error.
-async fn read_limited(body: axum::body::Body, limit: usize) -> Result<bytes::Bytes, ReadError> {
-    use http_body_util::BodyExt;
-    let drain_bound = limit.saturating_mul(4).max(16 << 20);
-    let mut body = body;
-    let mut buf = bytes::BytesMut::new();
-    let mut seen = 0usize;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(ReadError::Body)?;
-        let Ok(data) = frame.into_data() else { continue };
-        seen = seen.saturating_add(data.len());
-        if seen > drain_bound {
-            break;
-        }
-        if seen <= limit {
-            buf.extend_from_slice(&data);
-        }
-    }
-    if seen > limit {
-        Err(ReadError::TooLarge)
-    } else {
-        Ok(buf.freeze())
+    #[test]
+    fn bad_layout_header_is_named() {
+        let mut headers = HeaderMap::new();
+        assert!(declared_layout(&headers).is_ok_and(|l| l.is_none()));
+        headers.insert(layout::HEADER, "banana".parse().unwrap());
+        let Err(refusal) = declared_layout(&headers) else {
+            panic!("accepted a bad header")
+        };
+        assert_eq!(refusal.status, StatusCode::BAD_REQUEST);
+        assert!(
+            refusal.message.contains("OTLP-Profiles-Development-Version"),
+            "{}",
+            refusal.message
+        );
+        assert!(refusal.message.contains("banana"), "{}", refusal.message);
     }
 }

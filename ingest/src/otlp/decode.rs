@@ -19,6 +19,10 @@ pub enum DecodeError {
     Json(#[source] serde_json::Error),
     #[error("failed to decode ExportProfilesServiceRequest from JSON: {0}")]
     JsonMapping(String),
+    /// The request is in another layout than the one declared or detected, or in one that
+    /// cannot be told apart from the current layout; the message names the layouts.
+    #[error("{0}")]
+    Layout(String),
 }
 
 pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportProfilesServiceRequest, DecodeError> {
@@ -29,68 +33,103 @@ pub fn decode_protobuf(bytes: &[u8]) -> Result<ExportProfilesServiceRequest, Dec
 /// or numbers) except that trace, span and profile ids are hex, not base64, and unknown
 /// fields are ignored so that newer senders keep working.
 pub fn decode_json(bytes: &[u8]) -> Result<ExportProfilesServiceRequest, DecodeError> {
-    let mut root: Value = serde_json::from_slice(bytes).map_err(DecodeError::Json)?;
-    hex_ids_to_base64(&mut root)?;
+    let mut root = parse_json(bytes)?;
+    hex_ids_to_base64(&mut root, LINK_TABLES, PROFILES)?;
+    decode_json_value(root, REQUEST_MESSAGE)
+}
+
+/// Where the v1development request keeps its links and its profiles.
+const LINK_TABLES: JsonPath = &[("dictionary", "dictionary"), ("linkTable", "link_table")];
+const PROFILES: JsonPath = &[
+    ("resourceProfiles", "resource_profiles"),
+    ("scopeProfiles", "scope_profiles"),
+    ("profiles", "profiles"),
+];
+
+/// A path of fields from the JSON root, each under its JSON name and its proto name;
+/// arrays on the way are entered element by element.
+pub(crate) type JsonPath = &'static [(&'static str, &'static str)];
+
+pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, DecodeError> {
+    serde_json::from_slice(bytes).map_err(DecodeError::Json)
+}
+
+/// Maps a JSON tree (ids already rewritten to base64) onto the message `name` of the
+/// descriptor pool, then onto its prost type.
+pub(crate) fn decode_json_value<M: Message + Default>(root: Value, name: &str) -> Result<M, DecodeError> {
     let desc = stackhouse_proto::descriptor_pool()
-        .get_message_by_name(REQUEST_MESSAGE)
-        .expect("the descriptor pool is built from the same protos as the request type");
+        .get_message_by_name(name)
+        .expect("the descriptor pool is built from the same protos as the prost types");
     let options = DeserializeOptions::new().deny_unknown_fields(false);
     let message = DynamicMessage::deserialize_with_options(desc, root, &options)
         .map_err(|e| DecodeError::JsonMapping(e.to_string()))?;
-    Ok(message.transcode_to::<ExportProfilesServiceRequest>()?)
+    Ok(message.transcode_to::<M>()?)
 }
 
-/// Rewrites the hex id fields in place into the base64 that protojson expects for `bytes`.
-/// Hex digits are also valid base64 characters, so skipping this would not fail: it would
-/// silently decode wrong ids.
-fn hex_ids_to_base64(root: &mut Value) -> Result<(), DecodeError> {
-    let Some(root) = root.as_object_mut() else {
-        return Ok(()); // not an object: let the protojson mapping report it
-    };
-    for (dict_key, dict) in fields_mut(root, "dictionary", "dictionary") {
-        let Some(dict) = dict.as_object_mut() else {
-            continue;
-        };
-        for (table_key, links) in fields_mut(dict, "linkTable", "link_table") {
-            for (i, link) in array_items(links) {
-                let Some(link) = link.as_object_mut() else {
-                    continue;
-                };
-                for (camel, snake) in [("traceId", "trace_id"), ("spanId", "span_id")] {
-                    for (key, id) in fields_mut(link, camel, snake) {
-                        hex_to_base64(id, || format!("{dict_key}.{table_key}[{i}].{key}"))?;
-                    }
-                }
+/// Rewrites the hex trace/span ids of every link object at `links` and the hex
+/// `profileId` of every object at `profiles` into the base64 that protojson expects for
+/// `bytes`. Hex digits are also valid base64 characters, so skipping this would not fail:
+/// it would silently decode wrong ids.
+pub(crate) fn hex_ids_to_base64(
+    root: &mut Value,
+    links: JsonPath,
+    profiles: JsonPath,
+) -> Result<(), DecodeError> {
+    visit_objects(root, links, "", &mut |link, at| {
+        for (camel, snake) in [("traceId", "trace_id"), ("spanId", "span_id")] {
+            for (key, id) in fields_mut(link, camel, snake) {
+                hex_to_base64(id, || format!("{at}.{key}"))?;
             }
         }
-    }
-    for (rp_key, rps) in fields_mut(root, "resourceProfiles", "resource_profiles") {
-        for (r, rp) in array_items(rps) {
-            let Some(rp) = rp.as_object_mut() else { continue };
-            for (sp_key, sps) in fields_mut(rp, "scopeProfiles", "scope_profiles") {
-                for (s, sp) in array_items(sps) {
-                    let Some(sp) = sp.as_object_mut() else { continue };
-                    for (_, profiles) in fields_mut(sp, "profiles", "profiles") {
-                        for (p, profile) in array_items(profiles) {
-                            let Some(profile) = profile.as_object_mut() else {
-                                continue;
-                            };
-                            for (key, id) in fields_mut(profile, "profileId", "profile_id") {
-                                hex_to_base64(id, || {
-                                    format!("{rp_key}[{r}].{sp_key}[{s}].profiles[{p}].{key}")
-                                })?;
-                            }
-                        }
-                    }
-                }
-            }
+        Ok(())
+    })?;
+    visit_objects(root, profiles, "", &mut |profile, at| {
+        for (key, id) in fields_mut(profile, "profileId", "profile_id") {
+            hex_to_base64(id, || format!("{at}.{key}"))?;
         }
+        Ok(())
+    })
+}
+
+/// What [`visit_objects`] calls with each object and its position.
+pub(crate) type ObjectVisitor<'f> = dyn FnMut(&mut Map<String, Value>, &str) -> Result<(), DecodeError> + 'f;
+
+/// Calls `f` with every object found at `path` below `value` and its position (field names
+/// as the sender spelled them, array indices in brackets). Anything that is not shaped as
+/// expected is skipped: the protojson mapping reports it afterwards.
+pub(crate) fn visit_objects(
+    value: &mut Value,
+    path: JsonPath,
+    at: &str,
+    f: &mut ObjectVisitor<'_>,
+) -> Result<(), DecodeError> {
+    match value {
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                visit_objects(item, path, &format!("{at}[{i}]"), f)?;
+            }
+            Ok(())
+        }
+        Value::Object(object) => match path.split_first() {
+            None => f(object, at),
+            Some((&(json_name, proto_name), rest)) => {
+                for (key, child) in fields_mut(object, json_name, proto_name) {
+                    let at = if at.is_empty() {
+                        key.to_string()
+                    } else {
+                        format!("{at}.{key}")
+                    };
+                    visit_objects(child, rest, &at, f)?;
+                }
+                Ok(())
+            }
+        },
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The values of a field under its JSON name and its proto name (either may be present).
-fn fields_mut<'m>(
+pub(crate) fn fields_mut<'m>(
     object: &'m mut Map<String, Value>,
     json_name: &'static str,
     proto_name: &'static str,
@@ -104,10 +143,6 @@ fn fields_mut<'m>(
             None
         }
     })
-}
-
-fn array_items(value: &mut Value) -> impl Iterator<Item = (usize, &mut Value)> {
-    value.as_array_mut().into_iter().flatten().enumerate()
 }
 
 fn hex_to_base64(id: &mut Value, path: impl FnOnce() -> String) -> Result<(), DecodeError> {

@@ -3,6 +3,8 @@
 
 mod attributes;
 pub mod decode;
+pub mod experimental;
+pub mod layout;
 pub mod normalize;
 mod validate;
 

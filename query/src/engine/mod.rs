@@ -29,6 +29,9 @@ use crate::timeseries::{Aggregation, Timeseries};
 use crate::top::Top;
 use crate::tree::Flamegraph;
 
+/// The default of [`QueryConfig::memory_limit_bytes`]: 2 GiB.
+pub const DEFAULT_MEMORY_BUDGET: usize = 2 << 30;
+
 #[derive(Clone, Debug)]
 pub struct QueryConfig {
     /// How many partitions DataFusion scans and aggregates in parallel.
@@ -36,7 +39,7 @@ pub struct QueryConfig {
     /// Rows per Arrow batch.
     pub batch_size: usize,
     /// Memory all running queries may use together; a query that needs more fails with
-    /// [`QueryError::ResourcesExhausted`]. `None` means unbounded.
+    /// [`QueryError::ResourcesExhausted`] naming it. `None` means unbounded.
     pub memory_limit_bytes: Option<usize>,
     pub limits: QueryLimits,
 }
@@ -46,7 +49,7 @@ impl Default for QueryConfig {
         QueryConfig {
             target_partitions: std::thread::available_parallelism().map_or(1, |n| n.get()),
             batch_size: 8192,
-            memory_limit_bytes: None,
+            memory_limit_bytes: Some(DEFAULT_MEMORY_BUDGET),
             limits: QueryLimits::default(),
         }
     }
@@ -109,6 +112,7 @@ pub struct QueryEngine {
     catalog: Arc<dyn Catalog>,
     symbols: Arc<SymbolCache>,
     limits: QueryLimits,
+    memory_limit_bytes: Option<usize>,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
     ctx: SessionContext,
 }
@@ -140,6 +144,7 @@ impl QueryEngine {
             catalog,
             symbols,
             limits: config.limits,
+            memory_limit_bytes: config.memory_limit_bytes,
             ctx,
         }
     }
@@ -194,9 +199,26 @@ impl QueryEngine {
     }
 
     /// Runs a query under the configured timeout; dropping the future cancels its scans.
+    /// A memory error is told the budget here, where it is known.
     async fn bounded<T>(&self, query: impl Future<Output = Result<T, QueryError>>) -> Result<T, QueryError> {
-        tokio::time::timeout(self.limits.timeout, query)
+        let result = tokio::time::timeout(self.limits.timeout, query)
             .await
-            .unwrap_or(Err(QueryError::Timeout(self.limits.timeout)))
+            .unwrap_or(Err(QueryError::Timeout(self.limits.timeout)));
+        result.map_err(|e| match e {
+            QueryError::ResourcesExhausted { budget: None, detail } if is_memory_pool(&detail) => {
+                QueryError::ResourcesExhausted {
+                    budget: self.memory_limit_bytes,
+                    detail,
+                }
+            }
+            e => e,
+        })
     }
+}
+
+/// Whether a DataFusion "resources exhausted" message is the memory pool's refusal
+/// (rather than, say, the spill files' disk limit); DataFusion tells them apart only in
+/// the text, whose pool message ends "remain available for the total memory pool".
+fn is_memory_pool(detail: &str) -> bool {
+    detail.contains("memory pool")
 }

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{
-    CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta, SegmentSeries,
-    TableKind, TableStats,
+    CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta, SegmentReplacement,
+    SegmentSeries, TableKind, TableStats,
 };
 use crate::model::{Labels, ProfileType, Series};
 
@@ -80,6 +80,76 @@ pub(crate) fn series_from_columns(
         labels: decode_labels(labels_json)?,
         period,
     })
+}
+
+/// Rebuilds an object from its stored columns.
+pub(crate) fn object_meta(kind: &str, key: String, size_bytes: i64, rows: i64) -> CatalogResult<ObjectMeta> {
+    Ok(ObjectMeta {
+        kind: parse_kind(kind)?,
+        key,
+        size_bytes: to_u64(size_bytes, "object size")?,
+        rows: to_u64(rows, "object row count")?,
+    })
+}
+
+/// Ids or keys without duplicates and sorted, so the count a conflict check expects is
+/// exact and concurrent transactions lock rows in the same order (no deadlocks).
+pub(crate) fn distinct_sorted(items: &[String]) -> Vec<String> {
+    items
+        .iter()
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// Refuses a replacement whose merged segment belongs to another tenant: its rows would be
+/// invisible to the tenant that lost its segments.
+pub(crate) fn check_replacement(replacement: &SegmentReplacement) -> CatalogResult<()> {
+    match &replacement.added {
+        Some(added) if added.tenant != replacement.tenant => Err(CatalogError::Corrupt(format!(
+            "replacement segment {} belongs to tenant {:?}, not {:?}",
+            added.id, added.tenant, replacement.tenant
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn segments_gone(expected: &[String], found: usize) -> CatalogError {
+    CatalogError::Conflict(format!(
+        "{} of the segments to replace ({}) are gone; another compactor or retention run replaced them",
+        expected.len() - found.min(expected.len()),
+        expected.join(", ")
+    ))
+}
+
+pub(crate) fn symbols_gone(tenant: &str, expected: &[String], found: usize) -> CatalogError {
+    CatalogError::Conflict(format!(
+        "{} of the symbol objects to replace for tenant {tenant:?} are gone; another compactor replaced them",
+        expected.len() - found.min(expected.len())
+    ))
+}
+
+/// Lease expiry uses the process clock of whoever acquires (not the database clock), so
+/// replicas must keep their clocks roughly in sync; ttls are minutes, skew is milliseconds.
+pub(crate) fn now_nanos() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_nanos()).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn duration_nanos(ttl: std::time::Duration) -> i64 {
+    i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// The keys of `keys` found in `unreferenced`, in the caller's order, without duplicates.
+pub(crate) fn keep_in_order(keys: &[String], unreferenced: Vec<String>) -> Vec<String> {
+    let mut wanted: BTreeSet<String> = unreferenced.into_iter().collect();
+    keys.iter()
+        .filter(|k| wanted.remove(k.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// Sample labels of a commit without duplicates, in a stable order.

@@ -2,7 +2,7 @@
 //! label names and values answered without touching Parquet. One trait, a SQLite and a
 //! Postgres implementation, both run against the same test suite.
 
-mod common;
+pub(crate) mod common;
 pub mod postgres;
 pub mod sqlite;
 
@@ -92,7 +92,10 @@ impl SegmentMeta {
 /// Everything one flush makes visible, committed in one transaction.
 #[derive(Clone, Debug)]
 pub struct SegmentCommit {
+    /// Only the samples object: symbols belong to the tenant, not to a time window.
     pub segment: SegmentMeta,
+    /// Symbol objects written with the segment (only ids the tenant had not stored yet).
+    pub symbols: Vec<ObjectMeta>,
     /// Definitions of every series in `segment.series` (upserted; a different label set
     /// under an existing id is a [`CatalogError::SeriesCollision`]).
     pub series: Vec<Series>,
@@ -100,6 +103,24 @@ pub struct SegmentCommit {
     /// cover `thread.name` and friends without reading Parquet.
     pub sample_labels: Vec<(String, String)>,
     pub profiles: Vec<ProfileRecord>,
+}
+
+/// Swaps segments for one merged segment (compaction) or for nothing (retention), in one
+/// transaction.
+#[derive(Clone, Debug)]
+pub struct SegmentReplacement {
+    pub tenant: String,
+    /// Ids of the segments that disappear; all must still exist, else
+    /// [`CatalogError::Conflict`] and nothing changes.
+    pub removed: Vec<String>,
+    /// The merged segment; its series must exist already. The removed segments' sample
+    /// labels and profiles move to it.
+    pub added: Option<SegmentMeta>,
+    /// Profiles that ended before this time are dropped instead of moved (retention).
+    pub drop_profiles_before: Option<i64>,
+    /// The removed segments' objects are deleted from storage after this time, so queries
+    /// that listed them before the swap can finish.
+    pub delete_after_nanos: i64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,6 +150,9 @@ pub enum CatalogError {
     InvalidUrl { url: String, reason: String },
     #[error("corrupt catalog row: {0}")]
     Corrupt(String),
+    /// Another writer changed what a replacement expected (two compactors raced).
+    #[error("catalog conflict: {0}")]
+    Conflict(String),
 }
 
 pub type CatalogResult<T> = Result<T, CatalogError>;
@@ -142,8 +166,41 @@ pub trait Catalog: Send + Sync + 'static {
     /// Segments of `tenant` whose time extent overlaps `range`, with objects and series.
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>>;
 
-    /// Every segment of `tenant` that carries at least one symbol object (any time).
-    async fn symbol_segments(&self, tenant: &str) -> CatalogResult<Vec<SegmentMeta>>;
+    /// Every symbol object of `tenant`, oldest first.
+    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>>;
+
+    /// Every tenant that has segments or symbols.
+    async fn tenants(&self) -> CatalogResult<Vec<String>>;
+
+    /// Applies a compaction or retention swap; see [`SegmentReplacement`].
+    async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()>;
+
+    /// Swaps symbol objects of `tenant` for merged ones in one transaction. Every key in
+    /// `removed` must still be listed, else [`CatalogError::Conflict`]; the removed objects
+    /// are queued for deletion after `delete_after_nanos`.
+    async fn replace_symbols(
+        &self,
+        tenant: &str,
+        removed: &[String],
+        added: &[ObjectMeta],
+        delete_after_nanos: i64,
+    ) -> CatalogResult<()>;
+
+    /// Takes or renews the lease `name` for `holder` until `now + ttl`. False while another
+    /// holder's lease has not expired.
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl: std::time::Duration) -> CatalogResult<bool>;
+
+    /// Gives a lease up early; a lease held by someone else is left alone.
+    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()>;
+
+    /// Up to `limit` object keys queued for deletion whose time has come (`<= now_nanos`).
+    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>>;
+
+    /// Removes keys from the deletion queue once their objects are gone.
+    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()>;
+
+    /// The keys among `keys` that no segment, symbol object or queued deletion refers to.
+    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>>;
 
     /// Series of `tenant` with samples in `range`.
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>>;

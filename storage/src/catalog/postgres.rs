@@ -10,11 +10,15 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::common::{
-    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, decode_labels,
-    distinct_sample_labels, distinct_series, empty_stats, encode_labels, profile_id, redact_password,
-    same_identity, series_from_columns, sorted_distinct, to_i64,
+    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, check_replacement,
+    decode_labels, distinct_sample_labels, distinct_series, distinct_sorted, duration_nanos, empty_stats,
+    encode_labels, keep_in_order, now_nanos, object_meta, profile_id, redact_password, same_identity,
+    segments_gone, series_from_columns, sorted_distinct, symbols_gone, to_i64,
 };
-use super::{Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta};
+use super::{
+    Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
+    SegmentReplacement,
+};
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
@@ -139,8 +143,9 @@ impl PostgresCatalog {
         Ok(())
     }
 
-    async fn insert_segment(tx: &mut Transaction<'_, Postgres>, commit: &SegmentCommit) -> CatalogResult<()> {
-        let seg = &commit.segment;
+    /// The segment row with its objects and series extents: what a flush and a compaction
+    /// both write.
+    async fn insert_segment_rows(tx: &mut Transaction<'_, Postgres>, seg: &SegmentMeta) -> CatalogResult<()> {
         sqlx::query(
             "INSERT INTO segments (id, tenant, min_time, max_time, level, created_at_nanos)
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -203,6 +208,46 @@ impl PostgresCatalog {
         .execute(&mut **tx)
         .await?;
 
+        Ok(())
+    }
+
+    async fn insert_symbols(
+        tx: &mut Transaction<'_, Postgres>,
+        tenant: &str,
+        objects: &[ObjectMeta],
+        created_at_nanos: i64,
+    ) -> CatalogResult<()> {
+        let kinds: Vec<&str> = objects.iter().map(|o| o.kind.as_str()).collect();
+        let keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+        let sizes = objects
+            .iter()
+            .map(|o| to_i64(o.size_bytes, "object size"))
+            .collect::<CatalogResult<Vec<_>>>()?;
+        let rows = objects
+            .iter()
+            .map(|o| to_i64(o.rows, "object row count"))
+            .collect::<CatalogResult<Vec<_>>>()?;
+        sqlx::query(
+            "INSERT INTO symbol_objects (tenant, key, kind, size_bytes, rows, created_at_nanos)
+             SELECT $1::TEXT, u.key, u.kind, u.size_bytes, u.rows, $2::BIGINT
+             FROM UNNEST($3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BIGINT[]) AS u(key, kind, size_bytes, rows)",
+        )
+        .bind(tenant)
+        .bind(created_at_nanos)
+        .bind(&keys)
+        .bind(&kinds)
+        .bind(&sizes)
+        .bind(&rows)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_segment(tx: &mut Transaction<'_, Postgres>, commit: &SegmentCommit) -> CatalogResult<()> {
+        let seg = &commit.segment;
+        Self::insert_segment_rows(tx, seg).await?;
+        Self::insert_symbols(tx, &seg.tenant, &commit.symbols, seg.created_at_nanos).await?;
+
         let (names, values): (Vec<&str>, Vec<&str>) = distinct_sample_labels(commit).into_iter().unzip();
         sqlx::query(
             "INSERT INTO sample_labels (segment_id, name, value)
@@ -237,14 +282,9 @@ impl PostgresCatalog {
         Ok(())
     }
 
-    /// Segments overlapping `range`, optionally only those with symbol objects, in three
-    /// queries inside one snapshot so the rows agree with each other.
-    async fn fetch_segments(
-        &self,
-        tenant: &str,
-        range: TimeRange,
-        symbols_only: bool,
-    ) -> CatalogResult<Vec<SegmentMeta>> {
+    /// Segments overlapping `range`, in three queries inside one snapshot so the rows agree
+    /// with each other.
+    async fn fetch_segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
         let mut tx = self
             .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -252,14 +292,11 @@ impl PostgresCatalog {
         let segments = sqlx::query(
             "SELECT s.id, s.tenant, s.min_time, s.max_time, s.level, s.created_at_nanos
              FROM segments s
-             WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3
-               AND (NOT $4 OR EXISTS (SELECT 1 FROM segment_objects x
-                                      WHERE x.segment_id = s.id AND x.kind <> 'samples'))",
+             WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3",
         )
         .bind(tenant)
         .bind(range.end)
         .bind(range.start)
-        .bind(symbols_only)
         .fetch_all(&mut *tx)
         .await?
         .iter()
@@ -341,11 +378,215 @@ impl Catalog for PostgresCatalog {
     }
 
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
-        self.fetch_segments(tenant, range, false).await
+        self.fetch_segments(tenant, range).await
     }
 
-    async fn symbol_segments(&self, tenant: &str) -> CatalogResult<Vec<SegmentMeta>> {
-        self.fetch_segments(tenant, TimeRange::ALL, true).await
+    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
+        let rows = sqlx::query(
+            "SELECT kind, key, size_bytes, rows FROM symbol_objects WHERE tenant = $1
+             ORDER BY created_at_nanos, key COLLATE \"C\"",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| object_meta(row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?))
+            .collect()
+    }
+
+    async fn tenants(&self) -> CatalogResult<Vec<String>> {
+        let tenants =
+            sqlx::query_scalar("SELECT tenant FROM segments UNION SELECT tenant FROM symbol_objects")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(sorted_distinct(tenants))
+    }
+
+    async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
+        check_replacement(replacement)?;
+        let tenant = &replacement.tenant;
+        let removed = distinct_sorted(&replacement.removed);
+        let kept_keys: Vec<String> = replacement
+            .added
+            .iter()
+            .flat_map(|seg| seg.objects.iter().map(|o| o.key.clone()))
+            .collect();
+        let mut tx = self.pool.begin().await?;
+        // Under READ COMMITTED a racing replacement blocks here on the row locks, and once
+        // the first commits it skips the rows that transaction deleted: fewer rows, conflict.
+        // Sorted ids lock in one order, so two replacements cannot deadlock.
+        let locked: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM segments WHERE tenant = $1 AND id = ANY($2)
+             ORDER BY id COLLATE \"C\" FOR UPDATE",
+        )
+        .bind(tenant)
+        .bind(&removed)
+        .fetch_all(&mut *tx)
+        .await?;
+        if locked.len() != removed.len() {
+            return Err(segments_gone(&removed, locked.len()));
+        }
+        // An object the merged segment lists again must not be deleted under it.
+        sqlx::query(
+            "INSERT INTO pending_deletions (key, tenant, delete_after_nanos)
+             SELECT o.key, $2, $3 FROM segment_objects o
+             WHERE o.segment_id = ANY($1) AND NOT (o.key = ANY($4))
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(&removed)
+        .bind(tenant)
+        .bind(replacement.delete_after_nanos)
+        .bind(&kept_keys)
+        .execute(&mut *tx)
+        .await?;
+        // Added rows first: deleting the removed segments cascades to their profiles and
+        // sample labels, which must have moved by then.
+        if let Some(added) = &replacement.added {
+            Self::insert_segment_rows(&mut tx, added).await?;
+            sqlx::query(
+                "UPDATE profiles SET segment_id = $1
+                 WHERE segment_id = ANY($2) AND ($3::BIGINT IS NULL OR end_nanos >= $3)",
+            )
+            .bind(&added.id)
+            .bind(&removed)
+            .bind(replacement.drop_profiles_before)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO sample_labels (segment_id, name, value)
+                 SELECT DISTINCT $1::TEXT, name, value FROM sample_labels WHERE segment_id = ANY($2)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(&added.id)
+            .bind(&removed)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let deleted = sqlx::query("DELETE FROM segments WHERE tenant = $1 AND id = ANY($2)")
+            .bind(tenant)
+            .bind(&removed)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if deleted != removed.len() as u64 {
+            return Err(segments_gone(&removed, deleted as usize));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn replace_symbols(
+        &self,
+        tenant: &str,
+        removed: &[String],
+        added: &[ObjectMeta],
+        delete_after_nanos: i64,
+    ) -> CatalogResult<()> {
+        let removed = distinct_sorted(removed);
+        let kept_keys: Vec<String> = added.iter().map(|o| o.key.clone()).collect();
+        let mut tx = self.pool.begin().await?;
+        // Same locking as replace_segments: a racing replacement finds fewer rows.
+        let locked = sqlx::query(
+            "SELECT key, created_at_nanos FROM symbol_objects WHERE tenant = $1 AND key = ANY($2)
+             ORDER BY key COLLATE \"C\" FOR UPDATE",
+        )
+        .bind(tenant)
+        .bind(&removed)
+        .fetch_all(&mut *tx)
+        .await?;
+        if locked.len() != removed.len() {
+            return Err(symbols_gone(tenant, &removed, locked.len()));
+        }
+        let oldest = locked
+            .iter()
+            .map(|row| row.try_get::<i64, _>(1))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .min();
+        sqlx::query(
+            "INSERT INTO pending_deletions (key, tenant, delete_after_nanos)
+             SELECT key, tenant, $3 FROM symbol_objects
+             WHERE tenant = $1 AND key = ANY($2) AND NOT (key = ANY($4))
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(&removed)
+        .bind(delete_after_nanos)
+        .bind(&kept_keys)
+        .execute(&mut *tx)
+        .await?;
+        let deleted = sqlx::query("DELETE FROM symbol_objects WHERE tenant = $1 AND key = ANY($2)")
+            .bind(tenant)
+            .bind(&removed)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if deleted != removed.len() as u64 {
+            return Err(symbols_gone(tenant, &removed, deleted as usize));
+        }
+        // Merged objects take the place of what they replace in the tenant's order.
+        Self::insert_symbols(&mut tx, tenant, added, oldest.unwrap_or_else(now_nanos)).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl: std::time::Duration) -> CatalogResult<bool> {
+        let now = now_nanos();
+        let held: Option<String> = sqlx::query_scalar(
+            "INSERT INTO leases (name, holder, expires_at_nanos) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at_nanos = EXCLUDED.expires_at_nanos
+             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at_nanos <= $4
+             RETURNING holder",
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(now.saturating_add(duration_nanos(ttl)))
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(held.is_some())
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
+        sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
+            .bind(name)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>> {
+        let keys = sqlx::query_scalar(
+            "SELECT key FROM pending_deletions WHERE delete_after_nanos <= $1
+             ORDER BY delete_after_nanos, key COLLATE \"C\" LIMIT $2",
+        )
+        .bind(now_nanos)
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(keys)
+    }
+
+    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
+        sqlx::query("DELETE FROM pending_deletions WHERE key = ANY($1)")
+            .bind(keys)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>> {
+        let found = sqlx::query_scalar(
+            "SELECT DISTINCT u.k FROM UNNEST($1::TEXT[]) AS u(k)
+             WHERE NOT EXISTS (SELECT 1 FROM segment_objects o WHERE o.key = u.k)
+               AND NOT EXISTS (SELECT 1 FROM symbol_objects s WHERE s.key = u.k)
+               AND NOT EXISTS (SELECT 1 FROM pending_deletions d WHERE d.key = u.k)",
+        )
+        .bind(keys)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(keep_in_order(keys, found))
     }
 
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
@@ -480,10 +721,13 @@ impl Catalog for PostgresCatalog {
         let mut stats = empty_stats(counts.try_get(0)?, counts.try_get(1)?)?;
         // SUM(BIGINT) is NUMERIC in Postgres; the cast fails loudly rather than wrapping.
         let tables = sqlx::query(
-            "SELECT o.kind, COUNT(*), COALESCE(SUM(o.rows), 0)::BIGINT, COALESCE(SUM(o.size_bytes), 0)::BIGINT
-             FROM segment_objects o JOIN segments s ON s.id = o.segment_id
-             WHERE s.tenant = $1
-             GROUP BY o.kind",
+            "SELECT kind, COUNT(*), COALESCE(SUM(rows), 0)::BIGINT, COALESCE(SUM(size_bytes), 0)::BIGINT
+             FROM (SELECT o.kind, o.rows, o.size_bytes
+                   FROM segment_objects o JOIN segments s ON s.id = o.segment_id
+                   WHERE s.tenant = $1
+                   UNION ALL
+                   SELECT kind, rows, size_bytes FROM symbol_objects WHERE tenant = $1) AS objects
+             GROUP BY kind",
         )
         .bind(tenant)
         .fetch_all(&mut *tx)

@@ -11,11 +11,15 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::common::{
-    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, decode_labels,
-    distinct_sample_labels, distinct_series, empty_stats, encode_labels, profile_id, same_identity,
-    series_from_columns, sorted_distinct, to_i64,
+    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, check_replacement,
+    decode_labels, distinct_sample_labels, distinct_series, distinct_sorted, duration_nanos, empty_stats,
+    encode_labels, keep_in_order, now_nanos, object_meta, profile_id, same_identity, segments_gone,
+    series_from_columns, sorted_distinct, symbols_gone, to_i64,
 };
-use super::{Catalog, CatalogError, CatalogResult, CatalogStats, SegmentCommit, SegmentMeta};
+use super::{
+    Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
+    SegmentReplacement,
+};
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -148,8 +152,9 @@ impl SqliteCatalog {
         Ok(())
     }
 
-    async fn insert_segment(tx: &mut Transaction<'_, Sqlite>, commit: &SegmentCommit) -> CatalogResult<()> {
-        let seg = &commit.segment;
+    /// The segment row with its objects and series extents: what a flush and a compaction
+    /// both write.
+    async fn insert_segment_rows(tx: &mut Transaction<'_, Sqlite>, seg: &SegmentMeta) -> CatalogResult<()> {
         sqlx::query(
             "INSERT INTO segments (id, tenant, min_time, max_time, level, created_at_nanos)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -191,6 +196,36 @@ impl SqliteCatalog {
             .execute(&mut **tx)
             .await?;
         }
+        Ok(())
+    }
+
+    async fn insert_symbols(
+        tx: &mut Transaction<'_, Sqlite>,
+        tenant: &str,
+        objects: &[ObjectMeta],
+        created_at_nanos: i64,
+    ) -> CatalogResult<()> {
+        for o in objects {
+            sqlx::query(
+                "INSERT INTO symbol_objects (tenant, key, kind, size_bytes, rows, created_at_nanos)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .bind(tenant)
+            .bind(&o.key)
+            .bind(o.kind.as_str())
+            .bind(to_i64(o.size_bytes, "object size")?)
+            .bind(to_i64(o.rows, "object row count")?)
+            .bind(created_at_nanos)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn insert_segment(tx: &mut Transaction<'_, Sqlite>, commit: &SegmentCommit) -> CatalogResult<()> {
+        let seg = &commit.segment;
+        Self::insert_segment_rows(tx, seg).await?;
+        Self::insert_symbols(tx, &seg.tenant, &commit.symbols, seg.created_at_nanos).await?;
         for (name, value) in distinct_sample_labels(commit) {
             sqlx::query("INSERT INTO sample_labels (segment_id, name, value) VALUES (?1, ?2, ?3)")
                 .bind(&seg.id)
@@ -220,26 +255,18 @@ impl SqliteCatalog {
         Ok(())
     }
 
-    /// Segments overlapping `range`, optionally only those with symbol objects, in three
-    /// queries inside one read transaction so the rows agree with each other.
-    async fn fetch_segments(
-        &self,
-        tenant: &str,
-        range: TimeRange,
-        symbols_only: bool,
-    ) -> CatalogResult<Vec<SegmentMeta>> {
+    /// Segments overlapping `range`, in three queries inside one read transaction so the
+    /// rows agree with each other.
+    async fn fetch_segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
         let mut tx = self.pool.begin().await?;
         let segments = sqlx::query(
             "SELECT s.id, s.tenant, s.min_time, s.max_time, s.level, s.created_at_nanos
              FROM segments s
-             WHERE s.tenant = ?1 AND s.min_time < ?2 AND s.max_time >= ?3
-               AND (?4 = 0 OR EXISTS (SELECT 1 FROM segment_objects x
-                                      WHERE x.segment_id = s.id AND x.kind <> 'samples'))",
+             WHERE s.tenant = ?1 AND s.min_time < ?2 AND s.max_time >= ?3",
         )
         .bind(tenant)
         .bind(range.end)
         .bind(range.start)
-        .bind(symbols_only)
         .fetch_all(&mut *tx)
         .await?
         .iter()
@@ -274,6 +301,11 @@ impl SqliteCatalog {
         tx.commit().await?;
         assemble_segments(segments, objects, series)
     }
+}
+
+/// A list bound as one JSON array parameter, read back with `json_each`.
+fn json_list(items: &[String]) -> CatalogResult<String> {
+    serde_json::to_string(items).map_err(|e| CatalogError::Corrupt(format!("keys do not serialize: {e}")))
 }
 
 fn segment_row(row: &SqliteRow) -> CatalogResult<SegmentRow> {
@@ -323,13 +355,219 @@ impl Catalog for SqliteCatalog {
     }
 
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
-        self.fetch_segments(tenant, range, false).await
+        self.fetch_segments(tenant, range).await
     }
 
-    async fn symbol_segments(&self, tenant: &str) -> CatalogResult<Vec<SegmentMeta>> {
-        self.fetch_segments(tenant, TimeRange::ALL, true).await
+    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
+        let rows = sqlx::query(
+            "SELECT kind, key, size_bytes, rows FROM symbol_objects WHERE tenant = ?1
+             ORDER BY created_at_nanos, key",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| object_meta(row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?))
+            .collect()
     }
 
+    async fn tenants(&self) -> CatalogResult<Vec<String>> {
+        let tenants =
+            sqlx::query_scalar("SELECT tenant FROM segments UNION SELECT tenant FROM symbol_objects")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(sorted_distinct(tenants))
+    }
+
+    async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
+        check_replacement(replacement)?;
+        let tenant = &replacement.tenant;
+        let removed = distinct_sorted(&replacement.removed);
+        let removed_json = json_list(&removed)?;
+        let kept_keys: Vec<String> = replacement
+            .added
+            .iter()
+            .flat_map(|seg| seg.objects.iter().map(|o| o.key.clone()))
+            .collect();
+        // The write lock is taken before counting, so no other replacement can delete the
+        // segments between the check and the delete below.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let found: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM segments WHERE tenant = ?1 AND id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(tenant)
+        .bind(&removed_json)
+        .fetch_one(&mut *tx)
+        .await?;
+        if found != removed.len() as i64 {
+            return Err(segments_gone(&removed, found as usize));
+        }
+        // An object the merged segment lists again must not be deleted under it.
+        sqlx::query(
+            "INSERT INTO pending_deletions (key, tenant, delete_after_nanos)
+             SELECT o.key, ?2, ?3 FROM segment_objects o
+             WHERE o.segment_id IN (SELECT value FROM json_each(?1))
+               AND o.key NOT IN (SELECT value FROM json_each(?4))
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(&removed_json)
+        .bind(tenant)
+        .bind(replacement.delete_after_nanos)
+        .bind(json_list(&kept_keys)?)
+        .execute(&mut *tx)
+        .await?;
+        // Added rows first: deleting the removed segments cascades to their profiles and
+        // sample labels, which must have moved by then.
+        if let Some(added) = &replacement.added {
+            Self::insert_segment_rows(&mut tx, added).await?;
+            sqlx::query(
+                "UPDATE profiles SET segment_id = ?1
+                 WHERE segment_id IN (SELECT value FROM json_each(?2))
+                   AND (?3 IS NULL OR end_nanos >= ?3)",
+            )
+            .bind(&added.id)
+            .bind(&removed_json)
+            .bind(replacement.drop_profiles_before)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO sample_labels (segment_id, name, value)
+                 SELECT DISTINCT ?1, name, value FROM sample_labels
+                 WHERE segment_id IN (SELECT value FROM json_each(?2))
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(&added.id)
+            .bind(&removed_json)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let deleted =
+            sqlx::query("DELETE FROM segments WHERE tenant = ?1 AND id IN (SELECT value FROM json_each(?2))")
+                .bind(tenant)
+                .bind(&removed_json)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        if deleted != removed.len() as u64 {
+            return Err(segments_gone(&removed, deleted as usize));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn replace_symbols(
+        &self,
+        tenant: &str,
+        removed: &[String],
+        added: &[ObjectMeta],
+        delete_after_nanos: i64,
+    ) -> CatalogResult<()> {
+        let removed = distinct_sorted(removed);
+        let removed_json = json_list(&removed)?;
+        let kept_keys: Vec<String> = added.iter().map(|o| o.key.clone()).collect();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let found = sqlx::query(
+            "SELECT COUNT(*), MIN(created_at_nanos) FROM symbol_objects
+             WHERE tenant = ?1 AND key IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(tenant)
+        .bind(&removed_json)
+        .fetch_one(&mut *tx)
+        .await?;
+        let (count, oldest): (i64, Option<i64>) = (found.try_get(0)?, found.try_get(1)?);
+        if count != removed.len() as i64 {
+            return Err(symbols_gone(tenant, &removed, count as usize));
+        }
+        sqlx::query(
+            "INSERT INTO pending_deletions (key, tenant, delete_after_nanos)
+             SELECT key, tenant, ?3 FROM symbol_objects
+             WHERE tenant = ?1 AND key IN (SELECT value FROM json_each(?2))
+               AND key NOT IN (SELECT value FROM json_each(?4))
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(&removed_json)
+        .bind(delete_after_nanos)
+        .bind(json_list(&kept_keys)?)
+        .execute(&mut *tx)
+        .await?;
+        let deleted = sqlx::query(
+            "DELETE FROM symbol_objects WHERE tenant = ?1 AND key IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(tenant)
+        .bind(&removed_json)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if deleted != removed.len() as u64 {
+            return Err(symbols_gone(tenant, &removed, deleted as usize));
+        }
+        // Merged objects take the place of what they replace in the tenant's order.
+        Self::insert_symbols(&mut tx, tenant, added, oldest.unwrap_or_else(now_nanos)).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl: Duration) -> CatalogResult<bool> {
+        let now = now_nanos();
+        let held: Option<String> = sqlx::query_scalar(
+            "INSERT INTO leases (name, holder, expires_at_nanos) VALUES (?1, ?2, ?3)
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at_nanos = excluded.expires_at_nanos
+             WHERE leases.holder = excluded.holder OR leases.expires_at_nanos <= ?4
+             RETURNING holder",
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(now.saturating_add(duration_nanos(ttl)))
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(held.is_some())
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
+        sqlx::query("DELETE FROM leases WHERE name = ?1 AND holder = ?2")
+            .bind(name)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>> {
+        // A negative LIMIT means "no limit" to SQLite.
+        let keys = sqlx::query_scalar(
+            "SELECT key FROM pending_deletions WHERE delete_after_nanos <= ?1
+             ORDER BY delete_after_nanos, key LIMIT ?2",
+        )
+        .bind(now_nanos)
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(keys)
+    }
+
+    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
+        sqlx::query("DELETE FROM pending_deletions WHERE key IN (SELECT value FROM json_each(?1))")
+            .bind(json_list(keys)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>> {
+        // json_each instead of an IN list: SQLite caps the number of bound parameters.
+        let found = sqlx::query_scalar(
+            "SELECT DISTINCT j.value FROM json_each(?1) j
+             WHERE NOT EXISTS (SELECT 1 FROM segment_objects o WHERE o.key = j.value)
+               AND NOT EXISTS (SELECT 1 FROM symbol_objects s WHERE s.key = j.value)
+               AND NOT EXISTS (SELECT 1 FROM pending_deletions d WHERE d.key = j.value)",
+        )
+        .bind(json_list(keys)?)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(keep_in_order(keys, found))
+    }
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
         let rows = sqlx::query(
             "SELECT s.series_id, s.sample_type, s.sample_unit, s.period_type, s.period_unit, s.labels, s.period
@@ -458,10 +696,13 @@ impl Catalog for SqliteCatalog {
         .await?;
         let mut stats = empty_stats(counts.try_get(0)?, counts.try_get(1)?)?;
         let tables = sqlx::query(
-            "SELECT o.kind, COUNT(*), COALESCE(SUM(o.rows), 0), COALESCE(SUM(o.size_bytes), 0)
-             FROM segment_objects o JOIN segments s ON s.id = o.segment_id
-             WHERE s.tenant = ?1
-             GROUP BY o.kind",
+            "SELECT kind, COUNT(*), COALESCE(SUM(rows), 0), COALESCE(SUM(size_bytes), 0)
+             FROM (SELECT o.kind, o.rows, o.size_bytes
+                   FROM segment_objects o JOIN segments s ON s.id = o.segment_id
+                   WHERE s.tenant = ?1
+                   UNION ALL
+                   SELECT kind, rows, size_bytes FROM symbol_objects WHERE tenant = ?1)
+             GROUP BY kind",
         )
         .bind(tenant)
         .fetch_all(&mut *tx)

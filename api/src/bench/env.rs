@@ -1,0 +1,108 @@
+//! One throwaway store: local files and a SQLite catalog in a temporary directory, with the
+//! writer, compactor and query engine the server would use.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use stackhouse_query::engine::{QueryConfig, QueryEngine};
+use stackhouse_query::{FlamegraphQuery, Scope};
+use stackhouse_storage::catalog::{Catalog, TableKind, open_catalog};
+use stackhouse_storage::compaction::{CompactMode, CompactionConfig, CompactionReport, Compactor};
+use stackhouse_storage::model::{ProfileType, TimeRange};
+use stackhouse_storage::store::Store;
+use stackhouse_storage::symbols::SymbolCache;
+use stackhouse_storage::writer::{Writer, WriterConfig};
+
+pub const TENANT: &str = "bench";
+
+pub struct Env {
+    /// Removed with the store when the environment is dropped.
+    _dir: tempfile::TempDir,
+    pub store: Store,
+    pub catalog: Arc<dyn Catalog>,
+}
+
+impl Env {
+    pub async fn open() -> anyhow::Result<Env> {
+        let dir = tempfile::tempdir().context("creating a temporary directory")?;
+        let store = Store::open(dir.path().join("objects").to_str().context("utf-8 temp path")?)
+            .context("opening the store")?;
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("catalog.db").display());
+        let catalog = open_catalog(&url).await.context("opening the catalog")?;
+        Ok(Env {
+            _dir: dir,
+            store,
+            catalog,
+        })
+    }
+
+    pub fn writer(&self, flush_interval: Duration) -> Writer {
+        let symbols = Arc::new(SymbolCache::new(self.store.clone(), self.catalog.clone()));
+        Writer::start(
+            self.store.clone(),
+            self.catalog.clone(),
+            symbols,
+            WriterConfig {
+                flush_interval,
+                ..WriterConfig::default()
+            },
+        )
+    }
+
+    pub async fn compact(&self) -> anyhow::Result<CompactionReport> {
+        let compactor = Compactor::new(
+            self.store.clone(),
+            self.catalog.clone(),
+            CompactionConfig::default(),
+        );
+        compactor
+            .compact_tenant(TENANT, CompactMode::Full)
+            .await
+            .context("compacting")
+    }
+
+    /// A fresh engine (and symbol cache), as a query replica started now would have.
+    pub fn engine(&self, memory_limit: usize) -> QueryEngine {
+        let symbols = Arc::new(SymbolCache::new(self.store.clone(), self.catalog.clone()));
+        QueryEngine::new(
+            self.store.clone(),
+            self.catalog.clone(),
+            symbols,
+            QueryConfig {
+                memory_limit_bytes: Some(memory_limit),
+                ..QueryConfig::default()
+            },
+        )
+    }
+
+    /// Bytes and objects of every table, symbols included.
+    pub async fn stored(&self) -> anyhow::Result<(u64, u64, u64)> {
+        let stats = self.catalog.stats(TENANT).await.context("catalog stats")?;
+        let bytes = stats.tables.values().map(|t| t.bytes).sum();
+        let objects = stats.tables.values().map(|t| t.objects).sum();
+        Ok((bytes, objects, stats.segments))
+    }
+
+    /// Absolute paths of every committed samples object.
+    pub async fn sample_files(&self) -> anyhow::Result<Vec<String>> {
+        let segments = self.catalog.segments(TENANT, TimeRange::ALL).await?;
+        Ok(segments
+            .iter()
+            .filter_map(|s| s.object(TableKind::Samples))
+            .map(|o| format!("/{}", self.store.path(&o.key)))
+            .collect())
+    }
+}
+
+pub fn cpu_type() -> ProfileType {
+    ProfileType::parse("samples:count:cpu:nanoseconds").expect("static profile type")
+}
+
+pub fn flamegraph_query(range: TimeRange) -> FlamegraphQuery {
+    FlamegraphQuery {
+        scope: Scope::new(TENANT, cpu_type(), range),
+        group_by: Vec::new(),
+        max_nodes: 0,
+    }
+}

@@ -1,0 +1,271 @@
+//! Figures of the write path: CPU per sample through the whole pipeline, stored bytes
+//! after compaction, and acknowledgement latency and memory under sustained load.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::{StreamExt, TryStreamExt};
+use prost::Message;
+use stackhouse_ingest::otlp::layout;
+use stackhouse_ingest::otlp::normalize::normalize;
+use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
+use stackhouse_storage::model::TimeRange;
+use stackhouse_storage::writer::WriterConfig;
+
+use super::env::{Env, TENANT};
+use super::measure::{cpu, cpu_time, peak_rss, quantile, reset_peak, rss};
+use super::report::{Report, Row, mib, ms};
+use super::workload::{EXPORT_NANOS, Workload};
+use super::{Plan, query};
+use crate::export::{Exporter, unconverted};
+use crate::time_param::now_nanos;
+
+/// Requests handed to the writer at once, as concurrent receivers would.
+const IN_FLIGHT: usize = 64;
+
+fn per_sample_ns(d: Duration, samples: usize) -> f64 {
+    d.as_secs_f64() * 1e9 / samples.max(1) as f64
+}
+
+/// Figures 1 and 2, then the flamegraph figure over the same compacted store.
+pub async fn ingest_figures(plan: &Plan, workload: &Workload, report: &mut Report) -> anyhow::Result<()> {
+    let encoded = workload.encoded();
+    let samples: usize = encoded.iter().map(|(_, n)| n).sum();
+    let wire: usize = encoded.iter().map(|(b, _)| b.len()).sum();
+    report.ingest_samples = samples;
+    eprintln!(
+        "bench: ingest workload of {} requests, {samples} samples",
+        encoded.len()
+    );
+
+    // Baseline: prost decoding the same bytes, best of three passes.
+    let mut bare = Duration::MAX;
+    for _ in 0..3 {
+        let (decoded, took) = cpu(|| {
+            encoded
+                .iter()
+                .map(|(b, _)| {
+                    ExportProfilesServiceRequest::decode(b.as_slice()).map(|r| r.resource_profiles.len())
+                })
+                .sum::<Result<usize, _>>()
+        });
+        decoded.context("bare decode")?;
+        bare = bare.min(took);
+    }
+
+    // Ours, phase by phase: the receiver's decode (layout detection included), normalize
+    // (validation included), then the group-commit writer (Parquet and catalog commit).
+    let (requests, decode_cpu) = cpu(|| {
+        encoded
+            .iter()
+            .map(|(b, _)| layout::decode_protobuf(b, None))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let requests = requests.context("decoding the workload")?;
+    let received = now_nanos();
+    let (batches, normalize_cpu) = cpu(|| {
+        requests
+            .iter()
+            .map(|r| normalize(TENANT, r, received))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let batches = batches.context("normalizing the workload")?;
+    drop(requests);
+    let mut rows = 0;
+    for n in &batches {
+        if n.rejected_profiles > 0 {
+            bail!("the workload has rejected profiles: {:?}", n.errors);
+        }
+        rows += n.batch.samples.len();
+    }
+    if rows != samples {
+        bail!("normalize produced {rows} rows for {samples} generated samples");
+    }
+
+    let env = Env::open().await?;
+    // A short flush interval, so the run is not idle waiting for ticks; the writer still
+    // groups the requests that arrive together.
+    let writer = env.writer(Duration::from_millis(50));
+    let start_cpu = cpu_time();
+    let started = Instant::now();
+    futures::stream::iter(batches.into_iter().map(|n| writer.write(n.batch)))
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<_>>()
+        .await
+        .context("writing the workload")?;
+    writer.shutdown().await;
+    let write_cpu = cpu_time().saturating_sub(start_cpu);
+    let write_wall = started.elapsed();
+    let total = decode_cpu + normalize_cpu + write_cpu;
+    report.rows.push(Row {
+        figure: "ingest CPU per sample, decode → validate → normalize → Parquet → catalog commit".into(),
+        ours: per_sample_ns(total, samples),
+        baseline: per_sample_ns(bare, samples),
+        unit: "ns",
+        baseline_name: "prost decode".into(),
+        target: "≤ 3×".into(),
+        pass: total.as_secs_f64() <= 3.0 * bare.as_secs_f64(),
+    });
+    report.notes.push(format!(
+        "Ingest workload: {} requests, {samples} samples, {:.1} bytes/sample on the wire; CPU per sample: \
+         decode with layout detection {:.0} ns, validate + normalize {:.0} ns, writer (Parquet + SQLite \
+         commit) {:.0} ns ({:.2} s wall for the writer phase).",
+        encoded.len(),
+        wire as f64 / samples as f64,
+        per_sample_ns(decode_cpu, samples),
+        per_sample_ns(normalize_cpu, samples),
+        per_sample_ns(write_cpu, samples),
+        write_wall.as_secs_f64(),
+    ));
+
+    // Figure 2: what the store keeps once compaction has merged the hour.
+    let (before_bytes, before_objects, before_segments) = env.stored().await?;
+    let compacted_at = Instant::now();
+    let compaction = env.compact().await?;
+    let compaction_wall = compacted_at.elapsed();
+    let (bytes, objects, segments) = env.stored().await?;
+    let mut gzipped = 0usize;
+    for (b, _) in &encoded {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(b)?;
+        gzipped += gz.finish()?.len();
+    }
+    let ours = bytes as f64 / samples as f64;
+    let base = gzipped as f64 / samples as f64;
+    report.rows.push(Row {
+        figure: "stored bytes per sample after compaction, symbols included".into(),
+        ours,
+        baseline: base,
+        unit: "B",
+        baseline_name: "gzipped OTLP".into(),
+        target: "≤ 0.25×, ≤ 4 B".into(),
+        pass: ours <= 0.25 * base && ours <= 4.0,
+    });
+    report.notes.push(format!(
+        "Storage: {before_segments} segments / {before_objects} objects / {:.2} MiB as ingested; after \
+         compaction ({} merges, {:.2} s) {segments} segments / {objects} objects / {:.2} MiB.",
+        mib(before_bytes),
+        compaction.merges,
+        compaction_wall.as_secs_f64(),
+        mib(bytes),
+    ));
+
+    let c = workload.config();
+    let range = TimeRange {
+        start: c.start_nanos,
+        end: c.start_nanos + workload.windows() as i64 * EXPORT_NANOS,
+    };
+    query::flamegraph_figure(plan, &env, range, samples, plan.large_seconds.is_none(), report).await?;
+    Ok(())
+}
+
+/// Figure 5 and the ingest half of figure 6: many senders at a fixed rate through the
+/// exporter (decode, normalize, group commit) against the default flush interval.
+pub async fn load_figures(
+    plan: &Plan,
+    capture: &ExportProfilesServiceRequest,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let workload = Workload::new(plan.load_fleet.clone(), capture);
+    let senders = workload.processes();
+    // Two exports per sender, cycled: generating fresh data would compete for the CPU.
+    let pool: Arc<Vec<(Vec<u8>, usize)>> = Arc::new(
+        (0..2)
+            .flat_map(|w| (0..senders).map(move |p| (p, w)))
+            .map(|(p, w)| {
+                let g = workload.request(p, w);
+                (g.request.encode_to_vec(), g.samples)
+            })
+            .collect(),
+    );
+    drop(workload);
+    let env = Env::open().await?;
+    let budget = WriterConfig::default().max_buffered_bytes;
+    let flush = plan.flush_interval;
+    let writer = Arc::new(env.writer(flush));
+    let exporter = Arc::new(Exporter::new(writer.clone()));
+    reset_peak();
+    let rss_before = rss();
+    let period = plan.load_period;
+    let duration = plan.load_duration;
+    let begin = tokio::time::Instant::now() + Duration::from_millis(100);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..senders {
+        let (pool, exporter) = (pool.clone(), exporter.clone());
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            let (mut refused, mut sent) = (0usize, 0usize);
+            let phase = period.mul_f64(i as f64 / senders as f64);
+            let mut k = 0u32;
+            loop {
+                let at = begin + phase + period * k;
+                if at.duration_since(begin) >= duration {
+                    break;
+                }
+                tokio::time::sleep_until(at).await;
+                let (bytes, n) = &pool[(i + k as usize * senders) % pool.len()];
+                let t0 = Instant::now();
+                let request = layout::decode_protobuf(bytes, None).map_err(|e| e.to_string())?;
+                match exporter.export(TENANT.to_string(), unconverted(request)).await {
+                    Ok(_) => {
+                        latencies.push(t0.elapsed());
+                        sent += n;
+                    }
+                    Err(_) => refused += 1,
+                }
+                k += 1;
+            }
+            Ok::<_, String>((latencies, refused, sent))
+        });
+    }
+    let mut latencies = Vec::new();
+    let (mut refused, mut sent) = (0, 0);
+    while let Some(done) = tasks.join_next().await {
+        let (l, r, s) = done.context("sender task")?.map_err(anyhow::Error::msg)?;
+        latencies.extend(l);
+        refused += r;
+        sent += s;
+    }
+    let peak = peak_rss();
+    writer.shutdown().await;
+    latencies.sort();
+    if latencies.is_empty() {
+        bail!("no export was acknowledged under load");
+    }
+    let limit = flush + Duration::from_millis(100);
+    for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
+        let v = quantile(&latencies, q);
+        report.rows.push(Row {
+            figure: format!("ack latency {name}, {senders} senders under sustained load"),
+            ours: ms(v),
+            baseline: ms(flush),
+            unit: "ms",
+            baseline_name: "flush interval".into(),
+            target: "≤ flush + 100 ms".into(),
+            pass: v <= limit,
+        });
+    }
+    report.rows.push(Row {
+        figure: "peak memory (process VmHWM) under sustained ingest".into(),
+        ours: mib(peak),
+        baseline: mib(budget as u64),
+        unit: "MiB",
+        baseline_name: "writer budget".into(),
+        target: "within it".into(),
+        pass: peak <= budget as u64,
+    });
+    report.notes.push(format!(
+        "Sustained load: {senders} senders, one export every {:.0} s each, for {:.0} s: {} acknowledged \
+         exports, {:.0} samples/s, {refused} refused; flush interval {:.0} ms. RSS at the start of the \
+         phase {:.0} MiB.",
+        period.as_secs_f64(),
+        duration.as_secs_f64(),
+        latencies.len(),
+        sent as f64 / duration.as_secs_f64(),
+        ms(flush),
+        mib(rss_before),
+    ));
+    Ok(())
+}

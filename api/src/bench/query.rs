@@ -1,0 +1,270 @@
+//! Figures of the read path: flamegraph latency against bare DataFusion over the same
+//! files, the cost of a 30-day store for a 1-hour query, and query memory.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::functions_aggregate::expr_fn::sum;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext, col};
+use futures::{StreamExt, TryStreamExt};
+use stackhouse_ingest::otlp::normalize::normalize;
+use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
+use stackhouse_storage::model::{Batch, TimeRange};
+
+use super::env::{Env, TENANT, flamegraph_query};
+use super::measure::{median, peak_rss, reset_peak};
+use super::report::{Report, Row, mib, ms};
+use super::workload::{EXPORT_NANOS, Workload};
+use super::{HOUR_NANOS, Plan};
+use crate::time_param::now_nanos;
+
+const BARE_SQL: &str = "SELECT stack_id, SUM(value) FROM samples GROUP BY stack_id";
+
+/// Our flamegraph over `range` against the bare aggregation over the same files; with
+/// `memory_row`, also the process peak memory during our queries against the budget.
+pub async fn flamegraph_figure(
+    plan: &Plan,
+    env: &Env,
+    range: TimeRange,
+    samples: usize,
+    memory_row: bool,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let engine = env.engine(plan.query_budget);
+    let query = flamegraph_query(range);
+    let files = env.sample_files().await?;
+    let partitions = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
+    let table = ctx
+        .read_parquet(files.clone(), ParquetReadOptions::default())
+        .await
+        .context("registering the samples files")?;
+    ctx.register_table("samples", table.into_view())?;
+    let bare = || async {
+        // The DataFrame form of BARE_SQL (the SQL frontend is not compiled in).
+        let batches = ctx
+            .table("samples")
+            .await?
+            .aggregate(vec![col("stack_id")], vec![sum(col("value"))])?
+            .collect()
+            .await?;
+        let total: i64 = batches
+            .iter()
+            .flat_map(|b| {
+                b.column(1)
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+            })
+            .sum();
+        Ok::<_, datafusion::error::DataFusionError>(total)
+    };
+
+    // Warm: the engine loads the tenant's symbols, both read the footers once.
+    let ours_total = engine.flamegraph(&query).await.context("flamegraph")?.total;
+    let bare_total = bare().await.context("bare aggregation")?;
+    if ours_total != samples as i64 || bare_total != samples as i64 {
+        bail!("totals disagree: {samples} samples generated, flamegraph {ours_total}, bare sum {bare_total}");
+    }
+    reset_peak();
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..plan.warm_runs {
+        let t = Instant::now();
+        engine.flamegraph(&query).await?;
+        ours.push(t.elapsed());
+        let t = Instant::now();
+        bare().await?;
+        base.push(t.elapsed());
+    }
+    let peak = peak_rss();
+    let (ours, base) = (median(ours), median(base));
+    report.rows.push(Row {
+        figure: format!("flamegraph latency, {:.2} M samples", samples as f64 / 1e6),
+        ours: ms(ours),
+        baseline: ms(base),
+        unit: "ms",
+        baseline_name: "bare DataFusion".into(),
+        target: "≤ 1.5×".into(),
+        pass: ours.as_secs_f64() <= 1.5 * base.as_secs_f64(),
+    });
+    report.notes.push(format!(
+        "Flamegraph over {:.2} M samples in {} samples files: median of {} warm runs each; the bare \
+         baseline is `{BARE_SQL}` in a fresh SessionContext over the same files.",
+        samples as f64 / 1e6,
+        files.len(),
+        plan.warm_runs,
+    ));
+    if memory_row {
+        report.rows.push(Row {
+            figure: format!(
+                "peak memory (process VmHWM) during the {:.2} M-sample query",
+                samples as f64 / 1e6
+            ),
+            ours: mib(peak),
+            baseline: mib(plan.query_budget as u64),
+            unit: "MiB",
+            baseline_name: "query budget".into(),
+            target: "within it".into(),
+            pass: peak <= plan.query_budget as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Builds the large store (10 M samples at full) through normalize and the writer,
+/// compacts it, and measures the flamegraph and its memory.
+pub async fn large_query_figures(plan: &Plan, workload: Workload, report: &mut Report) -> anyhow::Result<()> {
+    let workload = Arc::new(workload);
+    let env = Env::open().await?;
+    let writer = env.writer(Duration::from_millis(200));
+    let (n, procs) = (workload.request_count(), workload.processes());
+    eprintln!("bench: building the large store, {n} requests");
+    let built = Instant::now();
+    let received = now_nanos();
+    let writer = &writer;
+    let samples = futures::stream::iter(0..n)
+        .map(|i| {
+            let w = workload.clone();
+            tokio::task::spawn_blocking(move || {
+                let g = w.request(i % procs, i / procs);
+                normalize(TENANT, &g.request, received).map(|n| (n.batch, g.samples))
+            })
+        })
+        .buffered(4)
+        .map(|done| async move {
+            let (batch, count) = done.context("generating task")?.context("normalizing")?;
+            writer.write(batch).await.context("writing")?;
+            Ok::<_, anyhow::Error>(count)
+        })
+        .buffer_unordered(64)
+        .try_fold(0usize, |acc, c| async move { Ok(acc + c) })
+        .await?;
+    writer.shutdown().await;
+    let compacted = Instant::now();
+    env.compact().await?;
+    let (bytes, objects, segments) = env.stored().await?;
+    report.notes.push(format!(
+        "Large store: {samples} samples generated, normalized and written in {:.1} s, compacted in {:.1} s \
+         to {segments} segments / {objects} objects / {:.1} MiB ({:.2} B/sample).",
+        compacted.duration_since(built).as_secs_f64(),
+        compacted.elapsed().as_secs_f64(),
+        mib(bytes),
+        bytes as f64 / samples as f64,
+    ));
+    let c = workload.config();
+    let range = TimeRange {
+        start: c.start_nanos,
+        end: c.start_nanos + workload.windows() as i64 * EXPORT_NANOS,
+    };
+    flamegraph_figure(plan, &env, range, samples, true, report).await
+}
+
+/// One generated hour as two half-hour batches, so that each stored hour is two writer
+/// segments that compaction merges into one hour block.
+fn hour_halves(workload: &Workload) -> anyhow::Result<(Batch, Batch, usize)> {
+    let received = now_nanos();
+    let half = workload.windows() / 2;
+    let (mut first, mut second) = (Batch::new(TENANT), Batch::new(TENANT));
+    let mut samples = 0;
+    for (i, g) in workload.requests().enumerate() {
+        samples += g.samples;
+        let n = normalize(TENANT, &g.request, received).context("normalizing the hour")?;
+        let window = i / workload.processes();
+        if window < half {
+            first.merge(n.batch);
+        } else {
+            second.merge(n.batch);
+        }
+    }
+    Ok((first, second, samples))
+}
+
+fn shifted(batch: &Batch, by: i64) -> Batch {
+    let mut b = batch.clone();
+    for s in &mut b.samples {
+        s.time_nanos += by;
+    }
+    for p in &mut b.profiles {
+        p.start_nanos += by;
+        p.end_nanos += by;
+    }
+    b
+}
+
+/// Writes `hours` (indices from the first hour) of the generated hour and compacts.
+async fn hour_store(halves: &(Batch, Batch, usize), hours: impl Iterator<Item = i64>) -> anyhow::Result<Env> {
+    let env = Env::open().await?;
+    let writer = env.writer(Duration::from_millis(5));
+    for h in hours {
+        // One after the other: writes of one flush would merge into one segment.
+        writer.write(shifted(&halves.0, h * HOUR_NANOS)).await?;
+        writer.write(shifted(&halves.1, h * HOUR_NANOS)).await?;
+    }
+    writer.shutdown().await;
+    env.compact().await?;
+    Ok(env)
+}
+
+/// Figure 4: the same 1-hour flamegraph in a store of `days` days and in a store of only
+/// that hour.
+pub async fn retention_figure(
+    plan: &Plan,
+    capture: &ExportProfilesServiceRequest,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let workload = Workload::new(plan.hour_fleet.clone(), capture);
+    let halves = hour_halves(&workload)?;
+    let samples = halves.2;
+    let hours = plan.days as i64 * 24;
+    let queried = hours / 2;
+    let built = Instant::now();
+    let all = hour_store(&halves, 0..hours).await?;
+    let build = built.elapsed();
+    let one = hour_store(&halves, queried..queried + 1).await?;
+    let start = plan.hour_fleet.start_nanos + queried * HOUR_NANOS;
+    let query = flamegraph_query(TimeRange {
+        start,
+        end: start + HOUR_NANOS,
+    });
+    let (big, small) = (all.engine(plan.query_budget), one.engine(plan.query_budget));
+    for engine in [&big, &small] {
+        let total = engine.flamegraph(&query).await?.total;
+        if total != samples as i64 {
+            bail!("the hour's flamegraph counts {total} samples, the hour has {samples}");
+        }
+    }
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..plan.warm_runs {
+        let t = Instant::now();
+        big.flamegraph(&query).await?;
+        ours.push(t.elapsed());
+        let t = Instant::now();
+        small.flamegraph(&query).await?;
+        base.push(t.elapsed());
+    }
+    let (ours, base) = (median(ours), median(base));
+    report.rows.push(Row {
+        figure: format!("1-hour flamegraph in a store holding {} days", plan.days),
+        ours: ms(ours),
+        baseline: ms(base),
+        unit: "ms",
+        baseline_name: "store of that hour only".into(),
+        target: "≤ 1.2×".into(),
+        pass: ours.as_secs_f64() <= 1.2 * base.as_secs_f64(),
+    });
+    let (bytes, objects, segments) = all.stored().await?;
+    report.notes.push(format!(
+        "{}-day store: one generated hour ({samples} samples) written for every hour through the writer \
+         (two segments per hour) and compacted to hour blocks, built in {:.1} s: {segments} segments, \
+         {objects} objects, {:.1} MiB. Median of {} warm runs each.",
+        plan.days,
+        build.as_secs_f64(),
+        mib(bytes),
+        plan.warm_runs,
+    ));
+    Ok(())
+}

@@ -1,0 +1,356 @@
+//! Pyroscope's `POST /ingest?name=app.cpu{k=v}&from&until&format&...`: folded (default),
+//! pprof (raw, gzipped, or multipart `profile` + `previous_profile` + `sample_type_config`),
+//! JFR (multipart `jfr` + `labels`, or raw) and speedscope bodies. Success is
+//! `{"profiles":N,"samples":M}`; a refusal is `{"error":"..."}` naming the problem.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use stackhouse_ingest::body::BodyError;
+use stackhouse_ingest::convert::{Conversion, ConvertError, Converted, RequestBuilder, Source};
+use stackhouse_ingest::pprof::PprofOptions;
+use stackhouse_ingest::pyroscope::{Format, parse_query};
+use stackhouse_ingest::{folded, jfr, pprof, speedscope};
+
+use super::AppState;
+use super::body::{ReadError, content_type_essence, inflate, read_limited};
+use crate::export::{ExportError, Exported};
+use crate::tenant;
+
+struct Failure {
+    status: StatusCode,
+    message: String,
+    /// `Retry-After` seconds; a 503 without one says 1.
+    retry_after: Option<u64>,
+}
+
+impl Failure {
+    fn new(status: StatusCode, message: impl ToString) -> Failure {
+        Failure {
+            status,
+            message: message.to_string(),
+            retry_after: None,
+        }
+    }
+
+    fn invalid(message: impl ToString) -> Failure {
+        Failure::new(StatusCode::BAD_REQUEST, message)
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(message = %self.message, "pyroscope ingest failed");
+        } else {
+            tracing::debug!(message = %self.message, "pyroscope ingest refused");
+        }
+        let mut response = (
+            self.status,
+            axum::Json(serde_json::json!({ "error": self.message })),
+        )
+            .into_response();
+        let retry_after = self
+            .retry_after
+            .or((self.status == StatusCode::SERVICE_UNAVAILABLE).then_some(1));
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+fn body_failure(e: BodyError) -> Failure {
+    match e {
+        BodyError::TooLarge { .. } => Failure::new(StatusCode::PAYLOAD_TOO_LARGE, e),
+        BodyError::UnsupportedEncoding(_) => Failure::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, e),
+        BodyError::Malformed(_) => Failure::invalid(e),
+    }
+}
+
+fn export_failure(e: ExportError) -> Failure {
+    match e {
+        ExportError::InvalidArgument(m) => Failure::invalid(m),
+        ExportError::Unavailable(m) => Failure::new(StatusCode::SERVICE_UNAVAILABLE, m),
+        ExportError::Overloaded { message, retry_after } => Failure {
+            retry_after: Some(ExportError::retry_after_secs(retry_after)),
+            ..Failure::new(StatusCode::TOO_MANY_REQUESTS, message)
+        },
+        ExportError::TooLarge(m) => Failure::new(StatusCode::PAYLOAD_TOO_LARGE, m),
+    }
+}
+
+pub async fn ingest(State(state): State<AppState>, request: Request) -> Response {
+    match try_ingest(&state, request).await {
+        // OTLP profiles and samples as converted (a sample with several timestamps is one
+        // sample); when something was refused, the stored profiles and sample rows.
+        Ok((exported, converted)) if exported.rejected_profiles == 0 => axum::Json(serde_json::json!({
+            "profiles": converted.profiles,
+            "samples": converted.samples,
+        }))
+        .into_response(),
+        Ok((exported, _)) => {
+            let total = exported.stored_profiles + exported.rejected_profiles;
+            let message = format!(
+                "stored {} of {total} profiles; {}",
+                exported.stored_profiles,
+                exported.errors.join("; ")
+            );
+            tracing::debug!(%message, "pyroscope ingest partly refused");
+            (
+                StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({
+                    "error": message,
+                    "profiles": exported.stored_profiles,
+                    "samples": exported.stored_samples,
+                })),
+            )
+                .into_response()
+        }
+        Err(failure) => failure.into_response(),
+    }
+}
+
+async fn try_ingest(state: &AppState, request: Request) -> Result<(Exported, Converted), Failure> {
+    let (parts, body) = request.into_parts();
+    let limit = state.max_message_bytes;
+    // Read the body before any refusal (see read_limited).
+    let raw = read_limited(body, limit).await.map_err(|e| match e {
+        ReadError::TooLarge => Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds the limit of {limit} bytes"),
+        ),
+        ReadError::Body(e) => Failure::invalid(format!("failed to read request body: {e}")),
+    })?;
+    let query: Vec<(String, String)> =
+        url::form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let query = parse_query(query.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(Failure::invalid)?;
+    let tenant =
+        tenant::parse(parts.headers.get(tenant::HEADER).map(|v| v.as_bytes())).map_err(Failure::invalid)?;
+    let body = Bytes::from(
+        inflate(&raw, &parts.headers, None, limit)
+            .map_err(body_failure)?
+            .into_owned(),
+    );
+    let upload = Upload::read(&parts.headers, body).await?;
+    let format = query.format;
+    let source = query.source;
+    let (conversion, converted) =
+        tokio::task::spawn_blocking(move || convert(format, &upload, &source, limit))
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("conversion task failed: {e}"),
+                )
+            })?
+            .map_err(|e| match e {
+                ConvertError::TooLarge { .. } => Failure::new(StatusCode::PAYLOAD_TOO_LARGE, e),
+                ConvertError::Invalid { .. } => Failure::invalid(e),
+            })?;
+    state
+        .exporter
+        .export(tenant, conversion)
+        .await
+        .map_err(export_failure)
+        .map(|exported| (exported, converted))
+}
+
+/// The request body: one raw payload, or the named parts of a multipart/form-data upload.
+#[derive(Debug, Default)]
+struct Upload {
+    raw: Option<Bytes>,
+    parts: Vec<(String, Bytes)>,
+}
+
+impl Upload {
+    async fn read(headers: &HeaderMap, body: Bytes) -> Result<Upload, Failure> {
+        if content_type_essence(headers) != "multipart/form-data" {
+            return Ok(Upload {
+                raw: Some(body),
+                parts: Vec::new(),
+            });
+        }
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let boundary = multer::parse_boundary(content_type)
+            .map_err(|e| Failure::invalid(format!("invalid multipart/form-data content type: {e}")))?;
+        let stream = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(body) });
+        let mut multipart = multer::Multipart::new(stream, boundary);
+        let mut parts = Vec::new();
+        let malformed = |e: multer::Error| Failure::invalid(format!("invalid multipart/form-data body: {e}"));
+        while let Some(field) = multipart.next_field().await.map_err(malformed)? {
+            let name = field.name().unwrap_or("").to_string();
+            let data = field.bytes().await.map_err(malformed)?;
+            parts.push((name, data));
+        }
+        Ok(Upload { raw: None, parts })
+    }
+
+    fn part(&self, names: &[&str]) -> Option<&Bytes> {
+        self.parts
+            .iter()
+            .find(|(n, _)| names.contains(&n.as_str()))
+            .map(|(_, data)| data)
+    }
+
+    /// The raw body, or the multipart part that carries the profile.
+    fn main(&self, format: Format, names: &[&str]) -> Result<&[u8], ConvertError> {
+        if let Some(raw) = &self.raw {
+            return Ok(raw);
+        }
+        self.part(names).map(|b| &b[..]).ok_or_else(|| {
+            let sent: Vec<&str> = self.parts.iter().map(|(n, _)| n.as_str()).collect();
+            ConvertError::invalid(
+                format.name(),
+                format!("multipart upload has no {:?} part (parts: {sent:?})", names[0]),
+            )
+        })
+    }
+}
+
+fn convert(
+    format: Format,
+    upload: &Upload,
+    source: &Source,
+    limit: usize,
+) -> Result<(Conversion, Converted), ConvertError> {
+    let mut builder = RequestBuilder::new();
+    let converted = match format {
+        Format::Folded => folded::convert(upload.main(format, &["profile"])?, source, &mut builder)?,
+        Format::Speedscope => speedscope::convert(upload.main(format, &["profile"])?, source, &mut builder)?,
+        Format::Pprof => {
+            let options = PprofOptions {
+                previous: upload.part(&["previous_profile", "prev_profile"]).map(|b| &b[..]),
+                sample_type_config: upload.part(&["sample_type_config"]).map(|b| &b[..]),
+            };
+            pprof::convert(
+                upload.main(format, &["profile"])?,
+                &options,
+                source,
+                limit,
+                &mut builder,
+            )?
+        }
+        Format::Jfr => {
+            let labels = upload.part(&["labels"]).map(|b| &b[..]);
+            jfr::convert(
+                upload.main(format, &["jfr"])?,
+                labels,
+                source,
+                limit,
+                &mut builder,
+            )?
+        }
+    };
+    let conversion = Conversion {
+        request: builder.finish(),
+        rejected_profiles: 0,
+        errors: Vec::new(),
+    };
+    Ok((conversion, converted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn multipart(boundary: &str, parts: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (name, data) in parts {
+            body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+            body.extend_from_slice(
+                format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{name}.bin\"\r\n\
+                     Content-Type: application/octet-stream\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            body.extend_from_slice(data);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+        body
+    }
+
+    fn headers(content_type: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, content_type.parse().unwrap());
+        h
+    }
+
+    #[tokio::test]
+    async fn multipart_parts_are_found_by_name() {
+        let profile: &[u8] = b"\x1f\x8b\x08\x00binary\r\n--not-the-boundary\x00\xff";
+        let body = multipart(
+            "XyZ123",
+            &[
+                ("profile", profile),
+                ("prev_profile", b"prev"),
+                ("sample_type_config", b"{\"cpu\":{}}"),
+            ],
+        );
+        let upload = Upload::read(
+            &headers("multipart/form-data; boundary=XyZ123"),
+            Bytes::from(body),
+        )
+        .await
+        .ok()
+        .expect("valid multipart");
+        assert!(upload.raw.is_none());
+        assert_eq!(upload.main(Format::Pprof, &["profile"]).unwrap(), profile);
+        assert_eq!(
+            upload.part(&["previous_profile", "prev_profile"]).unwrap(),
+            &b"prev"[..]
+        );
+        assert_eq!(
+            upload.part(&["sample_type_config"]).unwrap(),
+            &b"{\"cpu\":{}}"[..]
+        );
+        let err = upload.main(Format::Jfr, &["jfr"]).unwrap_err().to_string();
+        assert!(
+            err.contains("no \"jfr\" part") && err.contains("profile"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn raw_bodies_and_bad_multipart() {
+        let upload = Upload::read(&headers("application/octet-stream"), Bytes::from_static(b"a;b 1"))
+            .await
+            .ok()
+            .unwrap();
+        assert_eq!(upload.main(Format::Folded, &["profile"]).unwrap(), b"a;b 1");
+
+        let Err(no_boundary) = Upload::read(&headers("multipart/form-data"), Bytes::new()).await else {
+            panic!("multipart without a boundary accepted")
+        };
+        assert!(
+            no_boundary.message.contains("multipart"),
+            "{}",
+            no_boundary.message
+        );
+
+        let Err(truncated) = Upload::read(
+            &headers("multipart/form-data; boundary=b"),
+            Bytes::from_static(b"--b\r\nContent-Disposition: form-data; name=\"jfr\"\r\n\r\nabc"),
+        )
+        .await
+        else {
+            panic!("truncated multipart accepted")
+        };
+        assert_eq!(truncated.status, StatusCode::BAD_REQUEST);
+        assert!(
+            truncated.message.contains("invalid multipart"),
+            "{}",
+            truncated.message
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! Roles of a `serve` process and the flags of the storage lifecycle (compaction,
+//! retention, cleanup).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use stackhouse_storage::compaction::{CompactionConfig, Policy};
+use stackhouse_storage::maintenance::MaintenanceConfig;
+use stackhouse_storage::retention::RetentionConfig;
+
+/// What a `serve` process does. Several processes with different roles share one catalog and
+/// one object store.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Role {
+    /// OTLP gRPC and HTTP receivers, Pyroscope ingest, the writer.
+    Ingest,
+    /// The query API.
+    Query,
+    /// Compaction, retention and cleanup in the background.
+    Compactor,
+    /// Everything above in one process (the default).
+    All,
+}
+
+/// The roles a process runs, `all` expanded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Roles {
+    pub ingest: bool,
+    pub query: bool,
+    pub compactor: bool,
+}
+
+impl Roles {
+    pub fn from_flags(roles: &[Role]) -> Roles {
+        let has = |r: Role| roles.is_empty() || roles.contains(&Role::All) || roles.contains(&r);
+        Roles {
+            ingest: has(Role::Ingest),
+            query: has(Role::Query),
+            compactor: has(Role::Compactor),
+        }
+    }
+
+    pub const ALL: Roles = Roles {
+        ingest: true,
+        query: true,
+        compactor: true,
+    };
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LifecycleArgs {
+    /// Roles of this process, comma-separated: ingest, query, compactor, all.
+    #[arg(long, env = "STACKHOUSE_ROLE", value_delimiter = ',', default_value = "all")]
+    pub role: Vec<Role>,
+
+    /// How often the compactor looks for segments to merge.
+    #[arg(long, env = "STACKHOUSE_COMPACTION_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub compaction_interval: Duration,
+
+    /// Freshly flushed segments older than this are merged even while their minute is open;
+    /// with the interval this bounds how long a burst of small segments lives.
+    #[arg(long, env = "STACKHOUSE_COMPACTION_L0_AGE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub compaction_l0_age: Duration,
+
+    /// A window with this many segments below a level is merged at once.
+    #[arg(long, env = "STACKHOUSE_COMPACTION_MAX_SEGMENTS", default_value_t = 16)]
+    pub compaction_max_segments: usize,
+
+    /// How long after an hour ends its segments are merged into one block.
+    #[arg(long, env = "STACKHOUSE_COMPACTION_SETTLE", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub compaction_settle: Duration,
+
+    /// Largest block compaction writes, in samples (bounds compaction memory).
+    #[arg(
+        long,
+        env = "STACKHOUSE_COMPACTION_MAX_BLOCK_SAMPLES",
+        default_value_t = 50_000_000
+    )]
+    pub compaction_max_block_samples: u64,
+
+    /// How long replaced objects stay readable, so queries that listed them finish.
+    #[arg(long, env = "STACKHOUSE_DELETION_GRACE", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub deletion_grace: Duration,
+
+    /// How long samples are kept.
+    #[arg(long, env = "STACKHOUSE_RETENTION", default_value = "30d", value_parser = humantime::parse_duration)]
+    pub retention: Duration,
+
+    /// Retention of one tenant, `tenant=duration`; repeatable.
+    #[arg(long = "tenant-retention", env = "STACKHOUSE_TENANT_RETENTION", value_delimiter = ',', value_parser = parse_tenant_retention)]
+    pub tenant_retention: Vec<(String, Duration)>,
+
+    /// How often retention runs.
+    #[arg(long, env = "STACKHOUSE_RETENTION_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub retention_interval: Duration,
+
+    /// How often replaced objects past their grace period are deleted.
+    #[arg(long, env = "STACKHOUSE_CLEANUP_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub cleanup_interval: Duration,
+
+    /// How often the store is listed for objects no catalog row refers to.
+    #[arg(long, env = "STACKHOUSE_ORPHAN_INTERVAL", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub orphan_interval: Duration,
+
+    /// Unreferenced objects younger than this are left alone (a writer may be committing).
+    #[arg(long, env = "STACKHOUSE_ORPHAN_GRACE", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub orphan_grace: Duration,
+}
+
+fn parse_tenant_retention(s: &str) -> Result<(String, Duration), String> {
+    let (tenant, duration) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected tenant=duration, got {s:?}"))?;
+    if tenant.is_empty() {
+        return Err(format!("empty tenant in {s:?}"));
+    }
+    let duration = humantime::parse_duration(duration).map_err(|e| format!("bad duration in {s:?}: {e}"))?;
+    Ok((tenant.to_string(), duration))
+}
+
+impl LifecycleArgs {
+    pub fn roles(&self) -> Roles {
+        Roles::from_flags(&self.role)
+    }
+
+    pub fn maintenance(&self) -> MaintenanceConfig {
+        let defaults = MaintenanceConfig::default();
+        MaintenanceConfig {
+            compaction: CompactionConfig {
+                interval: self.compaction_interval,
+                policy: Policy {
+                    l0_max_age: self.compaction_l0_age,
+                    max_segments: self.compaction_max_segments,
+                    settle: self.compaction_settle,
+                    max_block_rows: self.compaction_max_block_samples,
+                    ..defaults.compaction.policy
+                },
+                deletion_grace: self.deletion_grace,
+                ..defaults.compaction
+            },
+            retention: RetentionConfig {
+                default: self.retention,
+                per_tenant: self.tenant_retention.iter().cloned().collect::<HashMap<_, _>>(),
+            },
+            retention_interval: self.retention_interval,
+            cleanup_interval: self.cleanup_interval,
+            orphan_interval: self.orphan_interval,
+            orphan_grace: self.orphan_grace,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LifecycleArgs,
+    }
+
+    #[test]
+    fn roles_and_retention_parse() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(cli.args.roles(), Roles::ALL);
+        assert_eq!(
+            cli.args.maintenance().retention.default,
+            Duration::from_secs(30 * 86400)
+        );
+        let cli =
+            Cli::try_parse_from(["x", "--role", "ingest,query", "--tenant-retention", "a=7d,b=1h"]).unwrap();
+        assert_eq!(
+            cli.args.roles(),
+            Roles {
+                ingest: true,
+                query: true,
+                compactor: false
+            }
+        );
+        let m = cli.args.maintenance();
+        assert_eq!(m.retention.of("a"), Duration::from_secs(7 * 86400));
+        assert_eq!(m.retention.of("b"), Duration::from_secs(3600));
+        assert_eq!(m.retention.of("c"), Duration::from_secs(30 * 86400));
+        assert!(Cli::try_parse_from(["x", "--role", "reader"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--tenant-retention", "a"]).is_err());
+    }
+}

@@ -1,0 +1,104 @@
+//! `stackhouse bench --scale tiny` in-process: every figure row with positive numbers, and
+//! a workload generator that is deterministic and counts its samples right.
+
+use prost::Message;
+use stackhouse_api::bench::{self, Plan, Scale, Workload, load_capture};
+use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
+
+/// Rows a sample becomes, counted from the request itself: one per timestamp (or per
+/// value when there are no timestamps).
+fn rows(request: &ExportProfilesServiceRequest) -> usize {
+    request
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .flat_map(|p| &p.samples)
+        .map(|s| s.timestamps_unix_nano.len().max(s.values.len()))
+        .sum()
+}
+
+#[test]
+fn generator_is_deterministic_and_counts_its_samples() {
+    let capture = load_capture().unwrap();
+    let fleet = Plan::new(Scale::Tiny, 7).fleet;
+    let a = Workload::new(fleet.clone(), &capture);
+    let b = Workload::new(fleet.clone(), &capture);
+    let (ea, eb) = (a.encoded(), b.encoded());
+    assert!(!ea.is_empty());
+    assert_eq!(ea, eb, "same seed, same bytes");
+    let other = Workload::new(
+        bench::FleetConfig {
+            seed: 8,
+            ..fleet.clone()
+        },
+        &capture,
+    );
+    assert_ne!(ea, other.encoded(), "another seed, other bytes");
+
+    let mut counted = 0;
+    let mut depths = Vec::new();
+    let mut linked = 0;
+    for (bytes, reported) in &ea {
+        let request = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
+        let n = rows(&request);
+        assert_eq!(n, *reported, "the generator's count of one request");
+        counted += n;
+        let dict = request.dictionary.as_ref().unwrap();
+        depths.extend(dict.stack_table.iter().skip(1).map(|s| s.location_indices.len()));
+        linked += request.resource_profiles[0].scope_profiles[0].profiles[0]
+            .samples
+            .iter()
+            .filter(|s| s.link_index != 0)
+            .count();
+    }
+    // hosts × processes × 20 Hz × cores × seconds, minus idle ticks (about 20%).
+    let c = a.config();
+    let most = c.hosts * c.processes_per_host * c.cores * c.hz as usize * c.seconds as usize;
+    assert!(
+        counted > most / 2 && counted <= most,
+        "{counted} of at most {most}"
+    );
+    assert!(
+        depths.iter().all(|&d| (10..=120).contains(&d)),
+        "stack depths 10..=120"
+    );
+    assert!(depths.iter().any(|&d| d > 40), "some deep stacks");
+    assert!(linked > 0, "some samples carry trace links");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_bench_produces_every_figure() {
+    let report = bench::run(Scale::Tiny, 42).await.unwrap();
+    println!("{}", report.markdown());
+
+    let capture = load_capture().unwrap();
+    let workload = Workload::new(Plan::new(Scale::Tiny, 42).fleet, &capture);
+    let counted: usize = workload.requests().map(|g| rows(&g.request)).sum();
+    assert_eq!(report.ingest_samples, counted, "samples reported by the bench");
+
+    let expected = [
+        "ingest CPU per sample",
+        "stored bytes per sample",
+        "flamegraph latency",
+        "1-hour flamegraph in a store holding",
+        "ack latency p50",
+        "ack latency p99",
+        "peak memory (process VmHWM) under sustained ingest",
+        "peak memory (process VmHWM) during the",
+    ];
+    for figure in expected {
+        let row = report
+            .rows
+            .iter()
+            .find(|r| r.figure.starts_with(figure))
+            .unwrap_or_else(|| panic!("no row for {figure:?}"));
+        assert!(
+            row.ours > 0.0 && row.ours.is_finite() && row.baseline > 0.0 && row.baseline.is_finite(),
+            "{row:?}"
+        );
+    }
+    assert_eq!(report.rows.len(), expected.len());
+    let table = report.markdown();
+    assert!(table.starts_with("| figure | ours | baseline (same run) | ratio | target | result |"));
+}

@@ -1,0 +1,236 @@
+//! Compaction: a tenant's small segments of one window become one larger block (levels
+//! in [`plan`]), and its many small symbol objects become few. The catalog swap is one
+//! transaction; replaced objects are deleted later (see [`crate::cleanup`]) so queries that
+//! listed them finish first.
+
+mod merge;
+pub mod plan;
+mod symbols;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use merge::rewrite;
+pub use plan::{CompactMode, Group, Policy};
+
+use crate::catalog::{Catalog, CatalogError, SegmentMeta, SegmentReplacement};
+use crate::model::TimeRange;
+use crate::store::{Store, StoreError};
+
+#[derive(Clone, Debug)]
+pub struct CompactionConfig {
+    /// How often the background task looks for work.
+    pub interval: Duration,
+    pub policy: Policy,
+    /// Symbol objects of one size tier merged at once (size-tiered, so each symbol is
+    /// rewritten a logarithmic number of times).
+    pub symbol_tier_objects: usize,
+    /// How long replaced objects stay readable after the swap.
+    pub deletion_grace: Duration,
+    /// How long a compactor's lease on a tenant lasts without renewal.
+    pub lease_ttl: Duration,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            interval: Duration::from_secs(5),
+            policy: Policy {
+                l1_window: Duration::from_secs(60),
+                top_window: Duration::from_secs(3600),
+                l0_max_age: Duration::from_secs(10),
+                max_segments: 16,
+                settle: Duration::from_secs(60),
+                max_block_rows: 50_000_000,
+            },
+            symbol_tier_objects: 4,
+            deletion_grace: Duration::from_secs(300),
+            lease_ttl: Duration::from_secs(120),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("tenant {0:?} is being compacted by another compactor")]
+    Busy(String),
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    pub merges: usize,
+    pub segments_removed: usize,
+    pub segments_added: usize,
+    pub symbol_objects_removed: usize,
+    pub symbol_objects_added: usize,
+    /// Merges dropped because another compactor had already replaced a segment.
+    pub conflicts: usize,
+    /// Ids of the segments this pass removed.
+    pub removed_ids: Vec<String>,
+}
+
+impl CompactionReport {
+    pub fn add_from(&mut self, other: CompactionReport) {
+        self.merges += other.merges;
+        self.segments_removed += other.segments_removed;
+        self.segments_added += other.segments_added;
+        self.symbol_objects_removed += other.symbol_objects_removed;
+        self.symbol_objects_added += other.symbol_objects_added;
+        self.conflicts += other.conflicts;
+        self.removed_ids.extend(other.removed_ids);
+    }
+}
+
+pub struct Compactor {
+    store: Store,
+    catalog: Arc<dyn Catalog>,
+    config: CompactionConfig,
+    /// This process's name in leases.
+    holder: String,
+}
+
+pub(crate) use crate::catalog::common::now_nanos;
+
+pub(crate) fn after(d: Duration) -> i64 {
+    now_nanos().saturating_add(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The lease that serializes compaction and retention of one tenant.
+pub(crate) fn tenant_lease(tenant: &str) -> String {
+    format!("compaction/{tenant}")
+}
+
+impl Compactor {
+    pub fn new(store: Store, catalog: Arc<dyn Catalog>, config: CompactionConfig) -> Compactor {
+        Compactor {
+            store,
+            catalog,
+            config,
+            holder: uuid::Uuid::now_v7().to_string(),
+        }
+    }
+
+    pub fn config(&self) -> &CompactionConfig {
+        &self.config
+    }
+
+    /// One pass over every tenant; a tenant another compactor holds is skipped.
+    pub async fn run_once(&self) -> Result<CompactionReport, CompactionError> {
+        let mut report = CompactionReport::default();
+        for tenant in self.catalog.tenants().await? {
+            match self.compact_tenant(&tenant, CompactMode::Due).await {
+                Ok(r) => report.add_from(r),
+                Err(CompactionError::Busy(_)) => {}
+                Err(e) => tracing::warn!(%tenant, error = %e, "compaction failed"),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Compacts one tenant under its lease.
+    pub async fn compact_tenant(
+        &self,
+        tenant: &str,
+        mode: CompactMode,
+    ) -> Result<CompactionReport, CompactionError> {
+        let lease = tenant_lease(tenant);
+        if !self
+            .catalog
+            .acquire_lease(&lease, &self.holder, self.config.lease_ttl)
+            .await?
+        {
+            return Err(CompactionError::Busy(tenant.to_string()));
+        }
+        let result = self.compact_leased(tenant, mode).await;
+        // A failed release only delays the next holder until the lease expires.
+        if let Err(e) = self.catalog.release_lease(&lease, &self.holder).await {
+            tracing::warn!(%tenant, error = %e, "releasing the compaction lease failed");
+        }
+        result
+    }
+
+    async fn compact_leased(
+        &self,
+        tenant: &str,
+        mode: CompactMode,
+    ) -> Result<CompactionReport, CompactionError> {
+        let mut report = CompactionReport::default();
+        let segments = self.catalog.segments(tenant, TimeRange::ALL).await?;
+        let groups = plan::plan(&segments, now_nanos(), &self.config.policy, mode);
+        for group in groups {
+            // Renewed per merge so a long pass keeps its tenant.
+            let lease = tenant_lease(tenant);
+            if !self
+                .catalog
+                .acquire_lease(&lease, &self.holder, self.config.lease_ttl)
+                .await?
+            {
+                return Err(CompactionError::Busy(tenant.to_string()));
+            }
+            report.add_from(self.merge(tenant, &group.segments, group.level, None).await?);
+        }
+        report.add_from(symbols::compact(self, tenant, mode).await?);
+        Ok(report)
+    }
+
+    /// Replaces `segments` by one rewritten segment (or by nothing, when `keep_from` drops
+    /// every sample). A conflict means another compactor got there first: our new object is
+    /// deleted and the pass goes on.
+    pub(crate) async fn merge(
+        &self,
+        tenant: &str,
+        segments: &[SegmentMeta],
+        level: i32,
+        keep_from: Option<i64>,
+    ) -> Result<CompactionReport, CompactionError> {
+        let added = rewrite(&self.store, tenant, segments, level, keep_from).await?;
+        let replacement = SegmentReplacement {
+            tenant: tenant.to_string(),
+            removed: segments.iter().map(|s| s.id.clone()).collect(),
+            added: added.clone(),
+            drop_profiles_before: keep_from,
+            delete_after_nanos: after(self.config.deletion_grace),
+        };
+        match self.catalog.replace_segments(&replacement).await {
+            Ok(()) => Ok(CompactionReport {
+                merges: 1,
+                segments_removed: segments.len(),
+                segments_added: usize::from(added.is_some()),
+                removed_ids: replacement.removed,
+                ..Default::default()
+            }),
+            Err(e) => {
+                for object in added.iter().flat_map(|s| &s.objects) {
+                    let _ = self.store.delete(&object.key).await;
+                }
+                match e {
+                    CatalogError::Conflict(reason) => {
+                        tracing::info!(%tenant, %reason, "merge lost a race; dropped");
+                        Ok(CompactionReport {
+                            conflicts: 1,
+                            ..Default::default()
+                        })
+                    }
+                    e => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn catalog(&self) -> &Arc<dyn Catalog> {
+        &self.catalog
+    }
+
+    pub(crate) fn holder(&self) -> &str {
+        &self.holder
+    }
+}

@@ -1,0 +1,270 @@
+//! Which segments to merge: a pure function of the catalog's segments and the clock, so the
+//! policy is tested without storage.
+//!
+//! Level 0 is what ingest flushes (one segment per tenant per flush). Level 1 merges the
+//! level-0 segments of one minute window as soon as they are a few seconds old, so a burst
+//! of small segments is gone within the compaction interval plus `l0_max_age`. Level 2 is
+//! the hour block: the level-1 segments of an hour are merged when too many pile up, and
+//! everything of an hour becomes one block once the hour has closed and settled.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::catalog::SegmentMeta;
+
+/// The level of the hour blocks, the highest level compaction writes.
+pub const TOP_LEVEL: i32 = 2;
+
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Window of level 1 (level-0 segments are grouped by the window of their first sample).
+    pub l1_window: Duration,
+    /// Window of the top level, the hour block.
+    pub top_window: Duration,
+    /// Level-0 segments older than this are merged even if their window is still open.
+    pub l0_max_age: Duration,
+    /// A window with this many segments below a level is merged at once.
+    pub max_segments: usize,
+    /// How long after its end a window counts as closed (late data has arrived).
+    pub settle: Duration,
+    /// Largest block a merge writes, in samples; bounds compaction memory.
+    pub max_block_rows: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactMode {
+    /// What the policy says is due now.
+    Due,
+    /// Everything of each hour window into one block now, whatever its age.
+    Full,
+}
+
+/// Segments to merge into one segment of `level`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub level: i32,
+    pub segments: Vec<SegmentMeta>,
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX).max(1)
+}
+
+/// The start of the window of `width` that holds `t`.
+fn window_of(t: i64, width: i64) -> i64 {
+    t.div_euclid(width) * width
+}
+
+fn samples(segment: &SegmentMeta) -> u64 {
+    segment.series.iter().map(|s| s.samples).sum()
+}
+
+/// Groups due at `now`, in no particular order; no segment is in two groups.
+pub fn plan(segments: &[SegmentMeta], now: i64, policy: &Policy, mode: CompactMode) -> Vec<Group> {
+    let top = nanos(policy.top_window);
+    let settle = nanos(policy.settle);
+    let closed = |start: i64, width: i64| start.saturating_add(width).saturating_add(settle) <= now;
+    let mut groups = Vec::new();
+    let mut taken = std::collections::HashSet::new();
+
+    if mode == CompactMode::Due {
+        let l1 = nanos(policy.l1_window);
+        let old = now.saturating_sub(nanos(policy.l0_max_age));
+        for (start, window) in by_window(segments.iter().filter(|s| s.level == 0), l1) {
+            let due = window.len() >= policy.max_segments
+                || closed(start, l1)
+                || window.iter().any(|s| s.created_at_nanos <= old);
+            if due && window.len() >= 2 {
+                taken.extend(window.iter().map(|s| s.id.clone()));
+                groups.push(Group {
+                    level: 1,
+                    segments: window.into_iter().cloned().collect(),
+                });
+            }
+        }
+    }
+
+    let rest = segments
+        .iter()
+        .filter(|s| !taken.contains(&s.id) && s.level <= TOP_LEVEL);
+    for (start, window) in by_window(rest, top) {
+        let below: Vec<&SegmentMeta> = window.iter().copied().filter(|s| s.level < TOP_LEVEL).collect();
+        let chosen = if mode == CompactMode::Full || closed(start, top) {
+            // Merging lone top blocks with nothing new would only rewrite them.
+            let tops = window.len() - below.len();
+            (window.len() >= 2 && (!below.is_empty() || tops >= 2)).then_some(window)
+        } else {
+            let level1: Vec<_> = below.into_iter().filter(|s| s.level == 1).collect();
+            (level1.len() >= policy.max_segments).then_some(level1)
+        };
+        if let Some(chosen) = chosen {
+            for chunk in bounded(chosen, policy.max_block_rows) {
+                groups.push(Group {
+                    level: TOP_LEVEL,
+                    segments: chunk.into_iter().cloned().collect(),
+                });
+            }
+        }
+    }
+    groups
+}
+
+/// Segments by the window of their first sample, oldest window first.
+fn by_window<'a>(
+    segments: impl Iterator<Item = &'a SegmentMeta>,
+    width: i64,
+) -> BTreeMap<i64, Vec<&'a SegmentMeta>> {
+    let mut windows: BTreeMap<i64, Vec<&SegmentMeta>> = BTreeMap::new();
+    for s in segments {
+        windows.entry(window_of(s.min_time, width)).or_default().push(s);
+    }
+    windows
+}
+
+/// Splits a window's segments (in time order) into merges of at most `max_rows` samples;
+/// a chunk of one segment is left alone.
+fn bounded(mut segments: Vec<&SegmentMeta>, max_rows: u64) -> Vec<Vec<&SegmentMeta>> {
+    segments.sort_by_key(|s| (s.min_time, s.id.clone()));
+    let mut chunks: Vec<Vec<&SegmentMeta>> = vec![Vec::new()];
+    let mut rows = 0;
+    for s in segments {
+        let n = samples(s);
+        let current = chunks.last_mut().expect("never empty");
+        if !current.is_empty() && rows + n > max_rows {
+            chunks.push(Vec::new());
+            rows = 0;
+        }
+        rows += n;
+        chunks.last_mut().expect("never empty").push(s);
+    }
+    chunks.retain(|c| c.len() >= 2);
+    chunks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::SegmentSeries;
+
+    const SEC: i64 = 1_000_000_000;
+    const HOUR: i64 = 3600 * SEC;
+
+    fn policy() -> Policy {
+        Policy {
+            l1_window: Duration::from_secs(60),
+            top_window: Duration::from_secs(3600),
+            l0_max_age: Duration::from_secs(10),
+            max_segments: 4,
+            settle: Duration::from_secs(30),
+            max_block_rows: 1_000,
+        }
+    }
+
+    fn seg(id: &str, level: i32, t: i64, created: i64, rows: u64) -> SegmentMeta {
+        SegmentMeta {
+            id: id.into(),
+            tenant: "t".into(),
+            min_time: t,
+            max_time: t + SEC,
+            level,
+            created_at_nanos: created,
+            objects: vec![],
+            series: vec![SegmentSeries {
+                series_id: 1,
+                min_time: t,
+                max_time: t + SEC,
+                samples: rows,
+            }],
+        }
+    }
+
+    fn ids(g: &Group) -> Vec<&str> {
+        let mut v: Vec<&str> = g.segments.iter().map(|s| s.id.as_str()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn young_level0_waits_and_old_level0_merges_per_minute() {
+        let now = 10 * HOUR + 30 * SEC;
+        let young = [
+            seg("a", 0, 10 * HOUR, now - SEC, 1),
+            seg("b", 0, 10 * HOUR + SEC, now, 1),
+        ];
+        assert!(plan(&young, now, &policy(), CompactMode::Due).is_empty());
+
+        let old = now - 11 * SEC;
+        let segs = [
+            seg("a", 0, 10 * HOUR, old, 1),
+            seg("b", 0, 10 * HOUR + SEC, now, 1),
+            // Another minute: merged on its own.
+            seg("c", 0, 10 * HOUR - 60 * SEC, old, 1),
+            seg("d", 0, 10 * HOUR - 50 * SEC, old, 1),
+        ];
+        let mut groups = plan(&segs, now, &policy(), CompactMode::Due);
+        groups.sort_by_key(|g| ids(g).concat());
+        assert_eq!(groups.len(), 2);
+        assert!(groups.iter().all(|g| g.level == 1));
+        assert_eq!(ids(&groups[0]), ["a", "b"]);
+        assert_eq!(ids(&groups[1]), ["c", "d"]);
+    }
+
+    #[test]
+    fn many_level0_merge_at_once() {
+        let now = 10 * HOUR + 30 * SEC;
+        let segs: Vec<_> = (0..4)
+            .map(|i| seg(&format!("s{i}"), 0, 10 * HOUR + i * SEC, now, 1))
+            .collect();
+        let groups = plan(&segs, now, &policy(), CompactMode::Due);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].segments.len(), 4);
+    }
+
+    #[test]
+    fn closed_hour_becomes_one_block_and_lone_blocks_stay() {
+        let now = 12 * HOUR;
+        let segs = [
+            seg("a", 1, 10 * HOUR, 0, 1),
+            seg("b", 1, 10 * HOUR + 600 * SEC, 0, 1),
+            seg("c", 0, 10 * HOUR + 3599 * SEC, 0, 1),
+            seg("d", 2, 9 * HOUR, 0, 1),
+        ];
+        let groups = plan(&segs, now, &policy(), CompactMode::Due);
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        assert_eq!(groups[0].level, TOP_LEVEL);
+        assert_eq!(ids(&groups[0]), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn open_hour_merges_level1_only_when_many() {
+        let now = 10 * HOUR + 1800 * SEC;
+        let three: Vec<_> = (0..3)
+            .map(|i| seg(&format!("s{i}"), 1, 10 * HOUR + i * 60 * SEC, 0, 1))
+            .collect();
+        assert!(plan(&three, now, &policy(), CompactMode::Due).is_empty());
+        let four: Vec<_> = (0..4)
+            .map(|i| seg(&format!("s{i}"), 1, 10 * HOUR + i * 60 * SEC, 0, 1))
+            .collect();
+        let groups = plan(&four, now, &policy(), CompactMode::Due);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].level, TOP_LEVEL);
+    }
+
+    #[test]
+    fn full_mode_merges_every_hour_whatever_its_age_within_the_row_bound() {
+        let now = 10 * HOUR + 5 * SEC;
+        let segs = [
+            seg("a", 0, 10 * HOUR, now, 400),
+            seg("b", 0, 10 * HOUR + SEC, now, 400),
+            seg("c", 1, 10 * HOUR + 2 * SEC, now, 400),
+            seg("d", 0, 10 * HOUR + 3 * SEC, now, 10),
+            seg("e", 0, 9 * HOUR, now, 1),
+        ];
+        let mut groups = plan(&segs, now, &policy(), CompactMode::Full);
+        groups.sort_by_key(|g| ids(g).concat());
+        // 1,000 rows at most: a+b, then c+d; e is alone in its hour.
+        assert_eq!(groups.len(), 2, "{groups:?}");
+        assert_eq!(ids(&groups[0]), ["a", "b"]);
+        assert_eq!(ids(&groups[1]), ["c", "d"]);
+    }
+}

@@ -1,0 +1,90 @@
+//! The background task of the compactor role: compaction, retention and cleanup, each on
+//! its own interval, until shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
+
+use crate::catalog::Catalog;
+use crate::cleanup;
+use crate::compaction::{CompactionConfig, Compactor};
+use crate::retention::{self, RetentionConfig};
+use crate::store::Store;
+
+#[derive(Clone, Debug)]
+pub struct MaintenanceConfig {
+    pub compaction: CompactionConfig,
+    pub retention: RetentionConfig,
+    pub retention_interval: Duration,
+    /// How often queued deletions are carried out.
+    pub cleanup_interval: Duration,
+    pub orphan_interval: Duration,
+    /// Unreferenced objects younger than this are left alone (a write may be committing).
+    pub orphan_grace: Duration,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        MaintenanceConfig {
+            compaction: CompactionConfig::default(),
+            retention: RetentionConfig::default(),
+            retention_interval: Duration::from_secs(60),
+            cleanup_interval: Duration::from_secs(30),
+            orphan_interval: Duration::from_secs(3600),
+            orphan_grace: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Runs until `shutdown` turns true.
+pub async fn run(
+    store: Store,
+    catalog: Arc<dyn Catalog>,
+    config: MaintenanceConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let compactor = Compactor::new(store.clone(), catalog.clone(), config.compaction.clone());
+    let ticker = |period: Duration| {
+        let mut t = tokio::time::interval(period.max(Duration::from_millis(10)));
+        t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        t
+    };
+    let mut compact = ticker(config.compaction.interval);
+    let mut retain = ticker(config.retention_interval);
+    let mut clean = ticker(config.cleanup_interval);
+    let mut orphans = ticker(config.orphan_interval);
+    loop {
+        tokio::select! {
+            // The `Ref` that `wait_for` returns holds a lock: drop it inside, so this
+            // future stays `Send` for `tokio::spawn`.
+            _ = async { let _ = shutdown.wait_for(|stop| *stop).await; } => return,
+            _ = compact.tick() => {
+                match compactor.run_once().await {
+                    Ok(r) if r.merges > 0 => tracing::info!(merges = r.merges, removed = r.segments_removed,
+                        symbol_objects = r.symbol_objects_removed, "compacted"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "compaction pass failed"),
+                }
+            }
+            _ = retain.tick() => {
+                match retention::run_once(&compactor, &config.retention).await {
+                    Ok(r) if r.segments_removed > 0 => tracing::info!(removed = r.segments_removed, "retention"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "retention pass failed"),
+                }
+            }
+            _ = clean.tick() => {
+                if let Err(e) = cleanup::delete_due(&store, &catalog).await {
+                    tracing::warn!(error = %e, "deleting replaced objects failed");
+                }
+            }
+            _ = orphans.tick() => {
+                if let Err(e) = cleanup::delete_orphans(&store, &catalog, config.orphan_grace).await {
+                    tracing::warn!(error = %e, "orphan cleanup failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Retention: samples older than a tenant's retention disappear. Segments entirely older
+//! are dropped from the catalog; a segment straddling the cutoff is rewritten without its
+//! expired samples, so queries see exactly what is retained.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::catalog::SegmentReplacement;
+use crate::compaction::{CompactionError, CompactionReport, Compactor, after, now_nanos, tenant_lease};
+use crate::model::TimeRange;
+
+#[derive(Clone, Debug)]
+pub struct RetentionConfig {
+    pub default: Duration,
+    /// Tenants whose retention differs from the default.
+    pub per_tenant: HashMap<String, Duration>,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            default: Duration::from_secs(30 * 24 * 3600),
+            per_tenant: HashMap::new(),
+        }
+    }
+}
+
+impl RetentionConfig {
+    pub fn of(&self, tenant: &str) -> Duration {
+        self.per_tenant.get(tenant).copied().unwrap_or(self.default)
+    }
+}
+
+/// Applies retention to every tenant; tenants another process holds are skipped this time.
+pub async fn run_once(
+    compactor: &Compactor,
+    config: &RetentionConfig,
+) -> Result<CompactionReport, CompactionError> {
+    let mut report = CompactionReport::default();
+    for tenant in compactor.catalog().tenants().await? {
+        let cutoff =
+            now_nanos().saturating_sub(i64::try_from(config.of(&tenant).as_nanos()).unwrap_or(i64::MAX));
+        match expire(compactor, &tenant, cutoff).await {
+            Ok(r) => report.add_from(r),
+            Err(CompactionError::Busy(_)) => {}
+            Err(e) => tracing::warn!(%tenant, error = %e, "retention failed"),
+        }
+    }
+    Ok(report)
+}
+
+/// Removes every sample of `tenant` before `cutoff` (unix nanos).
+pub async fn expire(
+    compactor: &Compactor,
+    tenant: &str,
+    cutoff: i64,
+) -> Result<CompactionReport, CompactionError> {
+    let catalog = compactor.catalog();
+    let lease = tenant_lease(tenant);
+    if !catalog
+        .acquire_lease(&lease, compactor.holder(), compactor.config().lease_ttl)
+        .await?
+    {
+        return Err(CompactionError::Busy(tenant.to_string()));
+    }
+    let result = async {
+        let old = catalog
+            .segments(
+                tenant,
+                TimeRange {
+                    start: i64::MIN,
+                    end: cutoff,
+                },
+            )
+            .await?;
+        let (expired, straddling): (Vec<_>, Vec<_>) = old.into_iter().partition(|s| s.max_time < cutoff);
+        let mut report = CompactionReport::default();
+        if !expired.is_empty() {
+            let replacement = SegmentReplacement {
+                tenant: tenant.to_string(),
+                removed: expired.iter().map(|s| s.id.clone()).collect(),
+                added: None,
+                drop_profiles_before: Some(cutoff),
+                delete_after_nanos: after(compactor.config().deletion_grace),
+            };
+            catalog.replace_segments(&replacement).await?;
+            report.segments_removed += expired.len();
+            report.removed_ids.extend(replacement.removed);
+        }
+        for segment in straddling {
+            let level = segment.level;
+            report.add_from(compactor.merge(tenant, &[segment], level, Some(cutoff)).await?);
+        }
+        Ok(report)
+    }
+    .await;
+    if let Err(e) = catalog.release_lease(&lease, compactor.holder()).await {
+        tracing::warn!(%tenant, error = %e, "releasing the compaction lease failed");
+    }
+    result
+}

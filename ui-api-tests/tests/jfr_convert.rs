@@ -1,0 +1,412 @@
+//! JFR conversion checked against the JDK's own reader: `stackhouse_ingest::jfr::convert`
+//! turns a recording into an OTLP request, which is walked here (through
+//! opentelemetry-proto, not our types) into per-type path and thread totals and event
+//! timestamps that must equal what `jfr print --json` says about the same file.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use prost::Message;
+use stackhouse_ingest::convert::{ConvertError, RequestBuilder, Source};
+use ui_api_tests::jfr_reader::{self, JfrTotals};
+
+const LIMIT: usize = 512 << 20;
+
+fn source() -> Source {
+    Source {
+        resource: vec![("service.name".into(), "kafka".into())],
+        scope: "javaspy".into(),
+        ..Default::default()
+    }
+}
+
+fn convert(data: &[u8]) -> Result<ExportProfilesServiceRequest, ConvertError> {
+    let mut builder = RequestBuilder::new();
+    stackhouse_ingest::jfr::convert(data, None, &source(), LIMIT, &mut builder)?;
+    let bytes = builder.finish().encode_to_vec();
+    Ok(ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("our request decodes as OTLP"))
+}
+
+/// The request's totals in the reader's shape: type id → root-first path → sum, type id →
+/// `thread.name` → sum, type id → sorted timestamps, type id → number of values.
+fn totals(req: &ExportProfilesServiceRequest) -> JfrTotals {
+    let d = req.dictionary.as_ref().expect("dictionary");
+    let s = |i: i32| d.string_table[i as usize].as_str();
+    let mut t = JfrTotals::default();
+    for rp in &req.resource_profiles {
+        let resource = rp.resource.as_ref().expect("resource");
+        assert_eq!(resource.attributes.len(), 1);
+        assert_eq!(resource.attributes[0].key, "service.name");
+        for sp in &rp.scope_profiles {
+            assert_eq!(sp.scope.as_ref().map(|s| s.name.as_str()), Some("javaspy"));
+            for p in &sp.profiles {
+                let (st, pt) = (p.sample_type.unwrap(), p.period_type.unwrap());
+                let type_id = format!(
+                    "{}:{}:{}:{}",
+                    s(st.type_strindex),
+                    s(st.unit_strindex),
+                    s(pt.type_strindex),
+                    s(pt.unit_strindex)
+                );
+                for sample in &p.samples {
+                    let stack = &d.stack_table[sample.stack_index as usize];
+                    let mut path = Vec::new();
+                    for &l in stack.location_indices.iter().rev() {
+                        for line in d.location_table[l as usize].lines.iter().rev() {
+                            path.push(
+                                s(d.function_table[line.function_index as usize].name_strindex).to_string(),
+                            );
+                        }
+                    }
+                    let thread = sample
+                        .attribute_indices
+                        .iter()
+                        .map(|&a| &d.attribute_table[a as usize])
+                        .find(|kv| s(kv.key_strindex) == "thread.name")
+                        .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                            Value::StringValue(v) => Some(v.clone()),
+                            _ => None,
+                        })
+                        .unwrap_or_default();
+                    assert_eq!(sample.values.len(), sample.timestamps_unix_nano.len());
+                    let sum: i64 = sample.values.iter().sum();
+                    *t.by_type
+                        .entry(type_id.clone())
+                        .or_default()
+                        .entry(path)
+                        .or_default() += sum;
+                    *t.by_thread
+                        .entry(type_id.clone())
+                        .or_default()
+                        .entry(thread)
+                        .or_default() += sum;
+                    let ts = t.timestamps.entry(type_id.clone()).or_default();
+                    ts.extend(sample.timestamps_unix_nano.iter().map(|&x| x as i64));
+                    *t.events.entry(type_id.clone()).or_default() += sample.values.len();
+                }
+            }
+        }
+    }
+    for ts in t.timestamps.values_mut() {
+        ts.sort_unstable();
+    }
+    t
+}
+
+/// Compares type by type with readable failures (a whole-map diff of thousands of paths
+/// is unreadable). Timestamps must agree within `time_tolerance` ns: exactly for single
+/// chunks; the JDK converts every chunk's ticks with the first chunk's clock anchor while
+/// we use each chunk's own, so later chunks differ by the clock drift between anchors.
+fn assert_same(expected: &JfrTotals, got: &JfrTotals, what: &str, time_tolerance: i64) {
+    let types = |t: &JfrTotals| t.by_type.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(types(got), types(expected), "{what}: profile types");
+    for (type_id, paths) in &expected.by_type {
+        let got_paths = &got.by_type[type_id];
+        assert_eq!(
+            got.total(type_id),
+            expected.total(type_id),
+            "{what}: total of {type_id}"
+        );
+        assert_eq!(
+            got_paths.len(),
+            paths.len(),
+            "{what}: number of paths of {type_id}"
+        );
+        for (path, v) in paths {
+            assert_eq!(got_paths.get(path), Some(v), "{what}: {type_id} path {path:?}");
+        }
+        assert_eq!(
+            got.by_thread[type_id], expected.by_thread[type_id],
+            "{what}: {type_id} per thread"
+        );
+        assert_eq!(
+            got.events[type_id], expected.events[type_id],
+            "{what}: {type_id} events"
+        );
+        let (got_ts, expected_ts) = (&got.timestamps[type_id], &expected.timestamps[type_id]);
+        assert_eq!(got_ts.len(), expected_ts.len(), "{what}: {type_id} timestamps");
+        for (g, e) in got_ts.iter().zip(expected_ts) {
+            assert!(
+                (g - e).abs() <= time_tolerance,
+                "{what}: {type_id} timestamp {g}, expected {e}"
+            );
+        }
+    }
+}
+
+fn gunzip(path: &std::path::Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+#[test]
+fn async_profiler_cpu_recording_matches_jfr_print() {
+    let path = ui_api_tests::testdata("jfr/kafka-cpu.jfr.gz");
+    let expected = jfr_reader::read(&path);
+    assert_eq!(
+        expected.events[jfr_reader::CPU],
+        478,
+        "the file's jdk.ExecutionSample count"
+    );
+    let req = convert(&std::fs::read(&path).unwrap()).unwrap();
+    assert_same(&expected, &totals(&req), "kafka-cpu", 0);
+    // One profile, spanning the chunk: 2023-08-03T04:34:34Z plus about ten seconds.
+    let profiles: Vec<_> = req.resource_profiles[0].scope_profiles[0]
+        .profiles
+        .iter()
+        .collect();
+    assert_eq!(profiles.len(), 1);
+    let p = profiles[0];
+    let start = jfr_reader::parse_instant("2023-08-03T04:34:34Z") as u64;
+    assert!(
+        p.time_unix_nano >= start && p.time_unix_nano < start + 1_000_000_000,
+        "{}",
+        p.time_unix_nano
+    );
+    assert!(
+        (9_000_000_000..12_000_000_000).contains(&p.duration_nano),
+        "{}",
+        p.duration_nano
+    );
+    let times = &expected.timestamps[jfr_reader::CPU];
+    assert!(times[0] as u64 >= p.time_unix_nano);
+    assert!(*times.last().unwrap() as u64 <= p.time_unix_nano + p.duration_nano);
+}
+
+#[test]
+fn async_profiler_cpu_and_alloc_recording_matches_jfr_print() {
+    let path = ui_api_tests::testdata("jfr/kafka-cpu-lock-alloc.jfr.gz");
+    let expected = jfr_reader::read(&path);
+    assert_eq!(expected.events[jfr_reader::CPU], 554);
+    assert_eq!(
+        expected.events["alloc_in_new_tlab_objects:count:space:bytes"],
+        766
+    );
+    let req = convert(&std::fs::read(&path).unwrap()).unwrap();
+    assert_same(&expected, &totals(&req), "kafka-cpu-lock-alloc", 0);
+    // async-profiler states its allocation sampling interval (alloc=2097152).
+    let d = req.dictionary.as_ref().unwrap();
+    for p in &req.resource_profiles[0].scope_profiles[0].profiles {
+        let name = &d.string_table[p.sample_type.unwrap().type_strindex as usize];
+        if name.starts_with("alloc_in_new_tlab") {
+            assert_eq!(p.period, 2_097_152, "{name}");
+        }
+    }
+}
+
+/// Adds `b` into `a` (the expectations of recordings converted together).
+fn merge(a: &mut JfrTotals, b: JfrTotals) {
+    for (type_id, paths) in b.by_type {
+        let into = a.by_type.entry(type_id).or_default();
+        for (path, v) in paths {
+            *into.entry(path).or_default() += v;
+        }
+    }
+    for (type_id, threads) in b.by_thread {
+        let into = a.by_thread.entry(type_id).or_default();
+        for (thread, v) in threads {
+            *into.entry(thread).or_default() += v;
+        }
+    }
+    for (type_id, ts) in b.timestamps {
+        let into = a.timestamps.entry(type_id).or_default();
+        into.extend(ts);
+        into.sort_unstable();
+    }
+    for (type_id, n) in b.events {
+        *a.events.entry(type_id).or_default() += n;
+    }
+}
+
+#[test]
+fn two_recordings_back_to_back_convert_chunk_by_chunk() {
+    // `jfr print` cannot be the reference here: the JDK's parser lets a chunk fall back on
+    // the previous chunk's constants, which mixes up two unrelated JVMs' ids. Each chunk
+    // read alone by `jfr print` can.
+    let (a, b) = (
+        ui_api_tests::testdata("jfr/kafka-cpu.jfr.gz"),
+        ui_api_tests::testdata("jfr/kafka-cpu-lock-alloc.jfr.gz"),
+    );
+    let mut expected = jfr_reader::read(&a);
+    merge(&mut expected, jfr_reader::read(&b));
+    assert_eq!(expected.events[jfr_reader::CPU], 478 + 554);
+    let mut data = gunzip(&a);
+    data.extend(gunzip(&b));
+    let req = convert(&data).unwrap();
+    assert_same(&expected, &totals(&req), "two recordings", 0);
+    let p = &req.resource_profiles[0].scope_profiles[0].profiles[0];
+    // From the first chunk's start to the second one's end (about two minutes later).
+    assert!(p.duration_nano > 100_000_000_000, "{}", p.duration_nano);
+}
+
+/// Chunk count of a raw recording, from the chunk headers' sizes.
+fn chunk_count(data: &[u8]) -> usize {
+    let (mut at, mut n) = (0, 0);
+    while at + 16 <= data.len() {
+        at += u64::from_be_bytes(data[at + 8..at + 16].try_into().unwrap()) as usize;
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn jdk_recording_with_locks_parks_and_allocations_matches_jfr_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = jfr_reader::record_jdk_workload(dir.path());
+    let expected = jfr_reader::read(&recording);
+    for type_id in [
+        jfr_reader::CPU,
+        "lock_count:count:lock:nanoseconds",
+        "lock_time:nanoseconds:lock:nanoseconds",
+        "alloc_outside_tlab_bytes:bytes:space:bytes",
+        "alloc_sample_bytes:bytes:space:bytes",
+    ] {
+        assert!(
+            expected.total(type_id) > 0,
+            "the JDK workload recorded no {type_id}: {:?}",
+            expected.events
+        );
+    }
+    let data = std::fs::read(&recording).unwrap();
+    assert!(
+        chunk_count(&data) >= 2,
+        "the workload rotates chunks: {}",
+        chunk_count(&data)
+    );
+    let req = convert(&data).unwrap();
+    assert_same(&expected, &totals(&req), "JDK workload", 1_000);
+    // The JDK states the execution sampling period (2 ms in the workload's settings).
+    let d = req.dictionary.as_ref().unwrap();
+    let cpu = req.resource_profiles[0].scope_profiles[0]
+        .profiles
+        .iter()
+        .find(|p| d.string_table[p.period_type.unwrap().type_strindex as usize] == "cpu")
+        .unwrap();
+    assert_eq!(cpu.period, 2_000_000);
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(data).unwrap();
+    gz.finish().unwrap()
+}
+
+fn error(data: &[u8]) -> String {
+    match convert(data) {
+        Ok(_) => panic!("{} bytes of malformed input were accepted", data.len()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn malformed_recordings_are_refused_with_the_problem_and_offset() {
+    let good = gunzip(&ui_api_tests::testdata("jfr/kafka-cpu-lock-alloc.jfr.gz"));
+
+    let e = error(&good[..good.len() / 2]);
+    assert!(
+        e.starts_with("invalid jfr: chunk size") && e.contains("truncated") && e.contains("byte offset 8"),
+        "{e}"
+    );
+    let e = error(&good[..40]);
+    assert!(
+        e.contains("truncated chunk header") && e.contains("byte offset 0"),
+        "{e}"
+    );
+    let e = error(&gzip(&good[..good.len() - 1]));
+    assert!(e.contains("truncated"), "{e}");
+
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let e = error(&garbage);
+    assert!(
+        e.starts_with("invalid jfr: bad magic") && e.contains("byte offset 0"),
+        "{e}"
+    );
+    let e = error(&gzip(&garbage));
+    assert!(e.starts_with("invalid jfr: bad magic"), "{e}");
+    let mut bad_gzip = gzip(&good);
+    bad_gzip.truncate(bad_gzip.len() / 3);
+    let e = error(&bad_gzip);
+    assert!(e.starts_with("invalid jfr: ") && e.contains("gzip"), "{e}");
+
+    let mut bad_magic = good.clone();
+    bad_magic[..4].copy_from_slice(b"FLX\0");
+    let e = error(&bad_magic);
+    assert!(e.contains("bad magic") && e.contains("byte offset 0"), "{e}");
+
+    // A second chunk that is cut short.
+    let mut two = good.clone();
+    two.extend_from_slice(&good[..1000]);
+    let e = error(&two);
+    assert!(
+        e.contains("chunk size") && e.contains(&format!("byte offset {}", good.len() + 8)),
+        "{e}"
+    );
+
+    let mut b = RequestBuilder::new();
+    let e = stackhouse_ingest::jfr::convert(&gzip(&good), None, &source(), 1000, &mut b).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ConvertError::TooLarge {
+                format: "jfr",
+                limit: 1000
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn damaged_recordings_never_panic() {
+    let good = gunzip(&ui_api_tests::testdata("jfr/kafka-cpu.jfr.gz"));
+    // Deterministic xorshift: byte flips and overwritten varints all over the file, and
+    // cuts at many lengths; any answer is fine except a panic or a hang.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..300 {
+        let mut d = good.clone();
+        for _ in 0..1 + round % 4 {
+            let i = next() as usize % d.len();
+            d[i] = next() as u8;
+        }
+        if round % 3 == 0 {
+            let i = next() as usize % d.len();
+            let end = (i + 5).min(d.len());
+            d[i..end].fill(0xff);
+        }
+        let _ = convert(&d);
+        let cut = next() as usize % good.len();
+        assert!(
+            convert(&good[..cut]).is_err(),
+            "a recording cut at {cut} bytes was accepted"
+        );
+    }
+}
+
+#[test]
+fn reader_totals_are_not_trivially_empty() {
+    // Guards the comparison above against an empty reader: the files have real stacks.
+    let t = jfr_reader::read(&ui_api_tests::testdata("jfr/kafka-cpu.jfr.gz"));
+    let cpu: &BTreeMap<Vec<String>, i64> = &t.by_type[jfr_reader::CPU];
+    assert!(cpu.len() > 50, "{}", cpu.len());
+    assert!(cpu.keys().any(|p| p.len() > 20));
+    assert!(cpu.keys().flatten().any(|f| f == "kafka.network.Processor.poll"));
+    assert!(
+        t.by_thread[jfr_reader::CPU]
+            .keys()
+            .any(|n| n.starts_with("data-plane-kafka-request-handler"))
+    );
+}

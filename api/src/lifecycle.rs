@@ -83,11 +83,11 @@ pub struct LifecycleArgs {
     #[arg(long, env = "STACKHOUSE_DELETION_GRACE", default_value = "5m", value_parser = humantime::parse_duration)]
     pub deletion_grace: Duration,
 
-    /// How long samples are kept.
-    #[arg(long, env = "STACKHOUSE_RETENTION", default_value = "30d", value_parser = humantime::parse_duration)]
+    /// How long samples are kept; `0` keeps them forever.
+    #[arg(long, env = "STACKHOUSE_RETENTION", default_value = "30d", value_parser = parse_retention)]
     pub retention: Duration,
 
-    /// Retention of one tenant, `tenant=duration`; repeatable.
+    /// Retention of one tenant, `tenant=duration` (`0` keeps forever); repeatable.
     #[arg(long = "tenant-retention", env = "STACKHOUSE_TENANT_RETENTION", value_delimiter = ',', value_parser = parse_tenant_retention)]
     pub tenant_retention: Vec<(String, Duration)>,
 
@@ -115,8 +115,16 @@ fn parse_tenant_retention(s: &str) -> Result<(String, Duration), String> {
     if tenant.is_empty() {
         return Err(format!("empty tenant in {s:?}"));
     }
-    let duration = humantime::parse_duration(duration).map_err(|e| format!("bad duration in {s:?}: {e}"))?;
+    let duration = parse_retention(duration).map_err(|e| format!("bad duration in {s:?}: {e}"))?;
     Ok((tenant.to_string(), duration))
+}
+
+/// A duration, or `0` for no retention limit.
+fn parse_retention(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| e.to_string())
 }
 
 impl LifecycleArgs {
@@ -187,5 +195,9 @@ mod tests {
         assert_eq!(m.retention.of("c"), Duration::from_secs(30 * 86400));
         assert!(Cli::try_parse_from(["x", "--role", "reader"]).is_err());
         assert!(Cli::try_parse_from(["x", "--tenant-retention", "a"]).is_err());
+        let forever = Cli::try_parse_from(["x", "--retention", "0", "--tenant-retention", "a=7d"]).unwrap();
+        let m = forever.args.maintenance();
+        assert_eq!(m.retention.cutoff("b", 1_000), None);
+        assert_eq!(m.retention.cutoff("a", 7 * 86_400 * 1_000_000_000 + 5), Some(5));
     }
 }

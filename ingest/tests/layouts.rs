@@ -382,6 +382,32 @@ fn the_same_profile_in_every_layout_decodes_the_same() {
     }
 }
 
+/// A v1.10 `profile_id` is field 7, which the old layouts read as packed varints; ids whose
+/// bytes are not valid varints (a last byte with its high bit set) once made detection
+/// loop forever. Each is decoded on a thread with a deadline so a loop fails the test.
+#[test]
+fn profile_ids_that_are_not_varints_are_detected_as_v1_10() {
+    for id in [
+        [0xff_u8; 16],
+        [0x80; 16],
+        [
+            0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0xb6,
+        ],
+    ] {
+        let mut expected = v10_request(&SAMPLES);
+        expected.resource_profiles[0].scope_profiles[0].profiles[0].profile_id = id.to_vec();
+        let bytes = expected.encode_to_vec();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(layout::decode_protobuf(&bytes, None));
+        });
+        let decoded = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("layout detection did not finish for profile id {id:02x?}"));
+        assert_eq!(decoded.unwrap(), expected, "profile id {id:02x?}");
+    }
+}
+
 #[test]
 fn a_declared_layout_the_wire_contradicts_is_refused() {
     let v10_bytes = v10_request(&SAMPLES).encode_to_vec();

@@ -26,8 +26,19 @@ impl Default for RetentionConfig {
 }
 
 impl RetentionConfig {
+    /// A tenant's retention; zero keeps its samples forever.
     pub fn of(&self, tenant: &str) -> Duration {
         self.per_tenant.get(tenant).copied().unwrap_or(self.default)
+    }
+
+    /// The oldest time (unix nanos) `tenant` keeps at `now`, or `None` when it keeps
+    /// everything.
+    pub fn cutoff(&self, tenant: &str, now: i64) -> Option<i64> {
+        let keep = self.of(tenant);
+        if keep.is_zero() {
+            return None;
+        }
+        Some(now.saturating_sub(i64::try_from(keep.as_nanos()).unwrap_or(i64::MAX)))
     }
 }
 
@@ -38,8 +49,9 @@ pub async fn run_once(
 ) -> Result<CompactionReport, CompactionError> {
     let mut report = CompactionReport::default();
     for tenant in compactor.catalog().tenants().await? {
-        let cutoff =
-            now_nanos().saturating_sub(i64::try_from(config.of(&tenant).as_nanos()).unwrap_or(i64::MAX));
+        let Some(cutoff) = config.cutoff(&tenant, now_nanos()) else {
+            continue;
+        };
         match expire(compactor, &tenant, cutoff).await {
             Ok(r) => report.add_from(r),
             Err(CompactionError::Busy(_)) => {}

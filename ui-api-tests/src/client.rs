@@ -15,7 +15,7 @@ impl Api {
         Api {
             base: base.into(),
             tenant: None,
-            client: reqwest::Client::new(),
+            client: crate::http_client(),
         }
     }
 

@@ -65,7 +65,7 @@ impl Http {
     pub fn new(base: impl Into<String>) -> Http {
         Http {
             base: base.into(),
-            client: reqwest::Client::new(),
+            client: crate::http_client(),
         }
     }
 

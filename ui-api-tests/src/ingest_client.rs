@@ -79,7 +79,7 @@ impl Ingest {
         Ingest {
             base: base.into(),
             tenant: None,
-            client: reqwest::Client::new(),
+            client: crate::http_client(),
         }
     }
 

@@ -19,6 +19,15 @@ pub mod speedscope_reader;
 pub mod trees;
 pub mod workload;
 
+/// The HTTP client of every test: a request the server never answers fails its test after
+/// two minutes instead of holding CI until its own time limit.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(120))
+        .build()
+        .expect("building the HTTP client")
+}
+
 /// Repository root (the workspace), for test data and the binary.
 pub fn workspace_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -16,8 +16,11 @@ pub fn binary() -> PathBuf {
             return PathBuf::from(bin);
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        // The same targets as `cargo test --workspace`, so the features match its build and
+        // this is a no-op there; building the binary alone would rebuild DataFusion with
+        // a different feature set.
         let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "stackhouse-api", "--bin", "stackhouse"])
+            .args(["build", "--quiet", "--workspace", "--tests"])
             .current_dir(workspace_dir())
             .status()
             .expect("running cargo build for the stackhouse binary");
@@ -99,6 +102,11 @@ impl Server {
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdin(Stdio::null());
+        // The workloads and captures are from years ago: without this the default 30-day
+        // retention would delete them under the test's feet.
+        if !self.options.extra_args.iter().any(|a| a == "--retention") {
+            cmd.arg("--retention").arg("0");
+        }
         if let Some(c) = &self.options.catalog {
             cmd.arg("--catalog").arg(c);
         }
@@ -158,7 +166,7 @@ impl Drop for Server {
 }
 
 async fn wait_ready(http: &str, child: &mut Child) {
-    let client = reqwest::Client::new();
+    let client = crate::http_client();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().expect("polling stackhouse") {

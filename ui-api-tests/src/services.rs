@@ -89,7 +89,7 @@ impl S3Server {
             endpoint,
             bucket: "stackhouse-test".into(),
         };
-        let client = reqwest::Client::new();
+        let client = crate::http_client();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = server.child.try_wait().unwrap() {

@@ -65,7 +65,7 @@ impl Answer {
 }
 
 async fn get(base: &str, path: &str, query: &[(String, String)]) -> Answer {
-    let resp = reqwest::Client::new()
+    let resp = ui_api_tests::http_client()
         .get(format!("{base}{path}"))
         .query(query)
         .header("X-Scope-OrgID", TENANT)

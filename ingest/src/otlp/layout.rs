@@ -813,11 +813,20 @@ fn scan_profile(scan: &mut Scan, body: &[u8], at: &Pos) -> Result<(), WireError>
                 scan.note(Node::ValueType, &count_fields(Node::ValueType, f.payload)?, &at);
             }
             (7, WireType::LengthDelimited) => {
+                // In v1.10 this field is `profile_id`: arbitrary bytes that need not read as
+                // varints. A bad varint marks the reading invalid and ends the scan, since
+                // the decoder does not advance past it.
                 let mut packed = f.payload;
+                let max = comment_max.get_or_insert(0);
                 while !packed.is_empty() {
-                    let index = decode_varint(&mut packed).ok().filter(|&v| v <= i32::MAX as u64);
-                    let max = comment_max.get_or_insert(0);
-                    *max = (*max).max(index.unwrap_or(u64::MAX));
+                    match decode_varint(&mut packed) {
+                        Ok(v) if v <= i32::MAX as u64 => *max = (*max).max(v),
+                        Ok(_) => *max = u64::MAX,
+                        Err(_) => {
+                            *max = u64::MAX;
+                            break;
+                        }
+                    }
                 }
             }
             (7, WireType::Varint) => {

@@ -70,15 +70,20 @@ pub fn plan(segments: &[SegmentMeta], now: i64, policy: &Policy, mode: CompactMo
     if mode == CompactMode::Due {
         let l1 = nanos(policy.l1_window);
         let old = now.saturating_sub(nanos(policy.l0_max_age));
+        let mut level1 = by_window(segments.iter().filter(|s| s.level == 1), l1);
         for (start, window) in by_window(segments.iter().filter(|s| s.level == 0), l1) {
             let due = window.len() >= policy.max_segments
                 || closed(start, l1)
                 || window.iter().any(|s| s.created_at_nanos <= old);
-            if due && window.len() >= 2 {
-                taken.extend(window.iter().map(|s| s.id.clone()));
+            // The minute's level-1 segment joins the merge, so a minute that keeps
+            // receiving data stays one level-1 segment instead of one per merge.
+            let mut merged = window;
+            merged.extend(level1.remove(&start).unwrap_or_default());
+            if due && merged.len() >= 2 {
+                taken.extend(merged.iter().map(|s| s.id.clone()));
                 groups.push(Group {
                     level: 1,
-                    segments: window.into_iter().cloned().collect(),
+                    segments: merged.into_iter().cloned().collect(),
                 });
             }
         }
@@ -207,6 +212,24 @@ mod tests {
         assert!(groups.iter().all(|g| g.level == 1));
         assert_eq!(ids(&groups[0]), ["a", "b"]);
         assert_eq!(ids(&groups[1]), ["c", "d"]);
+    }
+
+    #[test]
+    fn late_level0_joins_its_minutes_level1_segment() {
+        let now = 10 * HOUR + 30 * SEC;
+        let old = now - 11 * SEC;
+        let segs = [
+            seg("l1", 1, 10 * HOUR, old, 10),
+            seg("late", 0, 10 * HOUR + 5 * SEC, old, 1),
+            // A level-1 segment of another minute with nothing new stays as it is.
+            seg("other", 1, 10 * HOUR - 60 * SEC, old, 10),
+        ];
+        let groups = plan(&segs, now, &policy(), CompactMode::Due);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].level, 1);
+        assert_eq!(ids(&groups[0]), ["l1", "late"]);
+        // Nothing new in the minute: its level-1 segment is not rewritten.
+        assert!(plan(&segs[..1], now, &policy(), CompactMode::Due).is_empty());
     }
 
     #[test]

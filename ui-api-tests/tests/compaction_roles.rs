@@ -147,10 +147,10 @@ async fn roles_run_as_separate_processes_on_one_postgres_catalog() {
     for server in [&ingest, &query, &compactor] {
         assert_eq!(status_of(&format!("{}/healthz", server.http())).await, 200);
     }
-    let flamegraph = format!("/api/v1/flamegraph?profile_type={PROFILE_TYPE}&from=now-1h&to=now");
-    assert_eq!(status_of(&format!("{}{flamegraph}", ingest.http())).await, 404);
-    assert_eq!(status_of(&format!("{}{flamegraph}", compactor.http())).await, 404);
-    assert_eq!(status_of(&format!("{}{flamegraph}", query.http())).await, 200);
+    let types = "/api/v1/profile-types?from=now-1h";
+    assert_eq!(status_of(&format!("{}{types}", ingest.http())).await, 404);
+    assert_eq!(status_of(&format!("{}{types}", compactor.http())).await, 404);
+    assert_eq!(status_of(&format!("{}{types}", query.http())).await, 200);
     let probe = request("burst", vec![], dictionary()).encode_to_vec();
     let (status, _, _) = Api::new(query.http())
         .post_otlp("application/x-protobuf", false, probe.clone())

@@ -84,8 +84,8 @@ async fn tiny_bench_produces_every_figure() {
         "1-hour flamegraph in a store holding",
         "ack latency p50",
         "ack latency p99",
-        "peak memory (process VmHWM) under sustained ingest",
-        "peak memory (process VmHWM) during the",
+        "peak memory sustained ingest adds",
+        "peak memory the",
     ];
     for figure in expected {
         let row = report
@@ -93,8 +93,14 @@ async fn tiny_bench_produces_every_figure() {
             .iter()
             .find(|r| r.figure.starts_with(figure))
             .unwrap_or_else(|| panic!("no row for {figure:?}"));
+        // Memory rows are growth over the phase's start, which a tiny phase may not cause.
+        let least = if figure.starts_with("peak memory") {
+            0.0
+        } else {
+            f64::MIN_POSITIVE
+        };
         assert!(
-            row.ours > 0.0 && row.ours.is_finite() && row.baseline > 0.0 && row.baseline.is_finite(),
+            row.ours >= least && row.ours.is_finite() && row.baseline > 0.0 && row.baseline.is_finite(),
             "{row:?}"
         );
     }

@@ -5,10 +5,10 @@
 //! sample attributes otherwise. So series are grouped by which matchers they leave to
 //! the sample attributes, and each group gets the attribute set ids that pass them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use stackhouse_storage::catalog::{SegmentMeta, TableKind};
-use stackhouse_storage::model::{AttributeSet, ProfileType, Series, SymbolId, TimeRange};
+use stackhouse_storage::model::{AttributeSet, IdMap, ProfileType, Series, SymbolId, TimeRange};
 
 use crate::selector::{Matcher, Selector};
 
@@ -45,10 +45,7 @@ pub fn match_series<'s>(
 
 /// Ids of the attribute sets (the empty set, [`SymbolId::ZERO`], included) that pass
 /// every matcher; a key a set lacks counts as `""`.
-pub fn matching_attr_sets(
-    attr_sets: &HashMap<SymbolId, AttributeSet>,
-    matchers: &[&Matcher],
-) -> Vec<SymbolId> {
+pub fn matching_attr_sets(attr_sets: &IdMap<AttributeSet>, matchers: &[&Matcher]) -> Vec<SymbolId> {
     let passes = |set: &AttributeSet| matchers.iter().all(|m| m.matches(set.get(&m.name)));
     let mut ids: Vec<SymbolId> = attr_sets
         .iter()
@@ -68,7 +65,7 @@ pub fn matching_attr_sets(
 pub fn series_groups(
     matched: &BTreeMap<Vec<usize>, Vec<&Series>>,
     selector: &Selector,
-    attr_sets: &HashMap<SymbolId, AttributeSet>,
+    attr_sets: &IdMap<AttributeSet>,
 ) -> Vec<SeriesGroup> {
     let mut groups = Vec::with_capacity(matched.len());
     for (on_samples, series) in matched {
@@ -152,8 +149,7 @@ mod tests {
 
         let main = set(&[("thread.name", "main")]);
         let gc = set(&[("thread.name", "gc")]);
-        let attr_sets: HashMap<SymbolId, AttributeSet> =
-            [main.clone(), gc].into_iter().map(|s| (s.id(), s)).collect();
+        let attr_sets: IdMap<AttributeSet> = [main.clone(), gc].into_iter().map(|s| (s.id(), s)).collect();
         let groups = series_groups(&matched, &sel, &attr_sets);
         assert_eq!(
             groups,
@@ -174,7 +170,7 @@ mod tests {
     fn the_empty_attribute_set_counts_as_all_keys_empty() {
         let a = set(&[("thread.name", "a")]);
         let other = set(&[("x", "1")]);
-        let sets: HashMap<SymbolId, AttributeSet> = [a.clone(), other.clone()]
+        let sets: IdMap<AttributeSet> = [a.clone(), other.clone()]
             .into_iter()
             .map(|s| (s.id(), s))
             .collect();
@@ -193,7 +189,7 @@ mod tests {
         let all = vec![series(&cpu, &[])];
         let sel = parse_selector(r#"{thread.name="nope"}"#).unwrap();
         let matched = match_series(&all, &cpu, &sel);
-        assert!(series_groups(&matched, &sel, &HashMap::new()).is_empty());
+        assert!(series_groups(&matched, &sel, &IdMap::default()).is_empty());
     }
 
     #[test]

@@ -5,9 +5,7 @@
 //! address. Ids missing from the symbol tables never fail a query: they become
 //! [`UNKNOWN`] frames, counted and reported in one warning per query.
 
-use std::collections::HashMap;
-
-use stackhouse_storage::model::{Location, SymbolId};
+use stackhouse_storage::model::{FastMap, IdMap, Location, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::tree::{Node, TreeBuilder};
@@ -86,8 +84,8 @@ pub struct Symbolizer<'a> {
     tree: TreeBuilder,
     /// (Flamegraph node the path starts under, stack tree node) → flamegraph node where
     /// its path ends.
-    ends: HashMap<(usize, SymbolId), usize>,
-    frames: HashMap<SymbolId, Vec<String>>,
+    ends: FastMap<(usize, SymbolId), usize>,
+    frames: IdMap<Vec<String>>,
     missing: MissingSymbols,
 }
 
@@ -96,8 +94,8 @@ impl<'a> Symbolizer<'a> {
         Symbolizer {
             index,
             tree: TreeBuilder::new(),
-            ends: HashMap::new(),
-            frames: HashMap::new(),
+            ends: FastMap::default(),
+            frames: IdMap::default(),
             missing: MissingSymbols::default(),
         }
     }
@@ -210,7 +208,7 @@ fn walk_up(
 
 /// Frames of a location, computed once per query: locations recur across many stacks.
 fn cached_frames<'c>(
-    cache: &'c mut HashMap<SymbolId, Vec<String>>,
+    cache: &'c mut IdMap<Vec<String>>,
     index: &SymbolIndex,
     missing: &mut MissingSymbols,
     location_id: SymbolId,

@@ -2,10 +2,10 @@
 //! without losing value.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use serde::Serialize;
-use stackhouse_storage::model::ProfileType;
+use stackhouse_storage::model::{FastMap, ProfileType};
 use utoipa::ToSchema;
 
 use crate::types::{ProfileTypeInfo, ScanStats};
@@ -218,7 +218,7 @@ pub struct TreeBuilder {
 struct BuildNode {
     name: String,
     self_value: i64,
-    children: HashMap<String, usize>,
+    children: FastMap<String, usize>,
 }
 
 impl Default for TreeBuilder {
@@ -235,7 +235,7 @@ impl TreeBuilder {
             nodes: vec![BuildNode {
                 name: ROOT_NAME.to_string(),
                 self_value: 0,
-                children: HashMap::new(),
+                children: FastMap::default(),
             }],
         }
     }
@@ -249,7 +249,7 @@ impl TreeBuilder {
         self.nodes.push(BuildNode {
             name: name.to_string(),
             self_value: 0,
-            children: HashMap::new(),
+            children: FastMap::default(),
         });
         self.nodes[parent].children.insert(name.to_string(), id);
         id

@@ -1,6 +1,6 @@
 //! A segment's Parquet objects: writing a batch's tables, reading symbol tables back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -19,7 +19,9 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::catalog::{ObjectMeta, SegmentMeta, SegmentSeries, TableKind};
-use crate::model::{AttributeSet, Batch, Function, Line, Location, Mapping, SampleRow, StackNode, SymbolId};
+use crate::model::{
+    AttributeSet, Batch, Function, IdMap, Line, Location, Mapping, SampleRow, StackNode, SymbolId,
+};
 use crate::schema::{self, SCHEMA_VERSION, SCHEMA_VERSION_KEY, samples as col};
 use crate::store::{Store, StoreError};
 use crate::symbols::SymbolIndex;
@@ -53,11 +55,11 @@ pub fn symbols_key(tenant: &str, id: &str, kind: TableKind) -> String {
 
 /// The symbol tables of a batch or of an index, borrowed.
 pub struct SymbolTables<'a> {
-    pub stacks: &'a HashMap<SymbolId, StackNode>,
-    pub locations: &'a HashMap<SymbolId, Location>,
-    pub functions: &'a HashMap<SymbolId, Function>,
-    pub mappings: &'a HashMap<SymbolId, Mapping>,
-    pub attr_sets: &'a HashMap<SymbolId, AttributeSet>,
+    pub stacks: &'a IdMap<StackNode>,
+    pub locations: &'a IdMap<Location>,
+    pub functions: &'a IdMap<Function>,
+    pub mappings: &'a IdMap<Mapping>,
+    pub attr_sets: &'a IdMap<AttributeSet>,
 }
 
 impl<'a> From<&'a Batch> for SymbolTables<'a> {
@@ -365,7 +367,7 @@ fn samples_batch(samples: &[&SampleRow]) -> Result<RecordBatch, StoreError> {
 }
 
 /// Rows sorted by id, so that files are deterministic and min/max statistics prune lookups.
-fn sorted<V>(table: &HashMap<SymbolId, V>) -> Vec<(&SymbolId, &V)> {
+fn sorted<V>(table: &IdMap<V>) -> Vec<(&SymbolId, &V)> {
     let mut rows: Vec<_> = table.iter().collect();
     rows.sort_unstable_by_key(|(id, _)| **id);
     rows

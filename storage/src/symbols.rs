@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use crate::catalog::{Catalog, ObjectMeta};
-use crate::model::{AttributeSet, Batch, Function, Location, Mapping, StackNode, SymbolId};
+use crate::model::{AttributeSet, Batch, Function, IdMap, Location, Mapping, StackNode};
 use crate::segment::read_symbols;
 use crate::store::{Store, StoreError};
 
@@ -17,11 +17,11 @@ const LOAD_CONCURRENCY: usize = 8;
 
 #[derive(Clone, Debug, Default)]
 pub struct SymbolIndex {
-    pub stacks: HashMap<SymbolId, StackNode>,
-    pub locations: HashMap<SymbolId, Location>,
-    pub functions: HashMap<SymbolId, Function>,
-    pub mappings: HashMap<SymbolId, Mapping>,
-    pub attr_sets: HashMap<SymbolId, AttributeSet>,
+    pub stacks: IdMap<StackNode>,
+    pub locations: IdMap<Location>,
+    pub functions: IdMap<Function>,
+    pub mappings: IdMap<Mapping>,
+    pub attr_sets: IdMap<AttributeSet>,
 }
 
 impl SymbolIndex {
@@ -62,7 +62,7 @@ impl SymbolIndex {
     }
 }
 
-fn extend_cloned<V: Clone>(into: &mut HashMap<SymbolId, V>, from: &HashMap<SymbolId, V>) {
+fn extend_cloned<V: Clone>(into: &mut IdMap<V>, from: &IdMap<V>) {
     into.extend(from.iter().map(|(id, v)| (*id, v.clone())));
 }
 

@@ -82,7 +82,23 @@ impl Server {
         format!("http://127.0.0.1:{}", self.grpc_port)
     }
 
+    /// Starts the binary on fresh ports. A port found free can be taken by another test's
+    /// connection before the server binds it, so an exit during start-up is retried on new
+    /// ports (the server's own message is on stderr).
     async fn spawn(&mut self) {
+        const ATTEMPTS: usize = 3;
+        for attempt in 1..=ATTEMPTS {
+            match self.spawn_once().await {
+                Ok(()) => return,
+                Err(status) if attempt < ATTEMPTS => {
+                    eprintln!("stackhouse exited during start-up with {status}; retrying on new ports")
+                }
+                Err(status) => panic!("stackhouse exited during start-up with {status}, {ATTEMPTS} times"),
+            }
+        }
+    }
+
+    async fn spawn_once(&mut self) -> Result<(), std::process::ExitStatus> {
         self.http_port = free_port();
         self.grpc_port = free_port();
         let mut cmd = Command::new(binary());
@@ -115,7 +131,11 @@ impl Server {
         }
         let child = cmd.spawn().expect("starting stackhouse");
         self.child = Some(child);
-        wait_ready(&self.http(), self.child.as_mut().unwrap()).await;
+        let ready = wait_ready(&self.http(), self.child.as_mut().unwrap()).await;
+        if ready.is_err() {
+            self.child = None;
+        }
+        ready
     }
 
     /// SIGKILL: no flush, no goodbye.
@@ -165,17 +185,18 @@ impl Drop for Server {
     }
 }
 
-async fn wait_ready(http: &str, child: &mut Child) {
+/// Waits until `/readyz` answers; `Err` with the exit status if the process ended first.
+async fn wait_ready(http: &str, child: &mut Child) -> Result<(), std::process::ExitStatus> {
     let client = crate::http_client();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().expect("polling stackhouse") {
-            panic!("stackhouse exited during start-up with {status}");
+            return Err(status);
         }
         if let Ok(r) = client.get(format!("{http}/readyz")).send().await
             && r.status().is_success()
         {
-            return;
+            return Ok(());
         }
         assert!(
             Instant::now() < deadline,

@@ -247,25 +247,29 @@ pub async fn load_figures(
             pass: v <= limit,
         });
     }
+    // The senders' encoded requests live in this process too; what the budget governs is
+    // what ingest adds on top of them.
+    let added = peak.saturating_sub(rss_before);
     report.rows.push(Row {
-        figure: "peak memory (process VmHWM) under sustained ingest".into(),
-        ours: mib(peak),
+        figure: "peak memory sustained ingest adds (VmHWM − RSS before it)".into(),
+        ours: mib(added),
         baseline: mib(budget as u64),
         unit: "MiB",
         baseline_name: "writer budget".into(),
         target: "within it".into(),
-        pass: peak <= budget as u64,
+        pass: added <= budget as u64,
     });
     report.notes.push(format!(
         "Sustained load: {senders} senders, one export every {:.0} s each, for {:.0} s: {} acknowledged \
          exports, {:.0} samples/s, {refused} refused; flush interval {:.0} ms. RSS at the start of the \
-         phase {:.0} MiB.",
+         phase {:.0} MiB (the senders' request pool), peak {:.0} MiB.",
         period.as_secs_f64(),
         duration.as_secs_f64(),
         latencies.len(),
         sent as f64 / duration.as_secs_f64(),
         ms(flush),
         mib(rss_before),
+        mib(peak),
     ));
     Ok(())
 }

@@ -4,12 +4,12 @@
 //! cursor is "time t, after the first n rows at t". The next page re-reads from t and
 //! skips those n; row groups wholly before t are pruned by their statistics.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use datafusion::logical_expr::{col, lit};
-use stackhouse_storage::model::SymbolId;
+use stackhouse_storage::model::IdMap;
 use stackhouse_storage::schema::samples;
 
 use super::aggregate::Dim;
@@ -118,7 +118,7 @@ impl QueryEngine {
 
         let symbols = self.symbols.read(&q.scope.tenant).await?;
         let mut symbolizer = Symbolizer::new(&symbols);
-        let mut attributes: HashMap<SymbolId, BTreeMap<String, String>> = HashMap::new();
+        let mut attributes: IdMap<BTreeMap<String, String>> = IdMap::default();
         for row in rows {
             let stack = row.stack_id.to_hex();
             if !page.stacks.contains_key(&stack) {

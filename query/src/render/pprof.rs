@@ -14,7 +14,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
 use stackhouse_proto::pprof;
-use stackhouse_storage::model::{Location, SymbolId};
+use stackhouse_storage::model::{IdMap, Location, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, stack_location_ids};
@@ -104,13 +104,13 @@ struct Builder<'a> {
     functions: Vec<pprof::Function>,
     function_ids: HashMap<FunctionKey, u64>,
     mappings: Vec<pprof::Mapping>,
-    mapping_ids: HashMap<SymbolId, u64>,
+    mapping_ids: IdMap<u64>,
     locations: Vec<pprof::Location>,
-    location_ids: HashMap<SymbolId, u64>,
+    location_ids: IdMap<u64>,
     /// The location that stands for a missing location or stack node.
     unknown_location: Option<u64>,
     /// Stack id → its location ids, leaf first: many samples share a stack.
-    stacks: HashMap<SymbolId, Vec<u64>>,
+    stacks: IdMap<Vec<u64>>,
 }
 
 impl<'a> Builder<'a> {
@@ -122,11 +122,11 @@ impl<'a> Builder<'a> {
             functions: Vec::new(),
             function_ids: HashMap::new(),
             mappings: Vec::new(),
-            mapping_ids: HashMap::new(),
+            mapping_ids: IdMap::default(),
             locations: Vec::new(),
-            location_ids: HashMap::new(),
+            location_ids: IdMap::default(),
             unknown_location: None,
-            stacks: HashMap::new(),
+            stacks: IdMap::default(),
         }
     }
 

@@ -84,6 +84,40 @@ impl Env {
         Ok((bytes, objects, stats.segments))
     }
 
+    /// Where the stored bytes go: MiB per table, and per column of the samples objects
+    /// (compressed column chunks, read from the Parquet footers).
+    pub async fn breakdown(&self) -> anyhow::Result<String> {
+        use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+        let stats = self.catalog.stats(TENANT).await.context("catalog stats")?;
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let tables: Vec<String> = stats
+            .tables
+            .iter()
+            .map(|(kind, t)| format!("{kind} {:.2}", mib(t.bytes)))
+            .collect();
+        let mut columns: std::collections::BTreeMap<String, u64> = Default::default();
+        for path in self.sample_files().await? {
+            let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+            let reader =
+                SerializedFileReader::new(file).with_context(|| format!("reading the footer of {path}"))?;
+            for group in reader.metadata().row_groups() {
+                for chunk in group.columns() {
+                    *columns.entry(chunk.column_path().string()).or_default() +=
+                        chunk.compressed_size() as u64;
+                }
+            }
+        }
+        let columns: Vec<String> = columns
+            .iter()
+            .map(|(name, bytes)| format!("{name} {:.2}", mib(*bytes)))
+            .collect();
+        Ok(format!(
+            "tables (MiB): {}; samples columns (MiB): {}",
+            tables.join(", "),
+            columns.join(", ")
+        ))
+    }
+
     /// Absolute paths of every committed samples object.
     pub async fn sample_files(&self) -> anyhow::Result<Vec<String>> {
         let segments = self.catalog.segments(TENANT, TimeRange::ALL).await?;

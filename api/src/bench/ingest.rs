@@ -151,6 +151,9 @@ pub async fn ingest_figures(plan: &Plan, workload: &Workload, report: &mut Repor
         compaction_wall.as_secs_f64(),
         mib(bytes),
     ));
+    report
+        .notes
+        .push(format!("Stored after compaction, {}.", env.breakdown().await?));
 
     let c = workload.config();
     let range = TimeRange {

@@ -209,16 +209,23 @@ impl Flamegraph {
 
 /// Accumulates call paths into a tree; nodes are addressed by index so that callers can
 /// remember where a shared prefix ended and extend it without walking from the root again.
+///
+/// Frame names are interned: a node holds a name index and edges live in one map keyed by
+/// (parent, name), so adding a node allocates nothing per name. Owned names are made once
+/// per node, in [`TreeBuilder::build`].
 #[derive(Debug)]
 pub struct TreeBuilder {
     nodes: Vec<BuildNode>,
+    names: Vec<String>,
+    name_ids: FastMap<String, u32>,
+    edges: FastMap<(usize, u32), usize>,
 }
 
 #[derive(Debug)]
 struct BuildNode {
-    name: String,
+    name: u32,
     self_value: i64,
-    children: FastMap<String, usize>,
+    children: Vec<usize>,
 }
 
 impl Default for TreeBuilder {
@@ -231,27 +238,45 @@ impl TreeBuilder {
     pub const ROOT: usize = 0;
 
     pub fn new() -> TreeBuilder {
-        TreeBuilder {
-            nodes: vec![BuildNode {
-                name: ROOT_NAME.to_string(),
-                self_value: 0,
-                children: FastMap::default(),
-            }],
+        let mut builder = TreeBuilder {
+            nodes: Vec::new(),
+            names: Vec::new(),
+            name_ids: FastMap::default(),
+            edges: FastMap::default(),
+        };
+        let name = builder.intern(ROOT_NAME);
+        builder.nodes.push(BuildNode {
+            name,
+            self_value: 0,
+            children: Vec::new(),
+        });
+        builder
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
         }
+        let id = u32::try_from(self.names.len()).expect("fewer than 2^32 distinct frame names");
+        self.names.push(name.to_string());
+        self.name_ids.insert(name.to_string(), id);
+        id
     }
 
     /// The child of `parent` named `name`, created when missing.
     pub fn child(&mut self, parent: usize, name: &str) -> usize {
-        if let Some(&id) = self.nodes[parent].children.get(name) {
+        let name = self.intern(name);
+        if let Some(&id) = self.edges.get(&(parent, name)) {
             return id;
         }
         let id = self.nodes.len();
         self.nodes.push(BuildNode {
-            name: name.to_string(),
+            name,
             self_value: 0,
-            children: FastMap::default(),
+            children: Vec::new(),
         });
-        self.nodes[parent].children.insert(name.to_string(), id);
+        self.nodes[parent].children.push(id);
+        self.edges.insert((parent, name), id);
         id
     }
 
@@ -269,14 +294,15 @@ impl TreeBuilder {
 
     /// The tree with totals computed and children sorted.
     pub fn build(self) -> Node {
-        let mut built: Vec<Option<Node>> = Vec::with_capacity(self.nodes.len());
-        built.resize_with(self.nodes.len(), || None);
+        let TreeBuilder { nodes, names, .. } = self;
+        let mut built: Vec<Option<Node>> = Vec::with_capacity(nodes.len());
+        built.resize_with(nodes.len(), || None);
         // A child is always created after its parent, so building from the highest index
         // down finishes every child before its parent.
-        for (id, node) in self.nodes.into_iter().enumerate().rev() {
+        for (id, node) in nodes.into_iter().enumerate().rev() {
             let children: Vec<Node> = node
                 .children
-                .into_values()
+                .into_iter()
                 .map(|c| {
                     built[c]
                         .take()
@@ -285,7 +311,7 @@ impl TreeBuilder {
                 .collect();
             let total = node.self_value + children.iter().map(|c| c.total).sum::<i64>();
             let mut done = Node {
-                name: node.name,
+                name: names[node.name as usize].clone(),
                 self_value: node.self_value,
                 total,
                 children,

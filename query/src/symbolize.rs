@@ -139,6 +139,11 @@ impl<'a> Symbolizer<'a> {
         (self.tree.build(), self.missing)
     }
 
+    /// Like [`Symbolizer::finish`], truncated to `max_nodes` (see [`crate::tree::truncate_tree`]).
+    pub fn finish_truncated(self, max_nodes: usize) -> (Node, MissingSymbols) {
+        (self.tree.build_truncated(max_nodes), self.missing)
+    }
+
     fn path_end(&mut self, parent: usize, stack_id: SymbolId) -> usize {
         // Walk up to the root or to the first node already placed; `None` marks a stack
         // node missing from the table, which ends the walk as an unknown root frame.

@@ -292,6 +292,58 @@ impl TreeBuilder {
         self.add_self(node, value);
     }
 
+    /// Like [`TreeBuilder::build`] followed by [`truncate_tree`], with the same result,
+    /// but choosing the kept nodes here so that only those (and their `other` nodes) are
+    /// ever materialized: a million-path tree cut to a few thousand nodes no longer
+    /// allocates a name and a child list for every path.
+    pub fn build_truncated(self, max_nodes: usize) -> Node {
+        if self.nodes.len() <= max_nodes {
+            return self.build();
+        }
+        let TreeBuilder { mut nodes, names, .. } = self;
+        // Children have higher indices than their parents: from the top index down, every
+        // child's total is final before its parent adds it.
+        let mut totals: Vec<i64> = nodes.iter().map(|n| n.self_value).collect();
+        for id in (0..nodes.len()).rev() {
+            for &c in &nodes[id].children {
+                totals[id] += totals[c];
+            }
+        }
+        // The order `build` sorts children into, which the pre-order numbering (and with
+        // it truncation's tie-breaking) follows.
+        let name_of: Vec<usize> = nodes.iter().map(|n| n.name as usize).collect();
+        for node in &mut nodes {
+            node.children.sort_by(|&a, &b| {
+                totals[b]
+                    .cmp(&totals[a])
+                    .then_with(|| names[name_of[a]].cmp(&names[name_of[b]]))
+            });
+        }
+        let mut preorder = vec![0usize; nodes.len()];
+        let mut stack = vec![Self::ROOT];
+        let mut next = 0;
+        while let Some(id) = stack.pop() {
+            preorder[id] = next;
+            next += 1;
+            stack.extend(nodes[id].children.iter().rev());
+        }
+        let mut keep = vec![false; nodes.len()];
+        let mut candidates = BinaryHeap::from([(totals[Self::ROOT], Reverse(0usize), Self::ROOT)]);
+        for _ in 0..max_nodes.max(1) {
+            let Some((_, _, id)) = candidates.pop() else {
+                break;
+            };
+            keep[id] = true;
+            candidates.extend(
+                nodes[id]
+                    .children
+                    .iter()
+                    .map(|&c| (totals[c], Reverse(preorder[c]), c)),
+            );
+        }
+        materialize(Self::ROOT, &nodes, &names, &totals, &keep)
+    }
+
     /// The tree with totals computed and children sorted.
     pub fn build(self) -> Node {
         let TreeBuilder { nodes, names, .. } = self;
@@ -321,6 +373,34 @@ impl TreeBuilder {
         }
         built.swap_remove(Self::ROOT).expect("the root exists")
     }
+}
+
+/// The kept subtree under `id` (kept itself), children in `build`'s order, dropped
+/// children folded into one `other` leaf as [`truncate_tree`] does.
+fn materialize(id: usize, nodes: &[BuildNode], names: &[String], totals: &[i64], keep: &[bool]) -> Node {
+    let node = &nodes[id];
+    let mut children = Vec::new();
+    let mut folded = 0;
+    let mut any_folded = false;
+    for &c in &node.children {
+        if keep[c] {
+            children.push(materialize(c, nodes, names, totals, keep));
+        } else {
+            folded += totals[c];
+            any_folded = true;
+        }
+    }
+    let mut done = Node {
+        name: names[node.name as usize].clone(),
+        self_value: node.self_value,
+        total: totals[id],
+        children,
+    };
+    if any_folded {
+        done.children.push(Node::leaf(OTHER_NAME, folded));
+        done.sort_children();
+    }
+    done
 }
 
 #[cfg(test)]
@@ -383,6 +463,37 @@ mod tests {
         b.add_path(&["x"], 2);
         let names: Vec<String> = b.build().children.into_iter().map(|c| c.name).collect();
         assert_eq!(names, ["x", "y", "z"]);
+    }
+
+    /// Deterministic pseudo-random paths over few names, so siblings tie on totals and
+    /// names recur at many depths.
+    fn random_builder(seed: u64, paths: usize) -> TreeBuilder {
+        let mut x = seed;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        let mut b = TreeBuilder::new();
+        for _ in 0..paths {
+            let depth = 1 + next() as usize % 6;
+            let frames: Vec<String> = (0..depth).map(|_| format!("f{}", next() % 4)).collect();
+            b.add_path(&frames, (next() % 5) as i64);
+        }
+        b
+    }
+
+    #[test]
+    fn truncating_while_building_equals_building_then_truncating() {
+        for seed in 1..20 {
+            for max_nodes in [0, 1, 2, 3, 7, 20, 60, 10_000] {
+                let mut expected = random_builder(seed, 300).build();
+                truncate_tree(&mut expected, max_nodes);
+                let got = random_builder(seed, 300).build_truncated(max_nodes);
+                assert_eq!(got, expected, "seed {seed}, max_nodes {max_nodes}");
+            }
+        }
     }
 
     #[test]

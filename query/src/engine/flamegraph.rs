@@ -20,7 +20,8 @@ use crate::tree::{DEFAULT_MAX_NODES, Flamegraph, Node};
 impl QueryEngine {
     pub(crate) async fn run_flamegraph(&self, q: &FlamegraphQuery) -> Result<Flamegraph, QueryError> {
         let max_nodes = self.max_nodes(q.max_nodes)?;
-        let mut flamegraph = self.tree(&q.scope, &q.group_by).await?;
+        let mut flamegraph = self.tree(&q.scope, &q.group_by, Some(max_nodes)).await?;
+        // Already cut while building; this records the budget on the result.
         flamegraph.truncate(max_nodes);
         Ok(flamegraph)
     }
@@ -29,7 +30,7 @@ impl QueryEngine {
         if q.limit == 0 {
             return Err(QueryError::InvalidArgument("limit must be at least 1".into()));
         }
-        let flamegraph = self.tree(&q.scope, &[]).await?;
+        let flamegraph = self.tree(&q.scope, &[], None).await?;
         let mut functions = top_functions(&flamegraph.root);
         functions.truncate(q.limit);
         Ok(Top {
@@ -48,8 +49,10 @@ impl QueryEngine {
             ));
         }
         let max_nodes = self.max_nodes(q.max_nodes)?;
-        let (baseline, comparison) =
-            futures::try_join!(self.tree(&q.baseline, &[]), self.tree(&q.comparison, &[]))?;
+        let (baseline, comparison) = futures::try_join!(
+            self.tree(&q.baseline, &[], None),
+            self.tree(&q.comparison, &[], None)
+        )?;
         let mut diff = Diff::new(&baseline, &comparison);
         diff.baseline_stats = baseline.stats;
         diff.comparison_stats = comparison.stats;
@@ -68,8 +71,14 @@ impl QueryEngine {
         }
     }
 
-    /// The untruncated tree of a scope, grouped under the root by `group_by`.
-    async fn tree(&self, scope: &Scope, group_by: &[GroupKey]) -> Result<Flamegraph, QueryError> {
+    /// The tree of a scope, grouped under the root by `group_by`, truncated to `max_nodes`
+    /// when given.
+    async fn tree(
+        &self,
+        scope: &Scope,
+        group_by: &[GroupKey],
+        max_nodes: Option<usize>,
+    ) -> Result<Flamegraph, QueryError> {
         let empty = |period| {
             let mut flamegraph = Flamegraph::empty(scope.profile_type.clone(), period);
             flamegraph.group_by = group_by.iter().map(|k| k.name().to_string()).collect();
@@ -109,7 +118,10 @@ impl QueryEngine {
                 };
                 symbolizer.add_under(node, row.stack_id, row.value);
             }
-            let (root, missing) = symbolizer.finish();
+            let (root, missing) = match max_nodes {
+                Some(max_nodes) => symbolizer.finish_truncated(max_nodes),
+                None => symbolizer.finish(),
+            };
             if !missing.is_empty() {
                 tracing::warn!(%tenant, ?missing, "symbols missing, frames named <unknown>");
             }

@@ -87,9 +87,9 @@ impl Env {
     /// Where the stored bytes go: MiB per table, and per column of the samples objects
     /// (compressed column chunks, read from the Parquet footers).
     pub async fn breakdown(&self) -> anyhow::Result<String> {
+        use super::report::mib;
         use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
         let stats = self.catalog.stats(TENANT).await.context("catalog stats")?;
-        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         let tables: Vec<String> = stats
             .tables
             .iter()

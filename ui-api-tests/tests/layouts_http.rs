@@ -668,22 +668,7 @@ async fn every_layout_is_stored_right_or_refused_naming_the_layout() {
                 (format!("grpc-{tag}"), "grpc"),
             ];
             for (service, transport) in sends {
-                let outcome = match transport {
-                    "pb" => {
-                        send_http(
-                            &server,
-                            "application/x-protobuf",
-                            version,
-                            protobuf(layout, &service),
-                        )
-                        .await
-                    }
-                    "json" => {
-                        let body = json(layout, &service).to_string().into_bytes();
-                        send_http(&server, "application/json", version, body).await
-                    }
-                    _ => send_grpc(&server, version, protobuf(layout, &service)).await,
-                };
+                let outcome = send(&server, transport, version, layout, &service).await;
                 report.push(format!("{service}: {outcome:?}"));
                 match outcome {
                     Outcome::Stored => stored.push(service),
@@ -747,6 +732,33 @@ async fn a_v1_10_body_declared_as_v1_9_is_refused_naming_the_layout() {
     assert!(answer.text().contains("0.1.0"), "{}", answer.text());
 }
 
+/// Sends the test profile for `service`, encoded in `layout`, over `transport` (`pb`,
+/// `json` or `grpc`), declaring `version` when given.
+async fn send(
+    server: &Server,
+    transport: &str,
+    version: Option<&str>,
+    layout: Layout,
+    service: &str,
+) -> Outcome {
+    match transport {
+        "pb" => {
+            send_http(
+                server,
+                "application/x-protobuf",
+                version,
+                protobuf(layout, service),
+            )
+            .await
+        }
+        "json" => {
+            let body = json(layout, service).to_string().into_bytes();
+            send_http(server, "application/json", version, body).await
+        }
+        _ => send_grpc(server, version, protobuf(layout, service)).await,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrongly_declared_layout_is_never_stored_wrong() {
     let server = Server::start(Options::default()).await;
@@ -758,22 +770,7 @@ async fn a_wrongly_declared_layout_is_never_stored_wrong() {
             let version = Some(declared.version());
             for transport in ["pb", "json", "grpc"] {
                 let service = format!("{transport}-{tag}");
-                let outcome = match transport {
-                    "pb" => {
-                        send_http(
-                            &server,
-                            "application/x-protobuf",
-                            version,
-                            protobuf(actual, &service),
-                        )
-                        .await
-                    }
-                    "json" => {
-                        let body = json(actual, &service).to_string().into_bytes();
-                        send_http(&server, "application/json", version, body).await
-                    }
-                    _ => send_grpc(&server, version, protobuf(actual, &service)).await,
-                };
+                let outcome = send(&server, transport, version, actual, &service).await;
                 report.push(format!("{service}: {outcome:?}"));
                 match outcome {
                     Outcome::Stored => stored.push(service),

@@ -3,41 +3,17 @@
 //! wait until durable, report what was rejected by conversion and by normalization.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use stackhouse_ingest::convert::Conversion;
+use stackhouse_ingest::otlp::layout::Layout;
 use stackhouse_ingest::otlp::normalize::normalize;
 use stackhouse_proto::otlp_collector::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
-use stackhouse_storage::writer::{WriteError, Writer};
+use stackhouse_storage::writer::Writer;
 
+use crate::error::ApiError;
 use crate::time_param::now_nanos;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    /// The request as a whole is invalid; retrying it cannot succeed.
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// Nothing was stored; the sender should retry.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The ingest memory budget is full; nothing was stored, the sender should retry after
-    /// `retry_after` (HTTP 429 with `Retry-After`, gRPC RESOURCE_EXHAUSTED with RetryInfo).
-    #[error("{message}")]
-    Overloaded { message: String, retry_after: Duration },
-    /// The request alone needs more than the whole ingest memory budget; retrying it
-    /// cannot succeed (HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo).
-    #[error("{0}")]
-    TooLarge(String),
-}
-
-impl ExportError {
-    /// `Retry-After` seconds: the delay rounded up, at least 1.
-    pub fn retry_after_secs(retry_after: Duration) -> u64 {
-        retry_after.as_secs_f64().ceil().max(1.0) as u64
-    }
-}
 
 /// What one export stored and refused.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -61,6 +37,19 @@ impl Exported {
     }
 }
 
+/// The layout a sender declared (`value` of the `OTLP-Profiles-Development-Version` header
+/// or metadata, named `what` in errors), if it declared one.
+pub fn declared_layout(value: Option<&[u8]>, what: &str) -> Result<Option<Layout>, ApiError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let value =
+        std::str::from_utf8(value).map_err(|_| ApiError::invalid(format!("invalid {what}: not ASCII")))?;
+    Layout::from_header(value)
+        .map(Some)
+        .map_err(|e| ApiError::invalid(format!("invalid {what} {value:?}: {e}")))
+}
+
 /// An OTLP request that needed no conversion.
 pub fn unconverted(request: ExportProfilesServiceRequest) -> Conversion {
     Conversion {
@@ -79,7 +68,7 @@ impl Exporter {
         Exporter { writer }
     }
 
-    pub async fn export(&self, tenant: String, conversion: Conversion) -> Result<Exported, ExportError> {
+    pub async fn export(&self, tenant: String, conversion: Conversion) -> Result<Exported, ApiError> {
         let received_at = now_nanos();
         let Conversion {
             request,
@@ -88,25 +77,15 @@ impl Exporter {
         } = conversion;
         // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
         let normalized = tokio::task::spawn_blocking(move || normalize(&tenant, &request, received_at))
-            .await
-            .map_err(|e| ExportError::Unavailable(format!("normalization task failed: {e}")))?
+            .await?
             .map_err(|e| {
                 let mut all = errors.clone();
                 all.push(e.to_string());
-                ExportError::InvalidArgument(all.join("; "))
+                ApiError::invalid(all.join("; "))
             })?;
         let stored_samples = normalized.batch.samples.len();
         if !normalized.batch.is_empty() {
-            self.writer.write(normalized.batch).await.map_err(|e| match e {
-                WriteError::Unavailable(_) | WriteError::ShuttingDown => {
-                    ExportError::Unavailable(e.to_string())
-                }
-                WriteError::Overloaded { retry_after, .. } => ExportError::Overloaded {
-                    message: e.to_string(),
-                    retry_after,
-                },
-                WriteError::TooLarge { .. } => ExportError::TooLarge(e.to_string()),
-            })?;
+            self.writer.write(normalized.batch).await?;
         }
         errors.extend(normalized.errors);
         Ok(Exported {

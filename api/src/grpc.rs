@@ -19,17 +19,17 @@ use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, En
 use tonic::codegen::{Body, BoxFuture, StdError};
 use tonic::metadata::MetadataMap;
 use tonic::server::{NamedService, UnaryService};
-use tonic::{Code, Status, body::Body as TonicBody};
-use tonic_types::{ErrorDetails, StatusExt};
+use tonic::{Status, body::Body as TonicBody};
 
-use crate::export::{ExportError, Exporter, unconverted};
+use crate::error::ApiError;
+use crate::export::{Exporter, unconverted};
 use crate::tenant;
 
 /// One OTLP profiles service: its gRPC name and how its request bytes become a
 /// [`Conversion`].
 pub trait ExportKind: Send + Sync + 'static {
     const SERVICE: &'static str;
-    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, Status>;
+    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, ApiError>;
 }
 
 /// v1development, in the layout the metadata declares or the wire shows.
@@ -38,11 +38,11 @@ pub struct Development;
 impl ExportKind for Development {
     const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
 
-    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, Status> {
+    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, ApiError> {
         let declared = declared_layout(metadata)?;
         layout::decode_protobuf(body, declared)
             .map(unconverted)
-            .map_err(|e| Status::invalid_argument(e.to_string()))
+            .map_err(ApiError::invalid)
     }
 }
 
@@ -52,22 +52,15 @@ pub struct Experimental;
 impl ExportKind for Experimental {
     const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1experimental.ProfilesService";
 
-    fn decode(body: &[u8], _metadata: &MetadataMap) -> Result<Conversion, Status> {
-        experimental::from_protobuf(body).map_err(|e| Status::invalid_argument(e.to_string()))
+    fn decode(body: &[u8], _metadata: &MetadataMap) -> Result<Conversion, ApiError> {
+        experimental::from_protobuf(body).map_err(ApiError::invalid)
     }
 }
 
 /// The layout named by `otlp-profiles-development-version`, if the sender set it.
-pub fn declared_layout(metadata: &MetadataMap) -> Result<Option<Layout>, Status> {
-    let Some(value) = metadata.get(layout::HEADER) else {
-        return Ok(None);
-    };
-    let value = value
-        .to_str()
-        .map_err(|_| Status::invalid_argument(format!("invalid {} metadata: not ASCII", layout::HEADER)))?;
-    Layout::from_header(value)
-        .map(Some)
-        .map_err(|e| Status::invalid_argument(format!("invalid {} metadata {value:?}: {e}", layout::HEADER)))
+pub fn declared_layout(metadata: &MetadataMap) -> Result<Option<Layout>, ApiError> {
+    let value = metadata.get(layout::HEADER).map(|v| v.as_bytes());
+    crate::export::declared_layout(value, &format!("{} metadata", layout::HEADER))
 }
 
 pub struct ExportService<K> {
@@ -149,27 +142,15 @@ impl<K: ExportKind> UnaryService<Bytes> for ExportMethod<K> {
         let exporter = self.exporter.clone();
         Box::pin(async move {
             let metadata = request.metadata();
-            let tenant = tenant::parse(metadata.get(tenant::HEADER).map(|v| v.as_bytes()))
-                .map_err(Status::invalid_argument)?;
-            let conversion = K::decode(request.get_ref(), metadata)?;
-            let exported = exporter.export(tenant, conversion).await.map_err(export_status)?;
+            let export = async {
+                let tenant = tenant::parse(metadata.get(tenant::HEADER).map(|v| v.as_bytes()))
+                    .map_err(ApiError::invalid)?;
+                let conversion = K::decode(request.get_ref(), metadata)?;
+                exporter.export(tenant, conversion).await
+            };
+            let exported = export.await.map_err(ApiError::into_grpc)?;
             Ok(tonic::Response::new(exported.response()))
         })
-    }
-}
-
-/// OTLP's answers: RESOURCE_EXHAUSTED is retried only when the status carries RetryInfo,
-/// so the budget being full says when, and a request too large for the budget says nothing.
-pub fn export_status(e: ExportError) -> Status {
-    match e {
-        ExportError::InvalidArgument(m) => Status::invalid_argument(m),
-        ExportError::Unavailable(m) => Status::unavailable(m),
-        ExportError::Overloaded { message, retry_after } => Status::with_error_details(
-            Code::ResourceExhausted,
-            message,
-            ErrorDetails::with_retry_info(Some(retry_after)),
-        ),
-        ExportError::TooLarge(m) => Status::resource_exhausted(m),
     }
 }
 
@@ -239,7 +220,7 @@ mod tests {
         let mut m = MetadataMap::new();
         assert_eq!(declared_layout(&m).unwrap(), None);
         m.insert(layout::HEADER, "definitely-not-a-version".parse().unwrap());
-        let err = declared_layout(&m).unwrap_err();
+        let err = declared_layout(&m).unwrap_err().into_grpc();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().contains(layout::HEADER), "{}", err.message());
         assert!(

@@ -1,6 +1,5 @@
 //! HTTP and gRPC servers, configuration and the `stackhouse` binary.
 
-pub mod bench;
 pub mod config;
 pub mod error;
 pub mod export;

@@ -2,7 +2,6 @@
 
 use clap::{Parser, Subcommand};
 
-use stackhouse_api::bench::BenchArgs;
 use stackhouse_api::config::ServeArgs;
 use stackhouse_api::import::ImportArgs;
 
@@ -22,9 +21,6 @@ enum Command {
     /// Send profile files (OTLP, pprof, JFR, speedscope, folded; gzipped or not) to a
     /// running Stackhouse. Exits non-zero if any file was rejected.
     Import(ImportArgs),
-    /// Measure ingest, storage and query against baselines in the same run (in-process,
-    /// temporary local store and SQLite catalog) and print a markdown table.
-    Bench(BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,6 +40,5 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Bench(args) => stackhouse_api::bench::main(args),
     }
 }

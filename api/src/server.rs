@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use stackhouse_query::engine::{QueryConfig, QueryEngine};
+use stackhouse_query::{QueryConfig, QueryEngine};
 use stackhouse_storage::catalog::open_catalog;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;

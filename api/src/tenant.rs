@@ -25,6 +25,11 @@ pub fn parse(value: Option<&[u8]>) -> Result<String, String> {
     }
 }
 
+/// The tenant of an HTTP request.
+pub fn from_headers(headers: &http::HeaderMap) -> Result<String, crate::error::ApiError> {
+    parse(headers.get(HEADER).map(|v| v.as_bytes())).map_err(crate::error::ApiError::invalid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,36 +1,32 @@
 //! Queries: the selector language, planning and running scans of the `samples` table with
 //! DataFusion, symbolizing stacks into call trees, and the result shapes and renderers of
 //! every endpoint (flamegraph, diff, top, time series, events, single profiles).
+//!
+//! `engine` is the machinery every query shares; `endpoints` has one module per endpoint
+//! (its request, how it runs, its result); `render` turns results into wire formats.
 
-pub mod diff;
-pub mod engine;
-pub mod error;
-pub mod events;
-pub mod limits;
-pub mod profile;
+mod endpoints;
+mod engine;
+mod error;
+mod limits;
 pub mod render;
-pub mod scan;
-pub mod scope;
-pub mod selection;
-pub mod selector;
-pub mod symbolize;
-pub mod timeseries;
-pub mod top;
+mod selector;
+mod symbolize;
 pub mod tree;
-pub mod types;
+mod types;
 
-pub use diff::{Diff, DiffNode};
-pub use engine::{
-    DiffQuery, EventsQuery, FlamegraphQuery, PprofQuery, QueryConfig, QueryEngine, TimeseriesQuery, TopQuery,
-};
+pub use endpoints::diff::{Diff, DiffNode, DiffQuery};
+pub use endpoints::events::{DEFAULT_EVENTS_LIMIT, Event, EventsPage, EventsQuery};
+pub use endpoints::export::PprofQuery;
+pub use endpoints::flamegraph::FlamegraphQuery;
+pub use endpoints::profile::{ProfileDetail, ProfileMeta};
+pub use endpoints::timeseries::{Aggregation, Timeseries, TimeseriesGroup, TimeseriesQuery};
+pub use endpoints::top::{Top, TopFunction, TopQuery};
+pub use engine::scope::{GroupKey, Scope, parse_group_by};
+pub use engine::{DEFAULT_MEMORY_BUDGET, QueryConfig, QueryEngine};
 pub use error::QueryError;
-pub use events::{Event, EventsPage};
 pub use limits::QueryLimits;
-pub use profile::{ProfileDetail, ProfileMeta};
 pub use render::{folded, folded_diff};
-pub use scope::{GroupKey, Scope, parse_group_by};
 pub use selector::{MatchOp, Matcher, Selector, SelectorError, parse_selector};
-pub use timeseries::{Aggregation, Timeseries, TimeseriesGroup};
-pub use top::{Top, TopFunction};
 pub use tree::{DEFAULT_MAX_NODES, Flamegraph, Node};
 pub use types::{ProfileTypeInfo, ScanStats};

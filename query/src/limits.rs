@@ -47,3 +47,22 @@ pub fn exceeded(limit: &'static str, message: impl Into<String>) -> QueryError {
         message: message.into(),
     }
 }
+
+/// A size the caller asked for (`param`), checked against the limit `limit` of at most
+/// `max`: 0 asks for `default`, capped at `max`.
+pub(crate) fn size(
+    limit: &'static str,
+    param: &str,
+    asked: usize,
+    default: usize,
+    max: usize,
+) -> Result<usize, QueryError> {
+    match asked {
+        0 => Ok(default.min(max)),
+        n if n > max => Err(exceeded(
+            limit,
+            format!("{param} {n} is more than the {max} allowed"),
+        )),
+        n => Ok(n),
+    }
+}

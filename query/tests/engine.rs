@@ -7,7 +7,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use stackhouse_query::selector::parse_selector;
+use stackhouse_query::parse_selector;
 use stackhouse_query::tree::OTHER_NAME;
 
 use common::paths;

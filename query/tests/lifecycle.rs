@@ -7,6 +7,8 @@
 
 mod common;
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,23 +41,6 @@ const T0: i64 = 1_749_999_600 * SEC;
 
 fn cpu() -> ProfileType {
     ProfileType::parse("samples:count:cpu:nanoseconds").unwrap()
-}
-
-/// SplitMix64: deterministic without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// One generated sample: time, root-first path, value, service, trace.
@@ -104,7 +89,14 @@ fn trace_id(n: u64) -> [u8; 16] {
 /// A batch of `count` samples between `from` and `from + span`, on stacks below `root`
 /// built from a small vocabulary, on three services and two threads; every fifth sample
 /// belongs to one of eight traces.
-fn batch(rng: &mut Rng, root: &str, from: i64, span: i64, count: usize, expected: &mut Expected) -> Batch {
+fn batch(
+    rng: &mut SmallRng,
+    root: &str,
+    from: i64,
+    span: i64,
+    count: usize,
+    expected: &mut Expected,
+) -> Batch {
     let names = [
         "main", "serve", "parse", "query", "encode", "hash", "alloc", "read", "write",
     ];
@@ -142,21 +134,22 @@ fn batch(rng: &mut Rng, root: &str, from: i64, span: i64, count: usize, expected
         })
         .collect();
     for _ in 0..count {
-        let depth = 1 + rng.below(5) as usize;
+        let depth = 1 + rng.random_range(0..5) as usize;
         let mut frames = vec![root.to_string()];
-        frames.extend((0..depth).map(|_| names[rng.below(names.len() as u64) as usize].to_string()));
+        frames
+            .extend((0..depth).map(|_| names[rng.random_range(0..names.len() as u64) as usize].to_string()));
         let leaf_first: Vec<SymbolId> = frames.iter().rev().map(|f| location(&mut b, f)).collect();
         let stack_id = b.add_stack(&leaf_first);
-        let (service, series_id) = services[rng.below(3) as usize].clone();
-        let time = from + rng.below(span as u64) as i64;
-        let value = 1 + rng.below(100) as i64;
-        let trace = (rng.below(5) == 0).then(|| trace_id(rng.below(8)));
+        let (service, series_id) = services[rng.random_range(0..3) as usize].clone();
+        let time = from + rng.random_range(0..span as u64) as i64;
+        let value = 1 + rng.random_range(0..100) as i64;
+        let trace = (rng.random_range(0..5) == 0).then(|| trace_id(rng.random_range(0..8)));
         b.samples.push(SampleRow {
             time_nanos: time,
             series_id,
             stack_id,
             value,
-            attr_set_id: threads[rng.below(2) as usize],
+            attr_set_id: threads[rng.random_range(0..2) as usize],
             trace_id: trace,
             span_id: trace.map(|_| [7; 8]),
             profile_id: None,
@@ -329,7 +322,7 @@ async fn stored_bytes(catalog: &Arc<dyn Catalog>) -> (u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_to_one_block_keeps_every_answer() {
     let w = world(None).await;
-    let mut rng = Rng(1);
+    let mut rng = SmallRng::seed_from_u64(1);
     let mut expected = Expected::default();
     // Sequential writes with a short flush interval: one segment per batch.
     for i in 0..40 {
@@ -414,7 +407,7 @@ async fn ingest_queries_and_compaction_at_once_never_lose_or_double_count() {
     let w = Arc::new(world(None).await);
     let batches = 120;
     // Each batch under its own root frame, so a flamegraph tells batches apart.
-    let mut rng = Rng(2);
+    let mut rng = SmallRng::seed_from_u64(2);
     let mut generated = Vec::new();
     for i in 0..batches {
         let mut e = Expected::default();
@@ -515,7 +508,7 @@ async fn root_totals(engine: &QueryEngine) -> BTreeMap<String, i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_removes_exactly_the_expired_samples() {
     let w = world(None).await;
-    let mut rng = Rng(3);
+    let mut rng = SmallRng::seed_from_u64(3);
     let mut expected = Expected::default();
     for i in 0..10 {
         let b = batch(&mut rng, "app", T0 + i * 60 * SEC, 60 * SEC, 300, &mut expected);
@@ -577,7 +570,7 @@ async fn retention_removes_exactly_the_expired_samples() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphaned_objects_are_removed_and_committed_ones_kept() {
     let w = world(None).await;
-    let mut rng = Rng(4);
+    let mut rng = SmallRng::seed_from_u64(4);
     let mut expected = Expected::default();
     for i in 0..3 {
         let b = batch(&mut rng, "app", T0 + i * 60 * SEC, 60 * SEC, 100, &mut expected);
@@ -634,7 +627,7 @@ async fn two_compactors_on_one_postgres_catalog_never_merge_a_segment_twice() {
 
     let outcome = tokio::spawn(async move {
         let w = world(Some(url.to_string())).await;
-        let mut rng = Rng(5);
+        let mut rng = SmallRng::seed_from_u64(5);
         let mut expected = Expected::default();
         for i in 0..24 {
             let b = batch(&mut rng, "app", T0 + i * 60 * SEC, 60 * SEC, 100, &mut expected);

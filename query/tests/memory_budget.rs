@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stackhouse_query::engine::DEFAULT_MEMORY_BUDGET;
+use stackhouse_query::DEFAULT_MEMORY_BUDGET;
 use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryError, Scope};
 use stackhouse_storage::catalog::{Catalog, open_catalog};
 use stackhouse_storage::model::{

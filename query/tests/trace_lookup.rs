@@ -9,6 +9,8 @@
 
 mod common;
 
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,33 +44,12 @@ fn cpu() -> ProfileType {
     ProfileType::parse("samples:count:cpu:nanoseconds").unwrap()
 }
 
-/// SplitMix64: a deterministic, well-mixed stream without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo) as u64) as i64
-    }
-}
-
 /// Random-looking, distinct per trace number, as a W3C trace id would be.
 fn trace_id(n: usize) -> [u8; 16] {
-    let mut rng = Rng(n as u64 ^ 0x7472_6163_6500_0000);
+    let mut rng = SmallRng::seed_from_u64(n as u64 ^ 0x7472_6163_6500_0000);
     let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&rng.next().to_le_bytes());
-    id[8..].copy_from_slice(&rng.next().to_le_bytes());
+    id[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+    id[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
     id
 }
 
@@ -100,12 +81,12 @@ fn symbols() -> (Batch, Vec<(SymbolId, Vec<String>)>) {
         })
         .collect();
     // 40 call paths below main, up to five frames deep.
-    let mut rng = Rng(99);
+    let mut rng = SmallRng::seed_from_u64(99);
     let mut stacks = Vec::new();
     for _ in 0..40 {
-        let depth = 1 + rng.below(4) as usize;
+        let depth = 1 + rng.random_range(0..4) as usize;
         let mut root_first = vec![0usize];
-        root_first.extend((0..depth).map(|_| 1 + rng.below(names.len() as u64 - 1) as usize));
+        root_first.extend((0..depth).map(|_| 1 + rng.random_range(0..names.len() as u64 - 1) as usize));
         let leaf_first: Vec<SymbolId> = root_first.iter().rev().map(|&i| locations[i]).collect();
         let path = root_first.iter().map(|&i| names[i].to_string()).collect();
         stacks.push((b.add_stack(&leaf_first), path));
@@ -143,7 +124,7 @@ fn segment_batch(
         batch.add_series(se.clone());
     }
     batch.samples.reserve(SAMPLES_PER_SEGMENT);
-    let mut rng = Rng(0x5e6_0000 + s as u64);
+    let mut rng = SmallRng::seed_from_u64(0x5e6_0000 + s as u64);
     let start = T0 + s as i64 * SEGMENT_SPAN;
     let row = |time_nanos, series: &Series, stack_id, value, trace_id, span_id| SampleRow {
         time_nanos,
@@ -158,19 +139,21 @@ fn segment_batch(
     for t in 0..TRACES_PER_SEGMENT {
         let n = s * TRACES_PER_SEGMENT + t;
         let id = trace_id(n);
-        let count = rng.range(40, 141);
-        let begin = rng.range(start, start + SEGMENT_SPAN - TRACE_SPAN);
-        let services: Vec<&Series> = (0..1 + rng.below(3))
-            .map(|_| &series[rng.below(SERVICES as u64) as usize])
+        let count = rng.random_range(40..141);
+        let begin = rng.random_range(start..start + SEGMENT_SPAN - TRACE_SPAN);
+        let services: Vec<&Series> = (0..1 + rng.random_range(0..3))
+            .map(|_| &series[rng.random_range(0..SERVICES as u64) as usize])
             .collect();
-        let spans: Vec<[u8; 8]> = (0..1 + rng.below(4)).map(|_| rng.next().to_le_bytes()).collect();
+        let spans: Vec<[u8; 8]> = (0..1 + rng.random_range(0..4))
+            .map(|_| rng.next_u64().to_le_bytes())
+            .collect();
         let mut watched = expected.get_mut(&n);
         for _ in 0..count {
-            let (stack_id, path) = &stacks[rng.below(stacks.len() as u64) as usize];
-            let value = rng.range(1, 1000);
-            let service = services[rng.below(services.len() as u64) as usize];
-            let span = spans[rng.below(spans.len() as u64) as usize];
-            let time = begin + rng.range(0, TRACE_SPAN);
+            let (stack_id, path) = &stacks[rng.random_range(0..stacks.len() as u64) as usize];
+            let value = rng.random_range(1..1000);
+            let service = services[rng.random_range(0..services.len() as u64) as usize];
+            let span = spans[rng.random_range(0..spans.len() as u64) as usize];
+            let time = begin + rng.random_range(0..TRACE_SPAN);
             batch
                 .samples
                 .push(row(time, service, *stack_id, value, Some(id), Some(span)));
@@ -184,12 +167,17 @@ fn segment_batch(
     // About 10% of the segment (traces average 90 samples).
     let untraced = SAMPLES_PER_SEGMENT - batch.samples.len();
     for _ in 0..untraced {
-        let (stack_id, _) = &stacks[rng.below(stacks.len() as u64) as usize];
-        let service = &series[rng.below(SERVICES as u64) as usize];
-        let time = rng.range(start, start + SEGMENT_SPAN);
-        batch
-            .samples
-            .push(row(time, service, *stack_id, rng.range(1, 1000), None, None));
+        let (stack_id, _) = &stacks[rng.random_range(0..stacks.len() as u64) as usize];
+        let service = &series[rng.random_range(0..SERVICES as u64) as usize];
+        let time = rng.random_range(start..start + SEGMENT_SPAN);
+        batch.samples.push(row(
+            time,
+            service,
+            *stack_id,
+            rng.random_range(1..1000),
+            None,
+            None,
+        ));
     }
     batch
 }

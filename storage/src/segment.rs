@@ -23,7 +23,7 @@ use crate::model::{
     AttributeSet, Batch, Function, IdMap, Line, Location, Mapping, SampleRow, StackNode, SymbolId,
 };
 use crate::schema::{self, SCHEMA_VERSION, SCHEMA_VERSION_KEY, samples as col};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, blocking};
 use crate::symbols::SymbolIndex;
 
 /// Rows per row group: large enough for good compression, small enough that time and series
@@ -166,23 +166,27 @@ pub async fn write_symbols(
 pub async fn read_symbols(store: &Store, object: &ObjectMeta) -> Result<SymbolIndex, StoreError> {
     let bytes = fetch(store, &object.key).await?;
     let (kind, key) = (object.kind, object.key.clone());
-    tokio::task::spawn_blocking(move || decode_symbols(kind, &key, bytes))
-        .await
-        .expect("decoding symbols does not panic")
+    let decoded = blocking("decoding symbols", {
+        let key = key.clone();
+        move || decode_symbols(kind, &key, bytes)
+    });
+    decoded.await.map_err(|e| e.in_object(&key))
 }
 
 /// Reads a samples object whole.
 pub async fn read_samples(store: &Store, object: &ObjectMeta) -> Result<Vec<RecordBatch>, StoreError> {
     let bytes = fetch(store, &object.key).await?;
     let key = object.key.clone();
-    tokio::task::spawn_blocking(move || {
-        open_table(TableKind::Samples, &key, bytes)?
-            .build()?
-            .map(|b| b.map_err(StoreError::from))
-            .collect()
-    })
-    .await
-    .expect("decoding samples does not panic")
+    let decoded = blocking("decoding samples", {
+        let key = key.clone();
+        move || {
+            open_table(TableKind::Samples, &key, bytes)?
+                .build()?
+                .map(|b| b.map_err(StoreError::from))
+                .collect()
+        }
+    });
+    decoded.await.map_err(|e| e.in_object(&key))
 }
 
 async fn fetch(store: &Store, key: &str) -> Result<Bytes, StoreError> {
@@ -277,9 +281,7 @@ async fn put_table(
 ) -> Result<ObjectMeta, StoreError> {
     let rows = table.num_rows() as u64;
     // Encoding is CPU work of up to seconds for large flushes; keep it off the runtime.
-    let bytes = tokio::task::spawn_blocking(move || encode(kind, &table))
-        .await
-        .expect("encoding parquet does not panic")?;
+    let bytes = blocking("encoding parquet", move || encode(kind, &table)).await?;
     let size_bytes = bytes.len() as u64;
     store
         .object_store()
@@ -501,7 +503,12 @@ fn decode_symbols(kind: TableKind, key: &str, bytes: Bytes) -> Result<SymbolInde
         let table = table?;
         let c = table.columns();
         match kind {
-            TableKind::Samples => unreachable!("only symbol objects are decoded here"),
+            TableKind::Samples => {
+                return Err(StoreError::Corrupt {
+                    key: key.to_string(),
+                    reason: "listed as a symbols object but holds samples".into(),
+                });
+            }
             TableKind::Stacks => {
                 for ((id, parent_id), location_id) in ids(&c[0]).zip(ids(&c[1])).zip(ids(&c[2])) {
                     index.stacks.insert(

@@ -23,6 +23,34 @@ pub enum StoreError {
     Corrupt { key: String, reason: String },
     #[error("a segment needs at least one sample")]
     EmptySegment,
+    /// Encoding or decoding panicked (a damaged object the Parquet reader did not expect).
+    #[error("{0}")]
+    Task(String),
+}
+
+impl StoreError {
+    /// The error of reading object `key`: a decoding failure names the object, so an
+    /// operator knows which one is damaged.
+    pub fn in_object(self, key: &str) -> StoreError {
+        match self {
+            StoreError::Parquet(_) | StoreError::Arrow(_) | StoreError::Task(_) => StoreError::Corrupt {
+                key: key.to_string(),
+                reason: self.to_string(),
+            },
+            other => other,
+        }
+    }
+}
+
+/// Runs CPU-heavy encoding or decoding off the async runtime. A panic in it (say, on a
+/// damaged object) becomes an error of that one request, not a crashed task.
+pub async fn blocking<T: Send + 'static>(
+    what: &'static str,
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Task(format!("{what} failed: {e}")))?
 }
 
 /// An object store plus the prefix all of Stackhouse's keys live under.

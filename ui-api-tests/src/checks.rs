@@ -125,7 +125,8 @@ pub async fn assert_api_matches(api: &Api, observations: &[Observation]) {
     }
 }
 
-/// The resource attribute the issue names plus the most frequent thread name of a type.
+/// A resource attribute of the eBPF capture (`process.executable.name=containerd`) plus the
+/// most frequent thread name of a type.
 fn interesting_labels(obs: &[&Observation]) -> Vec<(String, String)> {
     let mut out = vec![("process.executable.name".to_string(), "containerd".to_string())];
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();

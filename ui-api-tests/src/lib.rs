@@ -28,6 +28,31 @@ pub fn http_client() -> reqwest::Client {
         .expect("building the HTTP client")
 }
 
+/// State shared by every test of one test binary (a server and what was sent to it), built
+/// by the first test that asks. It is built on a thread and runtime of its own: each
+/// `#[tokio::test]` runs its own runtime, and nothing shared may depend on one of them.
+/// A build that panics fails the test that asked, and the next test tries again.
+pub fn shared<T, F>(
+    cell: &'static std::sync::OnceLock<T>,
+    build: impl FnOnce() -> F + Send + 'static,
+) -> &'static T
+where
+    T: Send + Sync + 'static,
+    F: std::future::Future<Output = T>,
+{
+    cell.get_or_init(|| {
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("runtime for shared test state")
+                .block_on(build())
+        })
+        .join()
+        .unwrap_or_else(|_| panic!("building the shared test state failed (its panic is above)"))
+    })
+}
+
 /// Repository root (the workspace), for test data and the binary.
 pub fn workspace_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

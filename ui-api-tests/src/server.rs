@@ -55,6 +55,9 @@ pub struct Server {
     pub grpc_port: u16,
     pub data_dir: PathBuf,
     options: Options,
+    /// Its stdin pipe stays open as long as this process runs (see
+    /// [`Server::start_for_process`]).
+    watchdog: Option<Child>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -68,9 +71,26 @@ impl Server {
             grpc_port: 0,
             data_dir,
             options,
+            watchdog: None,
             _tmp: Some(tmp),
         };
         server.spawn().await;
+        server
+    }
+
+    /// A server shared by every test of one test binary, kept in a static. Statics are never
+    /// dropped, so a watchdog process kills the server once the pipe this process holds to
+    /// it closes, which happens however the test process ends.
+    pub async fn start_for_process(options: Options) -> Server {
+        let mut server = Server::start(options).await;
+        let pid = server.child.as_ref().expect("started").id();
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!("read _; kill -9 {pid} 2>/dev/null"))
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("starting the watchdog of a shared server");
+        server.watchdog = Some(watchdog);
         server
     }
 

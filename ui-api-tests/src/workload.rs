@@ -7,6 +7,9 @@
 //! the tests compute every expected value from its flat view ([`Obs`]), never from a
 //! server answer.
 
+use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
@@ -149,26 +152,6 @@ impl Obs {
     }
 }
 
-/// xorshift64*: deterministic without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
 fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()
@@ -244,8 +227,8 @@ fn off_cpu_stacks() -> Vec<Vec<Loc>> {
     ]
 }
 
-fn thread(rng: &mut Rng) -> Vec<(String, String)> {
-    match rng.below(9) {
+fn thread(rng: &mut SmallRng) -> Vec<(String, String)> {
+    match rng.random_range(0..9) {
         0..=2 => kv(&[("thread.name", "main")]),
         3..=4 => kv(&[("thread.name", "worker-1")]),
         5..=6 => kv(&[("thread.name", "worker-2")]),
@@ -254,11 +237,11 @@ fn thread(rng: &mut Rng) -> Vec<(String, String)> {
     }
 }
 
-fn link(rng: &mut Rng) -> Option<(String, String)> {
-    if rng.below(3) == 0 {
+fn link(rng: &mut SmallRng) -> Option<(String, String)> {
+    if rng.random_range(0..3) == 0 {
         return None;
     }
-    let (trace, span) = *rng.pick(&LINKS);
+    let (trace, span) = *LINKS.choose(rng).expect("not empty");
     Some((TRACES[trace].to_string(), span.to_string()))
 }
 
@@ -281,7 +264,7 @@ pub struct Workload {
 
 impl Workload {
     pub fn new() -> Workload {
-        let mut rng = Rng(0x5eed_1234_abcd_0001);
+        let mut rng = SmallRng::seed_from_u64(0x5eed_1234_abcd_0001);
         let cpu_stacks = cpu_stacks();
         let off_stacks = off_cpu_stacks();
         let mut profiles = Vec::new();
@@ -292,16 +275,16 @@ impl Workload {
                 let time = T0 + minute as i64 * 60 * SECOND + r as i64 * 7 * SECOND;
                 let timestamped = !matches!((minute, r), (2, 2) | (4, 1));
                 let mut samples = Vec::new();
-                let n = 8 + rng.below(8);
+                let n = 8 + rng.random_range(0..8);
                 for i in 0..n {
-                    let mut when = time + rng.below(120) as i64 * SECOND / 2;
+                    let mut when = time + rng.random_range(0..120) as i64 * SECOND / 2;
                     if i == 1 {
                         // Two samples of one series at one timestamp: one point for avg.
                         when = samples.first().and_then(|s: &SampleSpec| s.time).unwrap_or(when);
                     }
                     samples.push(SampleSpec {
-                        stack: rng.pick(&cpu_stacks).clone(),
-                        value: 1 + rng.below(20) as i64,
+                        stack: cpu_stacks.choose(&mut rng).expect("not empty").clone(),
+                        value: 1 + rng.random_range(0..20) as i64,
                         time: timestamped.then_some(when),
                         attrs: thread(&mut rng),
                         link: link(&mut rng),
@@ -333,10 +316,10 @@ impl Workload {
                 });
                 if r != 1 {
                     let time = T0 + minute as i64 * 60 * SECOND + 30 * SECOND;
-                    let samples = (0..3 + rng.below(4))
+                    let samples = (0..3 + rng.random_range(0..4))
                         .map(|_| SampleSpec {
-                            stack: rng.pick(&off_stacks).clone(),
-                            value: 1000 * (1 + rng.below(90) as i64),
+                            stack: off_stacks.choose(&mut rng).expect("not empty").clone(),
+                            value: 1000 * (1 + rng.random_range(0..90) as i64),
                             time: None,
                             attrs: thread(&mut rng),
                             link: link(&mut rng),

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use prost::Message;
 use stackhouse_ingest::convert::{ConvertError, RequestBuilder, Source};
+use ui_api_tests::capture;
 use ui_api_tests::jfr_reader::{self, JfrTotals};
 
 const LIMIT: usize = 512 << 20;
@@ -30,64 +30,36 @@ fn convert(data: &[u8]) -> Result<ExportProfilesServiceRequest, ConvertError> {
 }
 
 /// The request's totals in the reader's shape: type id → root-first path → sum, type id →
-/// `thread.name` → sum, type id → sorted timestamps, type id → number of values.
+/// `thread.name` → sum, type id → sorted timestamps, type id → number of values. The
+/// request is read by the harness's one OTLP reader (`capture`).
 fn totals(req: &ExportProfilesServiceRequest) -> JfrTotals {
-    let d = req.dictionary.as_ref().expect("dictionary");
-    let s = |i: i32| d.string_table[i as usize].as_str();
-    let mut t = JfrTotals::default();
     for rp in &req.resource_profiles {
         let resource = rp.resource.as_ref().expect("resource");
         assert_eq!(resource.attributes.len(), 1);
         assert_eq!(resource.attributes[0].key, "service.name");
         for sp in &rp.scope_profiles {
             assert_eq!(sp.scope.as_ref().map(|s| s.name.as_str()), Some("javaspy"));
-            for p in &sp.profiles {
-                let (st, pt) = (p.sample_type.unwrap(), p.period_type.unwrap());
-                let type_id = format!(
-                    "{}:{}:{}:{}",
-                    s(st.type_strindex),
-                    s(st.unit_strindex),
-                    s(pt.type_strindex),
-                    s(pt.unit_strindex)
-                );
-                for sample in &p.samples {
-                    let stack = &d.stack_table[sample.stack_index as usize];
-                    let mut path = Vec::new();
-                    for &l in stack.location_indices.iter().rev() {
-                        for line in d.location_table[l as usize].lines.iter().rev() {
-                            path.push(
-                                s(d.function_table[line.function_index as usize].name_strindex).to_string(),
-                            );
-                        }
-                    }
-                    let thread = sample
-                        .attribute_indices
-                        .iter()
-                        .map(|&a| &d.attribute_table[a as usize])
-                        .find(|kv| s(kv.key_strindex) == "thread.name")
-                        .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                            Value::StringValue(v) => Some(v.clone()),
-                            _ => None,
-                        })
-                        .unwrap_or_default();
-                    assert_eq!(sample.values.len(), sample.timestamps_unix_nano.len());
-                    let sum: i64 = sample.values.iter().sum();
-                    *t.by_type
-                        .entry(type_id.clone())
-                        .or_default()
-                        .entry(path)
-                        .or_default() += sum;
-                    *t.by_thread
-                        .entry(type_id.clone())
-                        .or_default()
-                        .entry(thread)
-                        .or_default() += sum;
-                    let ts = t.timestamps.entry(type_id.clone()).or_default();
-                    ts.extend(sample.timestamps_unix_nano.iter().map(|&x| x as i64));
-                    *t.events.entry(type_id.clone()).or_default() += sample.values.len();
-                }
+            for sample in sp.profiles.iter().flat_map(|p| &p.samples) {
+                assert_eq!(sample.values.len(), sample.timestamps_unix_nano.len());
             }
         }
+    }
+    let mut t = JfrTotals::default();
+    for o in capture::from_protobuf(req) {
+        let type_id = &o.profile_type;
+        *t.by_type
+            .entry(type_id.clone())
+            .or_default()
+            .entry(o.frames.clone())
+            .or_default() += o.value;
+        let thread = o.attrs.get("thread.name").cloned().unwrap_or_default();
+        *t.by_thread
+            .entry(type_id.clone())
+            .or_default()
+            .entry(thread)
+            .or_default() += o.value;
+        t.timestamps.entry(type_id.clone()).or_default().push(o.time);
+        *t.events.entry(type_id.clone()).or_default() += 1;
     }
     for ts in t.timestamps.values_mut() {
         ts.sort_unstable();

@@ -1,11 +1,11 @@
 //! Every query endpoint against the real binary, on a deterministic workload whose
 //! expected answers are computed from its plain description (`ui_api_tests::workload`).
 //!
-//! One server serves all checks; each check runs as its own task so that one failure does
-//! not hide the others. `QUERY_DEPTH_ONLY=name1,name2` runs a subset.
+//! One server, started and loaded by the first test that runs, serves every test of this
+//! file; each check is its own test (`cargo test --test query_depth <name>` runs one).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::OnceLock;
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceResponse;
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
@@ -29,10 +29,40 @@ const TYPES: [&str; 2] = [CPU, OFF_CPU];
 /// Which observations a query should select.
 type Keep = Box<dyn Fn(&Obs) -> bool + Send + Sync>;
 
-struct Ctx {
-    http: Http,
+/// The server every test of this file queries, loaded with the workload once.
+struct Loaded {
+    server: Server,
     workload: Workload,
     obs: Vec<Obs>,
+}
+
+/// What one test works with: its own client (clients belong to their test's runtime) and
+/// the shared server's data.
+struct Ctx {
+    http: Http,
+    workload: &'static Workload,
+    obs: &'static [Obs],
+}
+
+async fn ctx() -> Ctx {
+    static LOADED: OnceLock<Loaded> = OnceLock::new();
+    let loaded = ui_api_tests::shared(&LOADED, || async {
+        let server = Server::start_for_process(Options::default()).await;
+        let workload = Workload::new();
+        ingest(&server, &workload).await;
+        let obs = workload.observations();
+        assert!(obs.len() > 150, "the workload has {} observations", obs.len());
+        Loaded {
+            server,
+            workload,
+            obs,
+        }
+    });
+    Ctx {
+        http: Http::new(loaded.server.http()),
+        workload: &loaded.workload,
+        obs: &loaded.obs,
+    }
 }
 
 impl Ctx {
@@ -162,59 +192,9 @@ async fn ingest(server: &Server, workload: &Workload) {
     }
 }
 
-macro_rules! run_checks {
-    ($ctx:expr, $($check:ident),* $(,)?) => {{
-        let only: Option<Vec<String>> = std::env::var("QUERY_DEPTH_ONLY")
-            .ok()
-            .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
-        let mut failed: Vec<&str> = Vec::new();
-        let mut ran = 0;
-        $(
-            let name = stringify!($check);
-            if only.as_ref().is_none_or(|o| o.iter().any(|x| x == name)) {
-                ran += 1;
-                let ctx = Arc::clone(&$ctx);
-                eprintln!("--- check {name}");
-                if tokio::spawn(async move { $check(&ctx).await }).await.is_err() {
-                    failed.push(name);
-                }
-            }
-        )*
-        assert!(ran > 0, "QUERY_DEPTH_ONLY selected no check");
-        assert!(failed.is_empty(), "failed checks: {failed:?} (panic messages above)");
-    }};
-}
-
 #[tokio::test(flavor = "multi_thread")]
-async fn query_depth() {
-    let server = Server::start(Options::default()).await;
-    let workload = Workload::new();
-    ingest(&server, &workload).await;
-    let obs = workload.observations();
-    assert!(obs.len() > 150, "the workload has {} observations", obs.len());
-    let ctx = Arc::new(Ctx {
-        http: Http::new(server.http()),
-        workload,
-        obs,
-    });
-    run_checks!(
-        ctx,
-        whole_flamegraphs,
-        trace_flamegraphs,
-        trace_span_and_profile_filters,
-        single_profiles,
-        flamegraph_group_by,
-        timeseries_buckets,
-        top_functions,
-        diff_selectors_and_windows,
-        events_paging,
-        flamebearer_layout,
-        pprof_export,
-        bad_input,
-    );
-}
-
-async fn whole_flamegraphs(ctx: &Ctx) {
+async fn whole_flamegraphs() {
+    let ctx = &ctx().await;
     for ty in TYPES {
         let obs = ctx.of_type(ty);
         let json = ctx.http.json("/api/v1/flamegraph", &params(ty, FROM, TO)).await;
@@ -239,7 +219,9 @@ async fn whole_flamegraphs(ctx: &Ctx) {
     }
 }
 
-async fn trace_flamegraphs(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn trace_flamegraphs() {
+    let ctx = &ctx().await;
     let cpu = ctx.of_type(CPU);
     for trace in TRACES {
         let linked: Vec<&Obs> = cpu
@@ -326,7 +308,9 @@ async fn trace_flamegraphs(ctx: &Ctx) {
     assert_eq!(json["total"], 0, "unknown trace");
 }
 
-async fn trace_span_and_profile_filters(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn trace_span_and_profile_filters() {
+    let ctx = &ctx().await;
     let cpu = ctx.of_type(CPU);
     let check = |query: Params, keep: Keep, what: String| {
         let expected = folded(cpu.iter().copied().filter(|o| keep(o)));
@@ -433,7 +417,9 @@ async fn trace_span_and_profile_filters(ctx: &Ctx) {
     .await;
 }
 
-async fn single_profiles(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn single_profiles() {
+    let ctx = &ctx().await;
     let mut checked = 0;
     for (i, p) in ctx.workload.profiles.iter().enumerate() {
         let Some(id) = &p.profile_id else { continue };
@@ -510,7 +496,9 @@ async fn single_profiles(ctx: &Ctx) {
     );
 }
 
-async fn flamegraph_group_by(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn flamegraph_group_by() {
+    let ctx = &ctx().await;
     for ty in TYPES {
         let obs = ctx.of_type(ty);
         for keys in [
@@ -646,7 +634,9 @@ fn assert_timeseries(json: &Value, obs: &[&Obs], q: &Buckets<'_>, what: &str) {
     assert_eq!(order, sorted, "{what}: series order");
 }
 
-async fn timeseries_buckets(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn timeseries_buckets() {
+    let ctx = &ctx().await;
     let resource0 = r#"{service.name="checkout",host.name="host-a"}"#;
     // (type, selector, from, to, step parameter, step in ns)
     let cases: Vec<(&str, &str, i64, i64, &str, i64)> = vec![
@@ -729,7 +719,9 @@ async fn timeseries_buckets(ctx: &Ctx) {
     assert!(cut, "the workload has a profile across a bucket boundary");
 }
 
-async fn top_functions(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn top_functions() {
+    let ctx = &ctx().await;
     for ty in TYPES {
         for (selector, from, to) in [
             ("{}", FROM, TO),
@@ -813,7 +805,9 @@ fn expected_diff(base: &[&Obs], comp: &[&Obs]) -> BTreeMap<Path, [i64; 4]> {
     out
 }
 
-async fn diff_selectors_and_windows(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn diff_selectors_and_windows() {
+    let ctx = &ctx().await;
     let w = |t: i64| T0 + t * SECOND;
     // (type, baseline selector, from, to, comparison selector, from, to)
     let cases = [
@@ -1067,7 +1061,9 @@ async fn all_events(ctx: &Ctx, query: &Params, limit: usize, expected_len: usize
     }
 }
 
-async fn events_paging(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn events_paging() {
+    let ctx = &ctx().await;
     let cases: Vec<(&str, Params, Keep, usize)> = vec![
         (CPU, params(CPU, FROM, TO), Box::new(|_| true), 7),
         (OFF_CPU, params(OFF_CPU, FROM, TO), Box::new(|_| true), 4),
@@ -1114,7 +1110,9 @@ async fn events_paging(ctx: &Ctx) {
     }
 }
 
-async fn flamebearer_layout(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn flamebearer_layout() {
+    let ctx = &ctx().await;
     for ty in TYPES {
         for extra in [vec![], vec![("selector", r#"{host.name="host-a"}"#)]] {
             let obs: Vec<&Obs> = ctx
@@ -1148,7 +1146,9 @@ async fn flamebearer_layout(ctx: &Ctx) {
     }
 }
 
-async fn pprof_export(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn pprof_export() {
+    let ctx = &ctx().await;
     for ty in TYPES {
         for extra in [vec![], vec![("selector", r#"{service.name="checkout"}"#)]] {
             let obs: Vec<&Obs> = ctx
@@ -1226,7 +1226,9 @@ async fn pprof_export(ctx: &Ctx) {
     }
 }
 
-async fn bad_input(ctx: &Ctx) {
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input() {
+    let ctx = &ctx().await;
     let http = &ctx.http;
     // (path, query, status, words the message must contain)
     let bad_hex = "zz".repeat(16);

@@ -3,24 +3,21 @@
 use std::borrow::Cow;
 
 use axum::http::{HeaderMap, header};
-use stackhouse_ingest::body::{BodyError, decompress};
+use stackhouse_ingest::body::decompress;
 
-pub enum ReadError {
-    TooLarge,
-    Body(axum::Error),
-}
+use crate::error::ApiError;
 
 /// Reads at most `limit` bytes. Past the limit the rest is read and dropped (up to a bound)
 /// before answering 413: a server that answers while the client is still sending resets the
 /// connection, and the client sees a broken pipe instead of the error.
-pub async fn read_limited(body: axum::body::Body, limit: usize) -> Result<bytes::Bytes, ReadError> {
+pub async fn read_limited(body: axum::body::Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
     use http_body_util::BodyExt;
     let drain_bound = limit.saturating_mul(4).max(16 << 20);
     let mut body = body;
     let mut buf = bytes::BytesMut::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(ReadError::Body)?;
+        let frame = frame.map_err(|e| ApiError::invalid(format!("failed to read request body: {e}")))?;
         let Ok(data) = frame.into_data() else { continue };
         seen = seen.saturating_add(data.len());
         if seen > drain_bound {
@@ -31,7 +28,9 @@ pub async fn read_limited(body: axum::body::Body, limit: usize) -> Result<bytes:
         }
     }
     if seen > limit {
-        Err(ReadError::TooLarge)
+        Err(ApiError::too_large(format!(
+            "request body exceeds the limit of {limit} bytes"
+        )))
     } else {
         Ok(buf.freeze())
     }
@@ -44,12 +43,12 @@ pub fn inflate<'a>(
     headers: &HeaderMap,
     extra_header: Option<&str>,
     limit: usize,
-) -> Result<Cow<'a, [u8]>, BodyError> {
+) -> Result<Cow<'a, [u8]>, ApiError> {
     let named = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let encoding = extra_header
         .and_then(named)
         .or_else(|| named(header::CONTENT_ENCODING.as_str()));
-    decompress(raw, encoding, limit)
+    Ok(decompress(raw, encoding, limit)?)
 }
 
 /// The media type without parameters, lowercase; "" when absent.

@@ -4,84 +4,19 @@
 //! `{"profiles":N,"samples":M}`; a refusal is `{"error":"..."}` naming the problem.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use stackhouse_ingest::body::BodyError;
 use stackhouse_ingest::convert::{Conversion, ConvertError, Converted, RequestBuilder, Source};
 use stackhouse_ingest::pprof::PprofOptions;
 use stackhouse_ingest::pyroscope::{Format, parse_query};
 use stackhouse_ingest::{folded, jfr, pprof, speedscope};
 
 use super::AppState;
-use super::body::{ReadError, content_type_essence, inflate, read_limited};
-use crate::export::{ExportError, Exported};
+use super::body::{content_type_essence, inflate, read_limited};
+use crate::error::{ApiError, ErrorKind};
+use crate::export::Exported;
 use crate::tenant;
-
-struct Failure {
-    status: StatusCode,
-    message: String,
-    /// `Retry-After` seconds; a 503 without one says 1.
-    retry_after: Option<u64>,
-}
-
-impl Failure {
-    fn new(status: StatusCode, message: impl ToString) -> Failure {
-        Failure {
-            status,
-            message: message.to_string(),
-            retry_after: None,
-        }
-    }
-
-    fn invalid(message: impl ToString) -> Failure {
-        Failure::new(StatusCode::BAD_REQUEST, message)
-    }
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::warn!(message = %self.message, "pyroscope ingest failed");
-        } else {
-            tracing::debug!(message = %self.message, "pyroscope ingest refused");
-        }
-        let mut response = (
-            self.status,
-            axum::Json(serde_json::json!({ "error": self.message })),
-        )
-            .into_response();
-        let retry_after = self
-            .retry_after
-            .or((self.status == StatusCode::SERVICE_UNAVAILABLE).then_some(1));
-        if let Some(seconds) = retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
-        }
-        response
-    }
-}
-
-fn body_failure(e: BodyError) -> Failure {
-    match e {
-        BodyError::TooLarge { .. } => Failure::new(StatusCode::PAYLOAD_TOO_LARGE, e),
-        BodyError::UnsupportedEncoding(_) => Failure::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, e),
-        BodyError::Malformed(_) => Failure::invalid(e),
-    }
-}
-
-fn export_failure(e: ExportError) -> Failure {
-    match e {
-        ExportError::InvalidArgument(m) => Failure::invalid(m),
-        ExportError::Unavailable(m) => Failure::new(StatusCode::SERVICE_UNAVAILABLE, m),
-        ExportError::Overloaded { message, retry_after } => Failure {
-            retry_after: Some(ExportError::retry_after_secs(retry_after)),
-            ..Failure::new(StatusCode::TOO_MANY_REQUESTS, message)
-        },
-        ExportError::TooLarge(m) => Failure::new(StatusCode::PAYLOAD_TOO_LARGE, m),
-    }
-}
 
 pub async fn ingest(State(state): State<AppState>, request: Request) -> Response {
     match try_ingest(&state, request).await {
@@ -101,7 +36,7 @@ pub async fn ingest(State(state): State<AppState>, request: Request) -> Response
             );
             tracing::debug!(%message, "pyroscope ingest partly refused");
             (
-                StatusCode::BAD_REQUEST,
+                ErrorKind::InvalidArgument.http_status(),
                 axum::Json(serde_json::json!({
                     "error": message,
                     "profiles": exported.stored_profiles,
@@ -110,55 +45,35 @@ pub async fn ingest(State(state): State<AppState>, request: Request) -> Response
             )
                 .into_response()
         }
-        Err(failure) => failure.into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
-async fn try_ingest(state: &AppState, request: Request) -> Result<(Exported, Converted), Failure> {
+async fn try_ingest(state: &AppState, request: Request) -> Result<(Exported, Converted), ApiError> {
     let (parts, body) = request.into_parts();
     let limit = state.max_message_bytes;
     // Read the body before any refusal (see read_limited).
-    let raw = read_limited(body, limit).await.map_err(|e| match e {
-        ReadError::TooLarge => Failure::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body exceeds the limit of {limit} bytes"),
-        ),
-        ReadError::Body(e) => Failure::invalid(format!("failed to read request body: {e}")),
-    })?;
+    let raw = read_limited(body, limit).await?;
     let query: Vec<(String, String)> =
         url::form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
             .into_owned()
             .collect();
-    let query = parse_query(query.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(Failure::invalid)?;
-    let tenant =
-        tenant::parse(parts.headers.get(tenant::HEADER).map(|v| v.as_bytes())).map_err(Failure::invalid)?;
-    let body = Bytes::from(
-        inflate(&raw, &parts.headers, None, limit)
-            .map_err(body_failure)?
-            .into_owned(),
-    );
+    let query =
+        parse_query(query.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(ApiError::invalid)?;
+    let tenant = tenant::from_headers(&parts.headers)?;
+    let body = Bytes::from(inflate(&raw, &parts.headers, None, limit)?.into_owned());
     let upload = Upload::read(&parts.headers, body).await?;
     let format = query.format;
     let source = query.source;
     let (conversion, converted) =
         tokio::task::spawn_blocking(move || convert(format, &upload, &source, limit))
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("conversion task failed: {e}"),
-                )
-            })?
+            .await?
             .map_err(|e| match e {
-                ConvertError::TooLarge { .. } => Failure::new(StatusCode::PAYLOAD_TOO_LARGE, e),
-                ConvertError::Invalid { .. } => Failure::invalid(e),
+                ConvertError::TooLarge { .. } => ApiError::too_large(e),
+                ConvertError::Invalid { .. } => ApiError::invalid(e),
             })?;
-    state
-        .exporter
-        .export(tenant, conversion)
-        .await
-        .map_err(export_failure)
-        .map(|exported| (exported, converted))
+    let exported = state.exporter.export(tenant, conversion).await?;
+    Ok((exported, converted))
 }
 
 /// The request body: one raw payload, or the named parts of a multipart/form-data upload.
@@ -169,7 +84,7 @@ struct Upload {
 }
 
 impl Upload {
-    async fn read(headers: &HeaderMap, body: Bytes) -> Result<Upload, Failure> {
+    async fn read(headers: &HeaderMap, body: Bytes) -> Result<Upload, ApiError> {
         if content_type_essence(headers) != "multipart/form-data" {
             return Ok(Upload {
                 raw: Some(body),
@@ -181,11 +96,12 @@ impl Upload {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         let boundary = multer::parse_boundary(content_type)
-            .map_err(|e| Failure::invalid(format!("invalid multipart/form-data content type: {e}")))?;
+            .map_err(|e| ApiError::invalid(format!("invalid multipart/form-data content type: {e}")))?;
         let stream = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(body) });
         let mut multipart = multer::Multipart::new(stream, boundary);
         let mut parts = Vec::new();
-        let malformed = |e: multer::Error| Failure::invalid(format!("invalid multipart/form-data body: {e}"));
+        let malformed =
+            |e: multer::Error| ApiError::invalid(format!("invalid multipart/form-data body: {e}"));
         while let Some(field) = multipart.next_field().await.map_err(malformed)? {
             let name = field.name().unwrap_or("").to_string();
             let data = field.bytes().await.map_err(malformed)?;
@@ -260,6 +176,8 @@ fn convert(
 
 #[cfg(test)]
 mod tests {
+    use axum::http::StatusCode;
+
     use super::*;
 
     fn multipart(boundary: &str, parts: &[(&str, &[u8])]) -> Vec<u8> {
@@ -302,7 +220,6 @@ mod tests {
             Bytes::from(body),
         )
         .await
-        .ok()
         .expect("valid multipart");
         assert!(upload.raw.is_none());
         assert_eq!(upload.main(Format::Pprof, &["profile"]).unwrap(), profile);
@@ -325,7 +242,6 @@ mod tests {
     async fn raw_bodies_and_bad_multipart() {
         let upload = Upload::read(&headers("application/octet-stream"), Bytes::from_static(b"a;b 1"))
             .await
-            .ok()
             .unwrap();
         assert_eq!(upload.main(Format::Folded, &["profile"]).unwrap(), b"a;b 1");
 
@@ -346,7 +262,7 @@ mod tests {
         else {
             panic!("truncated multipart accepted")
         };
-        assert_eq!(truncated.status, StatusCode::BAD_REQUEST);
+        assert_eq!(truncated.status(), StatusCode::BAD_REQUEST);
         assert!(
             truncated.message.contains("invalid multipart"),
             "{}",

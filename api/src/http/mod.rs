@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{MethodRouter, get, post};
-use stackhouse_query::engine::QueryEngine;
+use stackhouse_query::QueryEngine;
 use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::store::Store;
 

@@ -5,10 +5,64 @@ use std::sync::OnceLock;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use utoipa::OpenApi;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
 
 use super::query::{diff, events, flamegraph, labels, params, profiles, timeseries, top, traces};
-use crate::error::ErrorBody;
+use crate::error::{ErrorBody, ErrorKind};
+
+/// How every query endpoint can fail.
+const QUERY_ERRORS: [ErrorKind; 4] = [
+    ErrorKind::InvalidArgument,
+    ErrorKind::LimitExceeded,
+    ErrorKind::Unavailable,
+    ErrorKind::Internal,
+];
+
+/// The failures of `path` beyond [`QUERY_ERRORS`].
+fn own_errors(path: &str) -> &'static [ErrorKind] {
+    match path {
+        "/api/v1/profiles/{profile_id}" => &[ErrorKind::NotFound],
+        _ => &[],
+    }
+}
+
+/// Documents each endpoint's error answers from the one table in `crate::error`, so the
+/// document states what the server sends.
+struct ErrorResponses;
+
+impl Modify for ErrorResponses {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let Some(operation) = item.get.as_mut() else {
+                continue;
+            };
+            if path == "/api/v1/openapi.json" {
+                continue;
+            }
+            for kind in QUERY_ERRORS.iter().chain(own_errors(path)) {
+                let body = ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build();
+                let mut response = ResponseBuilder::new()
+                    .description(kind.description())
+                    .content("application/json", body);
+                if kind.retry_after().is_some() {
+                    let seconds = HeaderBuilder::new()
+                        .schema(ObjectBuilder::new().schema_type(Type::Integer))
+                        .description(Some("Seconds to wait before retrying"))
+                        .build();
+                    response = response.header("Retry-After", seconds);
+                }
+                operation
+                    .responses
+                    .responses
+                    .insert(kind.http_status().as_str().to_string(), response.build().into());
+            }
+        }
+    }
+}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -17,8 +71,10 @@ use crate::error::ErrorBody;
         description = "Profile storage and query API. Every query endpoint reads the tenant from \
             `X-Scope-OrgID` (default `anonymous`). Errors are `{\"error\": \"…\"}`: 400 for a \
             malformed request, 404 for an unknown profile id, 422 when a limit is exceeded (the \
-            message names the limit and the flag that raises it)."
+            message names the limit and the flag that raises it), 503 with `Retry-After` when \
+            the server cannot answer now (query memory budget, storage), 500 for our faults."
     ),
+    modifiers(&ErrorResponses),
     paths(
         flamegraph::flamegraph,
         profiles::profile,
@@ -77,7 +133,18 @@ mod tests {
             if path == "/api/v1/openapi.json" {
                 continue;
             }
-            for status in ["400", "500"] {
+            let mut statuses = vec!["400", "422", "500", "503"];
+            if path == "/api/v1/profiles/{profile_id}" {
+                statuses.push("404");
+            }
+            let documented: Vec<&str> = responses
+                .keys()
+                .map(String::as_str)
+                .filter(|s| *s != "200")
+                .collect();
+            assert_eq!(documented.len(), statuses.len(), "{path}: {documented:?}");
+            assert!(responses["503"]["headers"]["Retry-After"].is_object(), "{path}");
+            for status in statuses {
                 assert_eq!(
                     responses[status]["content"]["application/json"]["schema"]["$ref"], error_ref,
                     "{path} {status}"

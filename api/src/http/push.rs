@@ -7,18 +7,17 @@
 //! that a client neither loses the good profiles nor retries the bad ones forever.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
-use stackhouse_ingest::body::BodyError;
 use stackhouse_ingest::convert::{Conversion, RequestBuilder};
 use stackhouse_ingest::pprof::{self, PprofOptions};
 use stackhouse_ingest::pyroscope::source_from_labels;
 use stackhouse_proto::pyroscope_push::{PushRequest, PushResponse};
 
 use super::AppState;
-use super::body::{ReadError, content_type_essence, inflate, read_limited};
-use crate::export::ExportError;
+use super::body::{content_type_essence, inflate, read_limited};
+use crate::error::ApiError;
 use crate::tenant;
 
 const PUSH_REQUEST: &str = "push.v1.PushRequest";
@@ -39,62 +38,6 @@ impl Codec {
     }
 }
 
-/// A Connect error: `{"code": "...", "message": "..."}` with the code's HTTP status.
-#[derive(Debug)]
-pub struct ConnectError {
-    code: &'static str,
-    message: String,
-    /// `Retry-After` seconds; an `unavailable` without one says 1.
-    retry_after: Option<u64>,
-}
-
-impl ConnectError {
-    fn new(code: &'static str, message: impl ToString) -> ConnectError {
-        ConnectError {
-            code,
-            message: message.to_string(),
-            retry_after: None,
-        }
-    }
-
-    fn invalid(message: impl ToString) -> ConnectError {
-        ConnectError::new("invalid_argument", message)
-    }
-
-    /// The HTTP status Connect's protocol assigns to the code.
-    fn status(&self) -> StatusCode {
-        match self.code {
-            "invalid_argument" => StatusCode::BAD_REQUEST,
-            "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
-            "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
-            "unimplemented" => StatusCode::NOT_FOUND,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-}
-
-impl IntoResponse for ConnectError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        if status.is_server_error() {
-            tracing::warn!(message = %self.message, "push failed");
-        } else {
-            tracing::debug!(message = %self.message, "push refused");
-        }
-        let body = serde_json::json!({ "code": self.code, "message": self.message });
-        let mut response = (status, axum::Json(body)).into_response();
-        let retry_after = self
-            .retry_after
-            .or((status == StatusCode::SERVICE_UNAVAILABLE).then_some(1));
-        if let Some(seconds) = retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
-        }
-        response
-    }
-}
-
 pub async fn push(State(state): State<AppState>, request: Request) -> Response {
     let codec = Codec::from_headers(request.headers());
     match try_push(&state, codec, request).await {
@@ -106,56 +49,28 @@ pub async fn push(State(state): State<AppState>, request: Request) -> Response {
                 .into_response(),
             _ => ([(header::CONTENT_TYPE, "application/json")], "{}").into_response(),
         },
-        Err(e) => e.into_response(),
+        Err(e) => e.into_connect(),
     }
 }
 
-async fn try_push(state: &AppState, codec: Option<Codec>, request: Request) -> Result<(), ConnectError> {
+async fn try_push(state: &AppState, codec: Option<Codec>, request: Request) -> Result<(), ApiError> {
     let (parts, body) = request.into_parts();
     let limit = state.max_message_bytes;
-    let raw = read_limited(body, limit).await.map_err(|e| match e {
-        ReadError::TooLarge => ConnectError::new(
-            "resource_exhausted",
-            format!("request body exceeds the limit of {limit} bytes"),
-        ),
-        ReadError::Body(e) => ConnectError::invalid(format!("failed to read request body: {e}")),
-    })?;
+    let raw = read_limited(body, limit).await?;
     let Some(codec) = codec else {
-        return Err(ConnectError::invalid(format!(
+        return Err(ApiError::invalid(format!(
             "unsupported content type {:?}: use application/proto or application/json",
             content_type_essence(&parts.headers)
         )));
     };
-    let tenant = tenant::parse(parts.headers.get(tenant::HEADER).map(|v| v.as_bytes()))
-        .map_err(ConnectError::invalid)?;
-    let body =
-        inflate(&raw, &parts.headers, Some("connect-content-encoding"), limit).map_err(|e| match e {
-            BodyError::TooLarge { .. } => ConnectError::new("resource_exhausted", e),
-            BodyError::UnsupportedEncoding(_) => ConnectError::new("unimplemented", e),
-            BodyError::Malformed(_) => ConnectError::invalid(e),
-        })?;
+    let tenant = tenant::from_headers(&parts.headers)?;
+    let body = inflate(&raw, &parts.headers, Some("connect-content-encoding"), limit)?;
     let request = decode(&body, codec)?;
     drop(body);
     let raw_total: usize = request.series.iter().map(|s| s.samples.len()).sum();
-    let conversion = tokio::task::spawn_blocking(move || convert(&request, limit))
-        .await
-        .map_err(|e| ConnectError::new("internal", format!("conversion task failed: {e}")))?;
+    let conversion = tokio::task::spawn_blocking(move || convert(&request, limit)).await?;
     let raw_refused = conversion.rejected_profiles;
-    let exported = state
-        .exporter
-        .export(tenant, conversion)
-        .await
-        .map_err(|e| match e {
-            ExportError::InvalidArgument(m) => ConnectError::invalid(m),
-            ExportError::Unavailable(m) => ConnectError::new("unavailable", m),
-            // Connect's resource_exhausted is HTTP 429; the delay tells the SDK when.
-            ExportError::Overloaded { message, retry_after } => ConnectError {
-                retry_after: Some(ExportError::retry_after_secs(retry_after)),
-                ..ConnectError::new("resource_exhausted", message)
-            },
-            // Too large for good: the same answer as an over-limit body, without a delay.
-            ExportError::TooLarge(m) => ConnectError::new("resource_exhausted", m),
-        })?;
+    let exported = state.exporter.export(tenant, conversion).await?;
     if exported.rejected_profiles == 0 {
         return Ok(());
     }
@@ -170,16 +85,16 @@ async fn try_push(state: &AppState, codec: Option<Codec>, request: Request) -> R
             exported.stored_profiles + refused_by_normalization,
         )
     };
-    Err(ConnectError::invalid(format!(
+    Err(ApiError::invalid(format!(
         "{stored}; {}",
         exported.errors.join("; ")
     )))
 }
 
-fn decode(body: &[u8], codec: Codec) -> Result<PushRequest, ConnectError> {
+fn decode(body: &[u8], codec: Codec) -> Result<PushRequest, ApiError> {
     match codec {
         Codec::Proto => PushRequest::decode(body)
-            .map_err(|e| ConnectError::invalid(format!("failed to decode PushRequest: {e}"))),
+            .map_err(|e| ApiError::invalid(format!("failed to decode PushRequest: {e}"))),
         Codec::Json => {
             let desc = stackhouse_proto::descriptor_pool()
                 .get_message_by_name(PUSH_REQUEST)
@@ -188,10 +103,10 @@ fn decode(body: &[u8], codec: Codec) -> Result<PushRequest, ConnectError> {
             let options = prost_reflect::DeserializeOptions::new().deny_unknown_fields(false);
             let message = prost_reflect::DynamicMessage::deserialize_with_options(desc, &mut de, &options)
                 .and_then(|m| de.end().map(|()| m))
-                .map_err(|e| ConnectError::invalid(format!("failed to decode PushRequest from JSON: {e}")))?;
+                .map_err(|e| ApiError::invalid(format!("failed to decode PushRequest from JSON: {e}")))?;
             message
                 .transcode_to::<PushRequest>()
-                .map_err(|e| ConnectError::invalid(format!("failed to decode PushRequest from JSON: {e}")))
+                .map_err(|e| ApiError::invalid(format!("failed to decode PushRequest from JSON: {e}")))
         }
     }
 }
@@ -260,7 +175,7 @@ mod tests {
         let proto = sample_request().encode_to_vec();
         assert_eq!(decode(&proto, Codec::Proto).unwrap(), sample_request());
         let err = decode(b"{\"series\": 5}", Codec::Json).unwrap_err();
-        assert_eq!(err.code, "invalid_argument");
+        assert_eq!(err.kind.connect_code(), "invalid_argument");
         assert!(err.message.contains("PushRequest"), "{}", err.message);
     }
 

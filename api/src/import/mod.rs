@@ -359,7 +359,7 @@ fn otlp_outcome(
     let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     if !status.is_success() {
         if sent == Detected::OtlpProtobuf
-            && let Ok(s) = RpcStatus::decode(body)
+            && let Ok(s) = tonic_types::Status::decode(body)
             && !s.message.is_empty()
         {
             return Err(format!("{status}: {}", s.message));
@@ -408,15 +408,6 @@ fn error_message(status: reqwest::StatusCode, body: &[u8], json: Option<&serde_j
     });
     let message = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
     format!("{status}: {message}")
-}
-
-/// `google.rpc.Status`, OTLP/HTTP's protobuf error body.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
 }
 
 #[cfg(test)]
@@ -542,9 +533,10 @@ mod tests {
             o.rejected.as_deref(),
             Some("1 of 3 profiles rejected: profile 0: bad")
         );
-        let status = RpcStatus {
+        let status = tonic_types::Status {
             code: 3,
             message: "invalid".into(),
+            details: Vec::new(),
         };
         let err = otlp_outcome(
             reqwest::StatusCode::BAD_REQUEST,

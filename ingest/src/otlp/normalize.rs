@@ -12,7 +12,7 @@ use stackhouse_storage::model::{
 
 use super::attributes::{dictionary_pair, key_value_pair, string, value_string};
 pub use super::validate::RequestError;
-use super::validate::{Validator, check_dictionary};
+use super::validate::{ProfileError, Validator, check_dictionary};
 
 /// Enough to tell a sender what is wrong without letting a request of thousands of bad
 /// profiles build an enormous error message.
@@ -65,17 +65,17 @@ pub fn normalize(
             let scope = scope_profiles.scope.as_ref();
             for (p, profile) in scope_profiles.profiles.iter().enumerate() {
                 // Validating first keeps a rejected profile from adding anything at all.
-                match validator.check_profile(resource, scope, profile) {
-                    Ok(()) => {
-                        interner.add_profile(
-                            &mut out.batch,
-                            &resource_labels,
-                            scope,
-                            profile,
-                            received_at_nanos,
-                        );
-                        out.accepted_profiles += 1;
-                    }
+                let added = validator.check_profile(resource, scope, profile).and_then(|()| {
+                    interner.add_profile(
+                        &mut out.batch,
+                        &resource_labels,
+                        scope,
+                        profile,
+                        received_at_nanos,
+                    )
+                });
+                match added {
+                    Ok(()) => out.accepted_profiles += 1,
                     Err(e) => {
                         out.rejected_profiles += 1;
                         if out.errors.len() < MAX_ERROR_MESSAGES {
@@ -90,6 +90,9 @@ pub fn normalize(
     }
     Ok(out)
 }
+
+/// A sample's trace and span id, each `None` when not set.
+type SampleLink = (Option<[u8; 16]>, Option<[u8; 8]>);
 
 /// Index 0 of a table is its zero value, also when the sender omitted the table.
 static ZERO_LOCATION: Location = Location {
@@ -113,9 +116,29 @@ struct Interner<'a> {
     path: Vec<SymbolId>,
 }
 
-/// Indices are validated non-negative before they get here.
-fn slot(index: i32) -> usize {
-    usize::try_from(index).expect("validated index is non-negative")
+/// Validation checks every index before interning reads it; this check stays so that a
+/// gap in validation refuses the profile instead of panicking the request.
+fn slot(index: i32, len: usize, table: &'static str) -> Result<usize, ProfileError> {
+    usize::try_from(index)
+        .ok()
+        .filter(|&i| i < len.max(1))
+        .ok_or(ProfileError::IndexOutOfRange {
+            field: "index",
+            index: index.into(),
+            table,
+            len,
+        })
+}
+
+/// Entry `index` of `table`, which must exist (index 0 included).
+fn entry<'t, T>(table: &'t [T], index: i32, name: &'static str) -> Result<&'t T, ProfileError> {
+    let i = slot(index, table.len(), name)?;
+    table.get(i).ok_or(ProfileError::IndexOutOfRange {
+        field: "index",
+        index: index.into(),
+        table: name,
+        len: table.len(),
+    })
 }
 
 fn cache(len: usize) -> Vec<Option<SymbolId>> {
@@ -146,8 +169,8 @@ impl<'a> Interner<'a> {
         scope: Option<&InstrumentationScope>,
         profile: &'a Profile,
         received_at_nanos: i64,
-    ) {
-        let attributes = self.profile_attributes(profile);
+    ) -> Result<(), ProfileError> {
+        let attributes = self.profile_attributes(profile)?;
         let series = Series::new(
             ProfileType {
                 sample_type: self.value_type_part(profile.sample_type, |t| t.type_strindex),
@@ -158,17 +181,46 @@ impl<'a> Interner<'a> {
             self.labels(resource, scope, &attributes),
             profile.period,
         );
-        let series_id = batch.add_series(series);
+        let series_id = series.id;
         let profile_id = nonzero_id::<16>(&profile.profile_id);
         // Validated: both fit in i64 and so does their sum.
         let start = profile.time_unix_nano as i64;
         let time = if start == 0 { received_at_nanos } else { start };
 
         let rows_before = batch.samples.len();
+        // A refused profile leaves no rows and no series behind; symbols it interned are
+        // content-addressed and harmless unreferenced.
+        if let Err(e) = self.add_samples(batch, profile, series_id, profile_id, time) {
+            batch.samples.truncate(rows_before);
+            return Err(e);
+        }
+        batch.add_series(series);
+        if let Some(profile_id) = profile_id {
+            batch.profiles.push(ProfileRecord {
+                profile_id,
+                series_id,
+                start_nanos: time,
+                end_nanos: time.saturating_add(profile.duration_nano as i64),
+                sample_count: (batch.samples.len() - rows_before) as i64,
+                resource: resource.clone(),
+                attributes,
+            });
+        }
+        Ok(())
+    }
+
+    fn add_samples(
+        &mut self,
+        batch: &mut Batch,
+        profile: &'a Profile,
+        series_id: i64,
+        profile_id: Option<[u8; 16]>,
+        time: i64,
+    ) -> Result<(), ProfileError> {
         for sample in &profile.samples {
-            let stack_id = self.stack(batch, sample.stack_index);
-            let attr_set_id = self.attr_set(batch, &sample.attribute_indices);
-            let (trace_id, span_id) = self.link(sample.link_index);
+            let stack_id = self.stack(batch, sample.stack_index)?;
+            let attr_set_id = self.attr_set(batch, &sample.attribute_indices)?;
+            let (trace_id, span_id) = self.link(sample.link_index)?;
             let row = |time_nanos, value| SampleRow {
                 time_nanos,
                 series_id,
@@ -189,17 +241,7 @@ impl<'a> Interner<'a> {
                 (true, true) => {}
             }
         }
-        if let Some(profile_id) = profile_id {
-            batch.profiles.push(ProfileRecord {
-                profile_id,
-                series_id,
-                start_nanos: time,
-                end_nanos: time.saturating_add(profile.duration_nano as i64),
-                sample_count: (batch.samples.len() - rows_before) as i64,
-                resource: resource.clone(),
-                attributes,
-            });
-        }
+        Ok(())
     }
 
     fn value_type_part(&self, value_type: Option<ValueType>, part: fn(&ValueType) -> i32) -> String {
@@ -231,126 +273,133 @@ impl<'a> Interner<'a> {
     }
 
     /// The profile's own attributes (`Profile.attribute_indices`, validated in range).
-    fn profile_attributes(&self, profile: &Profile) -> Labels {
+    fn profile_attributes(&self, profile: &Profile) -> Result<Labels, ProfileError> {
         let mut labels = Labels::new();
         for &i in profile.attribute_indices.iter().filter(|&&i| i != 0) {
-            insert_label(
-                &mut labels,
-                dictionary_pair(&self.dict.attribute_table[slot(i)], &self.dict.string_table),
-            );
+            let attribute = entry(&self.dict.attribute_table, i, "attribute_table")?;
+            insert_label(&mut labels, dictionary_pair(attribute, &self.dict.string_table));
         }
-        labels
+        Ok(labels)
     }
 
-    fn attr_set(&mut self, batch: &mut Batch, indices: &'a [i32]) -> SymbolId {
+    fn attr_set(&mut self, batch: &mut Batch, indices: &'a [i32]) -> Result<SymbolId, ProfileError> {
         if indices.is_empty() {
-            return SymbolId::ZERO;
+            return Ok(SymbolId::ZERO);
         }
         if let Some(&id) = self.attr_sets.get(indices) {
-            return id;
+            return Ok(id);
         }
-        let pairs = indices
-            .iter()
-            .filter(|&&i| i != 0)
-            .map(|&i| dictionary_pair(&self.dict.attribute_table[slot(i)], &self.dict.string_table))
-            .filter(|(key, _)| !key.is_empty())
-            .collect();
+        let mut pairs = Vec::with_capacity(indices.len());
+        for &i in indices.iter().filter(|&&i| i != 0) {
+            let pair = dictionary_pair(
+                entry(&self.dict.attribute_table, i, "attribute_table")?,
+                &self.dict.string_table,
+            );
+            if !pair.0.is_empty() {
+                pairs.push(pair);
+            }
+        }
         let id = batch.add_attr_set(AttributeSet::new(pairs));
         self.attr_sets.insert(indices, id);
-        id
+        Ok(id)
     }
 
-    fn link(&self, index: i32) -> (Option<[u8; 16]>, Option<[u8; 8]>) {
-        match self.dict.link_table.get(slot(index)).filter(|_| index != 0) {
+    fn link(&self, index: i32) -> Result<SampleLink, ProfileError> {
+        let i = slot(index, self.dict.link_table.len(), "link_table")?;
+        Ok(match self.dict.link_table.get(i).filter(|_| i != 0) {
             Some(link) => (nonzero_id(&link.trace_id), nonzero_id(&link.span_id)),
             None => (None, None),
-        }
+        })
     }
 
-    fn stack(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
-        let i = slot(index);
+    fn stack(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
+        let dict = self.dict;
+        let i = slot(index, dict.stack_table.len(), "stack_table")?;
         if i == 0 {
-            return SymbolId::ZERO;
+            return Ok(SymbolId::ZERO);
         }
         if let Some(id) = self.stacks[i] {
-            return id;
+            return Ok(id);
         }
-        let dict = self.dict;
+        let locations = &entry(&dict.stack_table, index, "stack_table")?.location_indices;
         let mut path = std::mem::take(&mut self.path);
         path.clear();
-        for &location in &dict.stack_table[i].location_indices {
-            path.push(self.location(batch, location));
+        for &location in locations {
+            match self.location(batch, location) {
+                Ok(id) => path.push(id),
+                Err(e) => {
+                    self.path = path;
+                    return Err(e);
+                }
+            }
         }
         let id = batch.add_stack(&path);
         self.path = path;
         self.stacks[i] = Some(id);
-        id
+        Ok(id)
     }
 
-    fn location(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
-        let i = slot(index);
-        if let Some(id) = self.locations[i] {
-            return id;
-        }
+    fn location(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
         let dict = self.dict;
+        let i = slot(index, dict.location_table.len(), "location_table")?;
+        if let Some(id) = self.locations[i] {
+            return Ok(id);
+        }
         let location = dict.location_table.get(i).unwrap_or(&ZERO_LOCATION);
-        let mapping_id = self.mapping(batch, location.mapping_index);
-        let lines = location
-            .lines
-            .iter()
-            .map(|line| model::Line {
-                function_id: self.function(batch, line.function_index),
+        let mapping_id = self.mapping(batch, location.mapping_index)?;
+        let mut lines = Vec::with_capacity(location.lines.len());
+        for line in &location.lines {
+            lines.push(model::Line {
+                function_id: self.function(batch, line.function_index)?,
                 line: line.line,
                 column: line.column,
-            })
-            .collect();
+            });
+        }
         let id = batch.add_location(model::Location {
             mapping_id,
             address: location.address,
             lines,
         });
         self.locations[i] = Some(id);
-        id
+        Ok(id)
     }
 
-    fn mapping(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
-        let i = slot(index);
+    fn mapping(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
+        let i = slot(index, self.dict.mapping_table.len(), "mapping_table")?;
         if i == 0 {
-            return SymbolId::ZERO;
+            return Ok(SymbolId::ZERO);
         }
         if let Some(id) = self.mappings[i] {
-            return id;
+            return Ok(id);
         }
-        let mapping = &self.dict.mapping_table[i];
+        let mapping = entry(&self.dict.mapping_table, index, "mapping_table")?;
         let id = batch.add_mapping(model::Mapping {
             memory_start: mapping.memory_start,
             memory_limit: mapping.memory_limit,
             file_offset: mapping.file_offset,
             filename: self.str(mapping.filename_strindex).to_string(),
-            build_id: self.build_id(&mapping.attribute_indices),
+            build_id: self.build_id(&mapping.attribute_indices)?,
         });
         self.mappings[i] = Some(id);
-        id
+        Ok(id)
     }
 
-    fn build_id(&self, attribute_indices: &[i32]) -> String {
-        let attrs = || {
-            attribute_indices
-                .iter()
-                .filter(|&&i| i != 0)
-                .map(|&i| &self.dict.attribute_table[slot(i)])
-        };
-        BUILD_ID_KEYS
+    fn build_id(&self, attribute_indices: &[i32]) -> Result<String, ProfileError> {
+        let mut attributes = Vec::with_capacity(attribute_indices.len());
+        for &i in attribute_indices.iter().filter(|&&i| i != 0) {
+            attributes.push(entry(&self.dict.attribute_table, i, "attribute_table")?);
+        }
+        Ok(BUILD_ID_KEYS
             .iter()
-            .find_map(|&key| attrs().find(|a| self.str(a.key_strindex) == key))
+            .find_map(|&key| attributes.iter().find(|a| self.str(a.key_strindex) == key))
             .map(|a| value_string(a.value.as_ref(), &self.dict.string_table))
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 
-    fn function(&mut self, batch: &mut Batch, index: i32) -> SymbolId {
-        let i = slot(index);
+    fn function(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
+        let i = slot(index, self.dict.function_table.len(), "function_table")?;
         if let Some(id) = self.functions[i] {
-            return id;
+            return Ok(id);
         }
         let function = self.dict.function_table.get(i).copied().unwrap_or_default();
         let id = batch.add_function(model::Function {
@@ -360,7 +409,7 @@ impl<'a> Interner<'a> {
             start_line: function.start_line,
         });
         self.functions[i] = Some(id);
-        id
+        Ok(id)
     }
 }
 

@@ -17,8 +17,8 @@ use stackhouse_storage::schema::samples;
 
 use super::QueryEngine;
 use super::plan::Plan;
+use super::scan::SamplesTable;
 use crate::error::QueryError;
-use crate::scan::SamplesTable;
 use crate::types::ScanStats;
 
 /// A column to group by.

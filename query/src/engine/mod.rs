@@ -1,13 +1,15 @@
-//! Running queries: catalog pruning, DataFusion aggregations over the chosen segments,
-//! symbolization, and the shapes of each endpoint's result.
+//! The machinery every endpoint shares: the engine and its limits, the scope of a query,
+//! catalog pruning (`plan`), the DataFusion scan and aggregation (`scan`, `selection`,
+//! `aggregate`), grouping, and building call trees (`stack_tree`). The endpoints
+//! themselves are in `crate::endpoints`.
 
-mod aggregate;
-mod events;
-mod export;
-mod flamegraph;
-mod plan;
-mod profile;
-mod timeseries;
+pub(crate) mod aggregate;
+pub(crate) mod grouping;
+pub(crate) mod plan;
+pub(crate) mod scan;
+pub mod scope;
+pub(crate) mod selection;
+pub(crate) mod stack_tree;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,19 +17,11 @@ use std::sync::Arc;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use stackhouse_storage::catalog::Catalog;
-use stackhouse_storage::model::ProfileType;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
-use crate::diff::Diff;
 use crate::error::QueryError;
-use crate::events::EventsPage;
 use crate::limits::QueryLimits;
-use crate::profile::ProfileMeta;
-use crate::scope::{GroupKey, Scope};
-use crate::timeseries::{Aggregation, Timeseries};
-use crate::top::Top;
-use crate::tree::Flamegraph;
 
 /// The default of [`QueryConfig::memory_limit_bytes`]: 2 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 2 << 30;
@@ -55,66 +49,14 @@ impl Default for QueryConfig {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct FlamegraphQuery {
-    pub scope: Scope,
-    /// Puts one level of `key=value` nodes under the root.
-    pub group_by: Vec<GroupKey>,
-    /// Node budget of the tree; 0 means [`crate::DEFAULT_MAX_NODES`].
-    pub max_nodes: usize,
-}
-
-#[derive(Clone, Debug)]
-pub struct TimeseriesQuery {
-    pub scope: Scope,
-    pub step_nanos: i64,
-    pub group_by: Vec<GroupKey>,
-    pub aggregation: Aggregation,
-}
-
-#[derive(Clone, Debug)]
-pub struct TopQuery {
-    pub scope: Scope,
-    /// Most functions returned.
-    pub limit: usize,
-}
-
-#[derive(Clone, Debug)]
-pub struct DiffQuery {
-    pub baseline: Scope,
-    pub comparison: Scope,
-    /// Node budget; 0 means [`crate::DEFAULT_MAX_NODES`].
-    pub max_nodes: usize,
-}
-
-#[derive(Clone, Debug)]
-pub struct EventsQuery {
-    pub scope: Scope,
-    /// Page size.
-    pub limit: usize,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-}
-
-/// What a pprof export holds.
-// Built once per request and never stored, so the size difference costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug)]
-pub enum PprofQuery {
-    /// The selected samples, each with its labels (series labels and sample attributes).
-    Scope(Scope),
-    /// Both sides of a diff, as two sample types `baseline` and `comparison`.
-    Diff { baseline: Scope, comparison: Scope },
-}
-
 pub struct QueryEngine {
-    store: Store,
-    catalog: Arc<dyn Catalog>,
-    symbols: Arc<SymbolCache>,
-    limits: QueryLimits,
+    pub(crate) store: Store,
+    pub(crate) catalog: Arc<dyn Catalog>,
+    pub(crate) symbols: Arc<SymbolCache>,
+    pub(crate) limits: QueryLimits,
     memory_limit_bytes: Option<usize>,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
-    ctx: SessionContext,
+    pub(crate) ctx: SessionContext,
 }
 
 impl QueryEngine {
@@ -153,54 +95,12 @@ impl QueryEngine {
         &self.limits
     }
 
-    /// The call tree of the selected samples, values summed per call path. Selecting
-    /// nothing is not an error: the result has total 0.
-    pub async fn flamegraph(&self, q: &FlamegraphQuery) -> Result<Flamegraph, QueryError> {
-        self.bounded(self.run_flamegraph(q)).await
-    }
-
-    /// Values bucketed by `step`, one series per group.
-    pub async fn timeseries(&self, q: &TimeseriesQuery) -> Result<Timeseries, QueryError> {
-        self.bounded(self.run_timeseries(q)).await
-    }
-
-    /// Functions by self value.
-    pub async fn top(&self, q: &TopQuery) -> Result<Top, QueryError> {
-        self.bounded(self.run_top(q)).await
-    }
-
-    /// One tree carrying both sides' values.
-    pub async fn diff(&self, q: &DiffQuery) -> Result<Diff, QueryError> {
-        self.bounded(self.run_diff(q)).await
-    }
-
-    /// One page of individual samples in time order.
-    pub async fn events(&self, q: &EventsQuery) -> Result<EventsPage, QueryError> {
-        self.bounded(self.run_events(q)).await
-    }
-
-    /// A gzipped pprof profile of the selection.
-    pub async fn pprof(&self, q: &PprofQuery) -> Result<Vec<u8>, QueryError> {
-        self.bounded(self.run_pprof(q)).await
-    }
-
-    /// Locates a stored profile: its metadata, and the scope that selects exactly its
-    /// samples. `profile_type` picks one when the id was sent with several types;
-    /// without it, such an id is an [`QueryError::InvalidArgument`] naming the types.
-    /// An unknown id is [`QueryError::NotFound`].
-    pub async fn find_profile(
-        &self,
-        tenant: &str,
-        profile_id: [u8; 16],
-        profile_type: Option<&ProfileType>,
-    ) -> Result<(ProfileMeta, Scope), QueryError> {
-        self.bounded(self.locate_profile(tenant, profile_id, profile_type))
-            .await
-    }
-
     /// Runs a query under the configured timeout; dropping the future cancels its scans.
     /// A memory error is told the budget here, where it is known.
-    async fn bounded<T>(&self, query: impl Future<Output = Result<T, QueryError>>) -> Result<T, QueryError> {
+    pub(crate) async fn bounded<T>(
+        &self,
+        query: impl Future<Output = Result<T, QueryError>>,
+    ) -> Result<T, QueryError> {
         let result = tokio::time::timeout(self.limits.timeout, query)
             .await
             .unwrap_or(Err(QueryError::Timeout(self.limits.timeout)));

@@ -10,11 +10,11 @@ use stackhouse_storage::model::Series;
 use stackhouse_storage::schema::samples;
 
 use super::QueryEngine;
+use super::scan::selection_filter;
+use super::scope::Scope;
+use super::selection::{match_series, segments_to_scan, series_groups};
 use crate::error::QueryError;
 use crate::limits::exceeded;
-use crate::scan::selection_filter;
-use crate::scope::Scope;
-use crate::selection::{match_series, segments_to_scan, series_groups};
 
 /// A query's scan, decided before any Parquet is read.
 pub(crate) struct Plan {

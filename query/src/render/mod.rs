@@ -13,7 +13,7 @@
 pub mod flamebearer;
 pub mod pprof;
 
-use crate::diff::{Diff, DiffNode};
+use crate::endpoints::diff::{Diff, DiffNode};
 use crate::tree::{Flamegraph, Node};
 
 /// Folded stacks: one line `frame1;frame2;...;leaf VALUE` per call path with a non-zero

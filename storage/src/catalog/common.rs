@@ -7,7 +7,7 @@ use super::{
     CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta, SegmentReplacement,
     SegmentSeries, TableKind, TableStats,
 };
-use crate::model::{Labels, ProfileType, Series};
+use crate::model::{Labels, ProfileRecord, ProfileType, Series};
 
 /// Both databases store integers as signed 64-bit; a count that does not fit is refused
 /// rather than wrapped into a negative number.
@@ -80,6 +80,75 @@ pub(crate) fn series_from_columns(
         labels: decode_labels(labels_json)?,
         period,
     })
+}
+
+/// One row of `SERIES_IN_RANGE`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct SeriesRow {
+    series_id: i64,
+    sample_type: String,
+    sample_unit: String,
+    period_type: String,
+    period_unit: String,
+    labels: String,
+    period: i64,
+}
+
+impl TryFrom<SeriesRow> for Series {
+    type Error = CatalogError;
+
+    fn try_from(r: SeriesRow) -> CatalogResult<Series> {
+        let profile_type = [r.sample_type, r.sample_unit, r.period_type, r.period_unit];
+        series_from_columns(r.series_id, profile_type, &r.labels, r.period)
+    }
+}
+
+/// One row of `PROFILE_TYPES_IN_RANGE`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ProfileTypeRow {
+    sample_type: String,
+    sample_unit: String,
+    period_type: String,
+    period_unit: String,
+}
+
+impl From<ProfileTypeRow> for ProfileType {
+    fn from(r: ProfileTypeRow) -> ProfileType {
+        ProfileType {
+            sample_type: r.sample_type,
+            sample_unit: r.sample_unit,
+            period_type: r.period_type,
+            period_unit: r.period_unit,
+        }
+    }
+}
+
+/// One row of a profile lookup: the segment it is in and its record.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ProfileRow {
+    segment_id: String,
+    profile_id: Vec<u8>,
+    series_id: i64,
+    start_nanos: i64,
+    end_nanos: i64,
+    sample_count: i64,
+    resource: String,
+    attributes: String,
+}
+
+impl ProfileRow {
+    pub(crate) fn into_record(self) -> CatalogResult<(String, ProfileRecord)> {
+        let record = ProfileRecord {
+            profile_id: profile_id(&self.profile_id)?,
+            series_id: self.series_id,
+            start_nanos: self.start_nanos,
+            end_nanos: self.end_nanos,
+            sample_count: self.sample_count,
+            resource: decode_labels(&self.resource)?,
+            attributes: decode_labels(&self.attributes)?,
+        };
+        Ok((self.segment_id, record))
+    }
 }
 
 /// Rebuilds an object from its stored columns.
@@ -164,6 +233,7 @@ pub(crate) fn distinct_sample_labels(commit: &SegmentCommit) -> Vec<(&str, &str)
 }
 
 /// One row of `segments`.
+#[derive(sqlx::FromRow)]
 pub(crate) struct SegmentRow {
     pub id: String,
     pub tenant: String,
@@ -174,6 +244,7 @@ pub(crate) struct SegmentRow {
 }
 
 /// One row of `segment_objects`.
+#[derive(sqlx::FromRow)]
 pub(crate) struct ObjectRow {
     pub segment_id: String,
     pub position: i64,
@@ -184,6 +255,7 @@ pub(crate) struct ObjectRow {
 }
 
 /// One row of `segment_series`.
+#[derive(sqlx::FromRow)]
 pub(crate) struct SegmentSeriesRow {
     pub segment_id: String,
     pub position: i64,

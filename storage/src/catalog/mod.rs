@@ -4,6 +4,7 @@
 
 pub(crate) mod common;
 pub mod postgres;
+mod sql;
 pub mod sqlite;
 
 use std::sync::Arc;

@@ -6,16 +6,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::common::{
-    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, check_replacement,
-    decode_labels, distinct_sample_labels, distinct_series, distinct_sorted, duration_nanos, empty_stats,
-    encode_labels, keep_in_order, now_nanos, object_meta, profile_id, same_identity, segments_gone,
-    series_from_columns, sorted_distinct, symbols_gone, to_i64,
+    ObjectRow, ProfileRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow, add_table_stats,
+    assemble_segments, check_replacement, distinct_sample_labels, distinct_series, distinct_sorted,
+    duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, object_meta, same_identity,
+    segments_gone, series_from_columns, sorted_distinct, symbols_gone, to_i64,
 };
+use super::sql;
 use super::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
     SegmentReplacement,
@@ -155,18 +156,15 @@ impl SqliteCatalog {
     /// The segment row with its objects and series extents: what a flush and a compaction
     /// both write.
     async fn insert_segment_rows(tx: &mut Transaction<'_, Sqlite>, seg: &SegmentMeta) -> CatalogResult<()> {
-        sqlx::query(
-            "INSERT INTO segments (id, tenant, min_time, max_time, level, created_at_nanos)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .bind(&seg.id)
-        .bind(&seg.tenant)
-        .bind(seg.min_time)
-        .bind(seg.max_time)
-        .bind(seg.level)
-        .bind(seg.created_at_nanos)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(sql::INSERT_SEGMENT)
+            .bind(&seg.id)
+            .bind(&seg.tenant)
+            .bind(seg.min_time)
+            .bind(seg.max_time)
+            .bind(seg.level)
+            .bind(seg.created_at_nanos)
+            .execute(&mut **tx)
+            .await?;
         for (position, o) in seg.objects.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO segment_objects (segment_id, position, kind, key, size_bytes, rows)
@@ -259,45 +257,24 @@ impl SqliteCatalog {
     /// rows agree with each other.
     async fn fetch_segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
         let mut tx = self.pool.begin().await?;
-        let segments = sqlx::query(
-            "SELECT s.id, s.tenant, s.min_time, s.max_time, s.level, s.created_at_nanos
-             FROM segments s
-             WHERE s.tenant = ?1 AND s.min_time < ?2 AND s.max_time >= ?3",
-        )
-        .bind(tenant)
-        .bind(range.end)
-        .bind(range.start)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(segment_row)
-        .collect::<CatalogResult<Vec<_>>>()?;
-        let objects = sqlx::query(
-            "SELECT o.segment_id, o.position, o.kind, o.key, o.size_bytes, o.rows
-             FROM segment_objects o JOIN segments s ON s.id = o.segment_id
-             WHERE s.tenant = ?1 AND s.min_time < ?2 AND s.max_time >= ?3",
-        )
-        .bind(tenant)
-        .bind(range.end)
-        .bind(range.start)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(object_row)
-        .collect::<CatalogResult<Vec<_>>>()?;
-        let series = sqlx::query(
-            "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
-             FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
-             WHERE s.tenant = ?1 AND s.min_time < ?2 AND s.max_time >= ?3",
-        )
-        .bind(tenant)
-        .bind(range.end)
-        .bind(range.start)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(segment_series_row)
-        .collect::<CatalogResult<Vec<_>>>()?;
+        let segments = sqlx::query_as::<_, SegmentRow>(sql::SEGMENTS_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&mut *tx)
+            .await?;
+        let objects = sqlx::query_as::<_, ObjectRow>(sql::OBJECTS_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&mut *tx)
+            .await?;
+        let series = sqlx::query_as::<_, SegmentSeriesRow>(sql::SEGMENT_SERIES_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         assemble_segments(segments, objects, series)
     }
@@ -306,39 +283,6 @@ impl SqliteCatalog {
 /// A list bound as one JSON array parameter, read back with `json_each`.
 fn json_list(items: &[String]) -> CatalogResult<String> {
     serde_json::to_string(items).map_err(|e| CatalogError::Corrupt(format!("keys do not serialize: {e}")))
-}
-
-fn segment_row(row: &SqliteRow) -> CatalogResult<SegmentRow> {
-    Ok(SegmentRow {
-        id: row.try_get(0)?,
-        tenant: row.try_get(1)?,
-        min_time: row.try_get(2)?,
-        max_time: row.try_get(3)?,
-        level: row.try_get(4)?,
-        created_at_nanos: row.try_get(5)?,
-    })
-}
-
-fn object_row(row: &SqliteRow) -> CatalogResult<ObjectRow> {
-    Ok(ObjectRow {
-        segment_id: row.try_get(0)?,
-        position: row.try_get(1)?,
-        kind: row.try_get(2)?,
-        key: row.try_get(3)?,
-        size_bytes: row.try_get(4)?,
-        rows: row.try_get(5)?,
-    })
-}
-
-fn segment_series_row(row: &SqliteRow) -> CatalogResult<SegmentSeriesRow> {
-    Ok(SegmentSeriesRow {
-        segment_id: row.try_get(0)?,
-        position: row.try_get(1)?,
-        series_id: row.try_get(2)?,
-        min_time: row.try_get(3)?,
-        max_time: row.try_get(4)?,
-        samples: row.try_get(5)?,
-    })
 }
 
 #[async_trait]
@@ -372,10 +316,7 @@ impl Catalog for SqliteCatalog {
     }
 
     async fn tenants(&self) -> CatalogResult<Vec<String>> {
-        let tenants =
-            sqlx::query_scalar("SELECT tenant FROM segments UNION SELECT tenant FROM symbol_objects")
-                .fetch_all(&self.pool)
-                .await?;
+        let tenants = sqlx::query_scalar(sql::TENANTS).fetch_all(&self.pool).await?;
         Ok(sorted_distinct(tenants))
     }
 
@@ -526,7 +467,7 @@ impl Catalog for SqliteCatalog {
     }
 
     async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
-        sqlx::query("DELETE FROM leases WHERE name = ?1 AND holder = ?2")
+        sqlx::query(sql::RELEASE_LEASE)
             .bind(name)
             .bind(holder)
             .execute(&self.pool)
@@ -569,98 +510,50 @@ impl Catalog for SqliteCatalog {
         Ok(keep_in_order(keys, found))
     }
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
-        let rows = sqlx::query(
-            "SELECT s.series_id, s.sample_type, s.sample_unit, s.period_type, s.period_unit, s.labels, s.period
-             FROM series s
-             WHERE s.tenant = ?1
-               AND EXISTS (SELECT 1 FROM segment_series ss
-                           WHERE ss.tenant = s.tenant AND ss.series_id = s.series_id
-                             AND ss.min_time < ?2 AND ss.max_time >= ?3)
-             ORDER BY s.series_id",
-        )
-        .bind(tenant)
-        .bind(range.end)
-        .bind(range.start)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|row| {
-                let profile_type = [row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?];
-                series_from_columns(row.try_get(0)?, profile_type, row.try_get(5)?, row.try_get(6)?)
-            })
-            .collect()
+        let rows = sqlx::query_as::<_, SeriesRow>(sql::SERIES_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(Series::try_from).collect()
     }
 
     async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
-        let rows = sqlx::query(
-            "SELECT DISTINCT s.sample_type, s.sample_unit, s.period_type, s.period_unit
-             FROM series s
-             WHERE s.tenant = ?1
-               AND EXISTS (SELECT 1 FROM segment_series ss
-                           WHERE ss.tenant = s.tenant AND ss.series_id = s.series_id
-                             AND ss.min_time < ?2 AND ss.max_time >= ?3)",
-        )
-        .bind(tenant)
-        .bind(range.end)
-        .bind(range.start)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut types = rows
-            .iter()
-            .map(|row| {
-                Ok(ProfileType {
-                    sample_type: row.try_get(0)?,
-                    sample_unit: row.try_get(1)?,
-                    period_type: row.try_get(2)?,
-                    period_unit: row.try_get(3)?,
-                })
-            })
-            .collect::<CatalogResult<Vec<_>>>()?;
+        let rows = sqlx::query_as::<_, ProfileTypeRow>(sql::PROFILE_TYPES_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut types: Vec<ProfileType> = rows.into_iter().map(ProfileType::from).collect();
         types.sort();
         Ok(types)
     }
 
     async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        let names = sqlx::query_scalar(
-            "SELECT sl.name FROM series_labels sl
-             WHERE sl.tenant = ?1
-               AND EXISTS (SELECT 1 FROM segment_series ss
-                           WHERE ss.tenant = sl.tenant AND ss.series_id = sl.series_id
-                             AND ss.min_time < ?2 AND ss.max_time >= ?3)
-             UNION
-             SELECT l.name FROM sample_labels l JOIN segments g ON g.id = l.segment_id
-             WHERE g.tenant = ?1 AND g.min_time < ?2 AND g.max_time >= ?3",
-        )
-        .bind(tenant)
-        .bind(range.end)
-        .bind(range.start)
-        .fetch_all(&self.pool)
-        .await?;
+        let names = sqlx::query_scalar(sql::LABEL_NAMES_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(sorted_distinct(names))
     }
 
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        let values = sqlx::query_scalar(
-            "SELECT sl.value FROM series_labels sl
-             WHERE sl.tenant = ?1 AND sl.name = ?4
-               AND EXISTS (SELECT 1 FROM segment_series ss
-                           WHERE ss.tenant = sl.tenant AND ss.series_id = sl.series_id
-                             AND ss.min_time < ?2 AND ss.max_time >= ?3)
-             UNION
-             SELECT l.value FROM sample_labels l JOIN segments g ON g.id = l.segment_id
-             WHERE g.tenant = ?1 AND l.name = ?4 AND g.min_time < ?2 AND g.max_time >= ?3",
-        )
-        .bind(tenant)
-        .bind(range.end)
-        .bind(range.start)
-        .bind(name)
-        .fetch_all(&self.pool)
-        .await?;
+        let values = sqlx::query_scalar(sql::LABEL_VALUES_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(sorted_distinct(values))
     }
 
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, ProfileRow>(
             "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count, resource, attributes
              FROM profiles WHERE tenant = ?1 AND profile_id = ?2
              ORDER BY segment_id, series_id, start_nanos",
@@ -669,31 +562,15 @@ impl Catalog for SqliteCatalog {
         .bind(&id[..])
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                let record = ProfileRecord {
-                    profile_id: profile_id(row.try_get::<&[u8], _>(1)?)?,
-                    series_id: row.try_get(2)?,
-                    start_nanos: row.try_get(3)?,
-                    end_nanos: row.try_get(4)?,
-                    sample_count: row.try_get(5)?,
-                    resource: decode_labels(row.try_get(6)?)?,
-                    attributes: decode_labels(row.try_get(7)?)?,
-                };
-                Ok((row.try_get(0)?, record))
-            })
-            .collect()
+        rows.into_iter().map(ProfileRow::into_record).collect()
     }
 
     async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
         let mut tx = self.pool.begin().await?;
-        let counts = sqlx::query(
-            "SELECT (SELECT COUNT(*) FROM segments WHERE tenant = ?1),
-                    (SELECT COUNT(*) FROM series WHERE tenant = ?1)",
-        )
-        .bind(tenant)
-        .fetch_one(&mut *tx)
-        .await?;
+        let counts = sqlx::query(sql::STATS_COUNTS)
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await?;
         let mut stats = empty_stats(counts.try_get(0)?, counts.try_get(1)?)?;
         let tables = sqlx::query(
             "SELECT kind, COUNT(*), COALESCE(SUM(rows), 0), COALESCE(SUM(size_bytes), 0)
@@ -721,7 +598,7 @@ impl Catalog for SqliteCatalog {
     }
 
     async fn ping(&self) -> CatalogResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query(sql::PING).execute(&self.pool).await?;
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::catalog::{SegmentMeta, TableKind};
 use crate::schema::{self, samples as col};
 use crate::segment::{read_samples, sort_samples, write_samples};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, blocking};
 
 /// Samples objects fetched at once while merging.
 const READ_CONCURRENCY: usize = 4;
@@ -33,7 +33,7 @@ pub async fn rewrite(
         .try_collect()
         .await?;
     let batches: Vec<RecordBatch> = parts.into_iter().flatten().collect();
-    let table = tokio::task::spawn_blocking(move || -> Result<RecordBatch, StoreError> {
+    let table = blocking("merging samples", move || -> Result<RecordBatch, StoreError> {
         let mut table = concat_batches(&schema::SAMPLES, &batches)?;
         drop(batches);
         if let Some(cutoff) = keep_from {
@@ -45,8 +45,7 @@ pub async fn rewrite(
         }
         sort_samples(&table)
     })
-    .await
-    .expect("merging samples does not panic")?;
+    .await?;
     if table.num_rows() == 0 {
         return Ok(None);
     }

@@ -9,7 +9,7 @@ use stackhouse_query::{DiffQuery, PprofQuery};
 
 use super::params::{DiffParams, Format, QueryMap, TenantHeader, TreeParams, tenant_of};
 use super::{AppState, DiffBody, folded, json, pprof};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 /// Two selections of one profile type merged into one tree carrying both sides' values.
 #[utoipa::path(
@@ -23,9 +23,6 @@ use crate::error::{ApiError, ErrorBody};
             (String = "text/plain"),
             ("application/octet-stream"),
         )),
-        (status = 400, description = "Malformed parameter or unknown profile type", body = ErrorBody),
-        (status = 422, description = "A query limit was exceeded", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn diff(
@@ -37,7 +34,7 @@ pub async fn diff(
     let sides = DiffParams::from_query(&q)?;
     let tree = TreeParams::from_query(&q)?;
 
-    let max_nodes = tree.max_nodes(state.engine.limits())?;
+    let max_nodes = tree.max_nodes(&state.engine)?;
     let format = tree.format()?;
     let (baseline, comparison) = sides.scopes(&state, &tenant).await?;
     let engine = &state.engine;

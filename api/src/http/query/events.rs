@@ -7,7 +7,7 @@ use stackhouse_query::{EventsPage, EventsQuery};
 
 use super::AppState;
 use super::params::{EventsParams, QueryMap, ScopeParams, TenantHeader, TraceIdParams, tenant_of};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 /// Individual samples in time order, one page at a time.
 #[utoipa::path(
@@ -17,9 +17,6 @@ use crate::error::{ApiError, ErrorBody};
     params(TenantHeader, ScopeParams, TraceIdParams, EventsParams),
     responses(
         (status = 200, description = "One page of events; `next_cursor` is absent on the last page", body = EventsPage),
-        (status = 400, description = "Malformed parameter (cursor included) or unknown profile type", body = ErrorBody),
-        (status = 422, description = "A query limit was exceeded", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn events(
@@ -33,7 +30,7 @@ pub async fn events(
     let page = EventsParams::from_query(&q)?;
 
     let trace_ids = trace.trace_ids()?;
-    let limit = page.limit(state.engine.limits())?;
+    let limit = page.limit(&state.engine)?;
     let scope = scope_params.scope(&state, &tenant, trace_ids).await?;
     let query = EventsQuery {
         scope,

@@ -9,7 +9,7 @@ use super::params::{
     GroupByParams, QueryMap, ScopeParams, TenantHeader, TraceIdParams, TreeParams, tenant_of,
 };
 use super::{AppState, FlamegraphBody, flamegraph_response};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 /// The call tree of the selected samples, values summed per call path.
 #[utoipa::path(
@@ -23,9 +23,6 @@ use crate::error::{ApiError, ErrorBody};
             (String = "text/plain"),
             ("application/octet-stream"),
         )),
-        (status = 400, description = "Malformed parameter or unknown profile type", body = ErrorBody),
-        (status = 422, description = "A query limit was exceeded", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn flamegraph(
@@ -41,7 +38,7 @@ pub async fn flamegraph(
 
     let trace_ids = trace.trace_ids()?;
     let group_by = group.group_by()?;
-    let max_nodes = tree.max_nodes(state.engine.limits())?;
+    let max_nodes = tree.max_nodes(&state.engine)?;
     let format = tree.format()?;
     let scope = scope_params.scope(&state, &tenant, trace_ids).await?;
     let query = FlamegraphQuery {

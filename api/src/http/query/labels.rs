@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::params::{QueryMap, RangeParams, TenantHeader, tenant_of};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProfileTypes {
@@ -101,8 +101,6 @@ impl From<CatalogStats> for Stats {
     params(TenantHeader, RangeParams),
     responses(
         (status = 200, description = "The profile types", body = ProfileTypes),
-        (status = 400, description = "Malformed parameter", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn profile_types(
@@ -126,8 +124,6 @@ pub async fn profile_types(
     params(TenantHeader, RangeParams),
     responses(
         (status = 200, description = "The label names", body = LabelNames),
-        (status = 400, description = "Malformed parameter", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn label_names(
@@ -149,8 +145,6 @@ pub async fn label_names(
     params(("name" = String, Path, description = "Label name"), TenantHeader, RangeParams),
     responses(
         (status = 200, description = "The label's values", body = LabelValues),
-        (status = 400, description = "Malformed parameter", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn label_values(
@@ -173,8 +167,6 @@ pub async fn label_values(
     params(TenantHeader),
     responses(
         (status = 200, description = "Storage totals", body = Stats),
-        (status = 400, description = "Malformed tenant", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Stats>, ApiError> {

@@ -8,24 +8,18 @@
 use std::collections::BTreeSet;
 
 use axum::extract::FromRequestParts;
-use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use serde::Serialize;
-use stackhouse_query::{Aggregation, GroupKey, QueryLimits, Scope, parse_group_by, parse_selector};
+use stackhouse_query::{Aggregation, GroupKey, QueryEngine, Scope, parse_group_by, parse_selector};
 use stackhouse_storage::model::{ProfileType, TimeRange};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
 use crate::http::AppState;
-use crate::tenant;
 use crate::time_param::{now_nanos, parse_range};
 
-/// Node budget when the client does not give `max_nodes`.
-pub const DEFAULT_MAX_NODES: usize = stackhouse_query::DEFAULT_MAX_NODES;
 /// Functions listed by `top` without `limit`.
 pub const DEFAULT_TOP_LIMIT: usize = 100;
-/// Events per page without `limit`.
-pub const DEFAULT_EVENTS_LIMIT: usize = 1000;
 /// Buckets a time series gets at most when no `step` is given.
 const DEFAULT_BUCKETS: i64 = 1000;
 const NANOS_PER_SEC: i64 = 1_000_000_000;
@@ -64,7 +58,7 @@ impl QueryMap {
         let mut values = self.values(name).filter(|v| !v.trim().is_empty());
         let first = values.next();
         if values.next().is_some() {
-            return Err(ApiError::bad_request(format!(
+            return Err(ApiError::invalid(format!(
                 "parameter {name} given more than once"
             )));
         }
@@ -118,7 +112,7 @@ impl Format {
             Some("flamebearer") => Format::Flamebearer,
             Some("pprof") => Format::Pprof,
             Some(other) => {
-                return Err(ApiError::bad_request(format!(
+                return Err(ApiError::invalid(format!(
                     "invalid format {other:?}: expected json, folded, flamebearer or pprof"
                 )));
             }
@@ -135,9 +129,7 @@ pub struct TenantHeader {
     pub tenant: Option<String>,
 }
 
-pub fn tenant_of(headers: &HeaderMap) -> Result<String, ApiError> {
-    tenant::parse(headers.get(tenant::HEADER).map(|v| v.as_bytes())).map_err(ApiError::bad_request)
-}
+pub use crate::tenant::from_headers as tenant_of;
 
 /// A time range alone.
 #[derive(Debug, Default, IntoParams)]
@@ -164,7 +156,7 @@ impl RangeParams {
 }
 
 fn range(from: Option<&str>, to: Option<&str>) -> Result<TimeRange, ApiError> {
-    parse_range(from, to, now_nanos()).map_err(ApiError::bad_request)
+    parse_range(from, to, now_nanos()).map_err(ApiError::invalid)
 }
 
 /// What a query selects: profile type, series, time range, span and profile ids.
@@ -325,18 +317,17 @@ impl TreeParams {
         })
     }
 
-    pub fn max_nodes(&self, limits: &QueryLimits) -> Result<usize, ApiError> {
-        let Some(value) = self.max_nodes.as_deref() else {
-            return Ok(DEFAULT_MAX_NODES.min(limits.max_nodes));
-        };
-        let n = positive("max_nodes", value)?;
-        if n > limits.max_nodes {
-            return Err(ApiError::limit(
-                "max_nodes",
-                format!("max_nodes {n} is above the largest allowed, {}", limits.max_nodes),
-            ));
-        }
-        Ok(n)
+    /// The node budget asked for, checked by the engine against `--query-max-nodes` before
+    /// anything else is looked at.
+    pub fn max_nodes(&self, engine: &QueryEngine) -> Result<usize, ApiError> {
+        Ok(engine.max_nodes(self.asked_max_nodes()?)?)
+    }
+
+    /// `max_nodes` as given; 0 when absent.
+    fn asked_max_nodes(&self) -> Result<usize, ApiError> {
+        self.max_nodes
+            .as_deref()
+            .map_or(Ok(0), |value| positive("max_nodes", value))
     }
 
     pub fn format(&self) -> Result<Format, ApiError> {
@@ -386,7 +377,7 @@ impl TimeseriesParams {
         match self.aggregation.as_deref() {
             None => Ok(Aggregation::Sum),
             Some(value) => Aggregation::parse(value).ok_or_else(|| {
-                ApiError::bad_request(format!("invalid aggregation {value:?}: expected sum or avg"))
+                ApiError::invalid(format!("invalid aggregation {value:?}: expected sum or avg"))
             }),
         }
     }
@@ -395,7 +386,7 @@ impl TimeseriesParams {
 /// `step`: a number of seconds or a humantime duration; must be positive.
 pub fn parse_step(value: &str) -> Result<i64, ApiError> {
     let invalid = || {
-        ApiError::bad_request(format!(
+        ApiError::invalid(format!(
             "invalid step {value:?}: expected a positive number of seconds (15, 0.5) or a duration (30s, 1m)"
         ))
     };
@@ -473,21 +464,17 @@ impl EventsParams {
         })
     }
 
-    pub fn limit(&self, limits: &QueryLimits) -> Result<usize, ApiError> {
-        let Some(value) = self.limit.as_deref() else {
-            return Ok(DEFAULT_EVENTS_LIMIT.min(limits.max_events));
-        };
-        let n = positive("limit", value)?;
-        if n > limits.max_events {
-            return Err(ApiError::limit(
-                "max_events",
-                format!(
-                    "limit {n} is above the largest page of events, {}",
-                    limits.max_events
-                ),
-            ));
-        }
-        Ok(n)
+    /// The page size asked for, checked by the engine against `--query-max-events` before
+    /// anything else is looked at.
+    pub fn limit(&self, engine: &QueryEngine) -> Result<usize, ApiError> {
+        Ok(engine.events_limit(self.asked_limit()?)?)
+    }
+
+    /// `limit` as given; 0 when absent.
+    fn asked_limit(&self) -> Result<usize, ApiError> {
+        self.limit
+            .as_deref()
+            .map_or(Ok(0), |value| positive("limit", value))
     }
 }
 
@@ -536,9 +523,9 @@ impl DiffParams {
     /// `(baseline, comparison)`.
     pub async fn scopes(&self, state: &AppState, tenant: &str) -> Result<(Scope, Scope), ApiError> {
         let baseline_range = range(self.baseline_from.as_deref(), self.baseline_to.as_deref())
-            .map_err(|e| ApiError::bad_request(format!("baseline: {}", e.message)))?;
+            .map_err(|e| ApiError::invalid(format!("baseline: {}", e.message)))?;
         let comparison_range = range(self.comparison_from.as_deref(), self.comparison_to.as_deref())
-            .map_err(|e| ApiError::bad_request(format!("comparison: {}", e.message)))?;
+            .map_err(|e| ApiError::invalid(format!("comparison: {}", e.message)))?;
         let baseline_selector = selector("baseline_selector", self.baseline_selector.as_deref())?;
         let comparison_selector = selector("comparison_selector", self.comparison_selector.as_deref())?;
         let profile_type = known_profile_type(state, tenant, self.profile_type.as_deref()).await?;
@@ -555,7 +542,7 @@ impl DiffParams {
 }
 
 fn selector(name: &str, value: Option<&str>) -> Result<stackhouse_query::Selector, ApiError> {
-    parse_selector(value.unwrap_or("")).map_err(|e| ApiError::bad_request(format!("invalid {name}: {e}")))
+    parse_selector(value.unwrap_or("")).map_err(|e| ApiError::invalid(format!("invalid {name}: {e}")))
 }
 
 fn positive(name: &str, value: &str) -> Result<usize, ApiError> {
@@ -564,14 +551,12 @@ fn positive(name: &str, value: &str) -> Result<usize, ApiError> {
         .parse::<usize>()
         .ok()
         .filter(|n| *n >= 1)
-        .ok_or_else(|| {
-            ApiError::bad_request(format!("invalid {name} {value:?}: expected a positive integer"))
-        })
+        .ok_or_else(|| ApiError::invalid(format!("invalid {name} {value:?}: expected a positive integer")))
 }
 
 fn parse_profile_type(value: &str) -> Result<ProfileType, ApiError> {
     ProfileType::parse(value).ok_or_else(|| {
-        ApiError::bad_request(format!(
+        ApiError::invalid(format!(
             "invalid profile_type {value:?}: expected sample_type:sample_unit:period_type:period_unit"
         ))
     })
@@ -584,12 +569,12 @@ async fn known_profile_type(
     value: Option<&str>,
 ) -> Result<ProfileType, ApiError> {
     let value = value
-        .ok_or_else(|| ApiError::bad_request("missing parameter profile_type (see /api/v1/profile-types)"))?;
+        .ok_or_else(|| ApiError::invalid("missing parameter profile_type (see /api/v1/profile-types)"))?;
     let profile_type = parse_profile_type(value)?;
     let known = state.catalog.profile_types(tenant, TimeRange::ALL).await?;
     if !known.contains(&profile_type) {
         let ids: Vec<String> = known.iter().map(ProfileType::id).collect();
-        return Err(ApiError::bad_request(format!(
+        return Err(ApiError::invalid(format!(
             "unknown profile_type {value:?}; stored types: {}",
             if ids.is_empty() {
                 "none".to_string()
@@ -617,7 +602,7 @@ pub fn hex_ids<const N: usize>(name: &str, values: &[String]) -> Result<Vec<[u8;
 pub fn hex_id<const N: usize>(name: &str, value: &str) -> Result<[u8; N], ApiError> {
     let mut id = [0u8; N];
     hex::decode_to_slice(value, &mut id).map_err(|_| {
-        ApiError::bad_request(format!(
+        ApiError::invalid(format!(
             "invalid {name} {value:?}: expected {} hex characters",
             2 * N
         ))
@@ -671,7 +656,7 @@ mod tests {
         assert_eq!(q.one("x").unwrap().as_deref(), Some("1"));
         assert_eq!(q.one("missing").unwrap(), None);
         let e = QueryMap::parse(Some("x=1&x=2")).one("x").unwrap_err();
-        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         assert!(e.message.contains("x given more than once"), "{}", e.message);
         // An empty value is the same as none, as HTML forms send unset fields.
         assert_eq!(
@@ -694,7 +679,7 @@ mod tests {
             "0102030405060708090a0b0c0d0e0f1011",
         ] {
             let e = hex_ids::<16>("trace_id", &[bad.to_string()]).unwrap_err();
-            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST);
             assert!(
                 e.message.contains("trace_id") && e.message.contains(bad),
                 "{}",
@@ -719,7 +704,7 @@ mod tests {
         assert_eq!(parse_step("250ms").unwrap(), NANOS_PER_SEC / 4);
         for bad in ["0", "-1", "0s", "NaN", "inf", "1e300", "soon", "", "0.0000000001"] {
             let e = parse_step(bad).unwrap_err();
-            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{bad}");
             assert!(e.message.contains("step"), "{}", e.message);
         }
     }
@@ -750,27 +735,15 @@ mod tests {
 
     #[test]
     fn max_nodes_and_limits() {
-        let limits = QueryLimits {
-            max_nodes: 100,
-            max_events: 50,
-            ..QueryLimits::default()
-        };
         let tree = |v: &str| TreeParams {
             max_nodes: Some(v.to_string()),
             format: None,
         };
-        assert_eq!(TreeParams::default().max_nodes(&limits).unwrap(), 100);
-        assert_eq!(
-            TreeParams::default().max_nodes(&QueryLimits::default()).unwrap(),
-            8192
-        );
-        assert_eq!(tree("100").max_nodes(&limits).unwrap(), 100);
-        let e = tree("101").max_nodes(&limits).unwrap_err();
-        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
-        assert!(e.message.contains("limit max_nodes") && e.message.contains("--query-max-nodes"));
+        assert_eq!(TreeParams::default().asked_max_nodes().unwrap(), 0);
+        assert_eq!(tree("101").asked_max_nodes().unwrap(), 101);
         for bad in ["0", "-3", "many"] {
             assert_eq!(
-                tree(bad).max_nodes(&limits).unwrap_err().status,
+                tree(bad).asked_max_nodes().unwrap_err().status(),
                 StatusCode::BAD_REQUEST
             );
         }
@@ -779,13 +752,10 @@ mod tests {
             limit: v.map(str::to_string),
             cursor: None,
         };
-        assert_eq!(events(None).limit(&limits).unwrap(), 50);
-        assert_eq!(events(None).limit(&QueryLimits::default()).unwrap(), 1000);
-        let e = events(Some("51")).limit(&limits).unwrap_err();
-        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
-        assert!(e.message.contains("limit max_events") && e.message.contains("--query-max-events"));
+        assert_eq!(events(None).asked_limit().unwrap(), 0);
+        assert_eq!(events(Some("51")).asked_limit().unwrap(), 51);
         assert_eq!(
-            events(Some("0")).limit(&limits).unwrap_err().status,
+            events(Some("0")).asked_limit().unwrap_err().status(),
             StatusCode::BAD_REQUEST
         );
 
@@ -794,7 +764,7 @@ mod tests {
         };
         assert_eq!(TopParams::default().limit().unwrap(), 100);
         assert_eq!(top("7").limit().unwrap(), 7);
-        assert_eq!(top("0").limit().unwrap_err().status, StatusCode::BAD_REQUEST);
+        assert_eq!(top("0").limit().unwrap_err().status(), StatusCode::BAD_REQUEST);
     }
 
     #[test]
@@ -823,7 +793,7 @@ mod tests {
         assert_eq!(agg(None).aggregation().unwrap(), Aggregation::Sum);
         assert_eq!(agg(Some("avg")).aggregation().unwrap(), Aggregation::Avg);
         assert_eq!(
-            agg(Some("max")).aggregation().unwrap_err().status,
+            agg(Some("max")).aggregation().unwrap_err().status(),
             StatusCode::BAD_REQUEST
         );
         let keys = TimeseriesParams {
@@ -839,6 +809,6 @@ mod tests {
         }
         .group_by()
         .unwrap_err();
-        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
     }
 }

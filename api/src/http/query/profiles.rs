@@ -8,7 +8,7 @@ use stackhouse_query::{FlamegraphQuery, PprofQuery, ProfileDetail};
 
 use super::params::{Format, ProfileTypeParams, QueryMap, TenantHeader, TreeParams, hex_id, tenant_of};
 use super::{AppState, ProfileBody, folded, json, pprof};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 /// One stored profile: its metadata and flamegraph (JSON), or the flamegraph alone in the
 /// other formats.
@@ -26,10 +26,6 @@ use crate::error::{ApiError, ErrorBody};
             (String = "text/plain"),
             ("application/octet-stream"),
         )),
-        (status = 400, description = "Malformed parameter, or an id stored with several profile types and no profile_type", body = ErrorBody),
-        (status = 404, description = "No profile with this id", body = ErrorBody),
-        (status = 422, description = "A query limit was exceeded", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn profile(
@@ -44,7 +40,7 @@ pub async fn profile(
 
     let profile_id = hex_id::<16>("profile_id", &profile_id)?;
     let profile_type = type_params.profile_type()?;
-    let max_nodes = tree.max_nodes(state.engine.limits())?;
+    let max_nodes = tree.max_nodes(&state.engine)?;
     let format = tree.format()?;
     let (meta, scope) = state
         .engine

@@ -252,7 +252,7 @@ async fn malformed_parameters_are_400_naming_the_parameter() {
 }
 
 #[tokio::test]
-async fn limits_checked_by_the_api_are_422_naming_limit_and_flag() {
+async fn limits_are_422_naming_limit_and_flag() {
     let f = fixture(QueryLimits {
         max_nodes: 50,
         max_events: 20,

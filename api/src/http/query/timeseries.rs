@@ -9,7 +9,7 @@ use super::AppState;
 use super::params::{
     QueryMap, ScopeParams, TenantHeader, TimeseriesParams, TraceIdParams, default_step_nanos, tenant_of,
 };
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 /// Values of the selected samples bucketed by `step`, one series per group.
 #[utoipa::path(
@@ -19,9 +19,6 @@ use crate::error::{ApiError, ErrorBody};
     params(TenantHeader, ScopeParams, TraceIdParams, TimeseriesParams),
     responses(
         (status = 200, description = "The series", body = Timeseries),
-        (status = 400, description = "Malformed parameter or unknown profile type", body = ErrorBody),
-        (status = 422, description = "A query limit was exceeded (e.g. too many points)", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn timeseries(

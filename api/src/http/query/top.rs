@@ -7,7 +7,7 @@ use stackhouse_query::{Top, TopQuery};
 
 use super::AppState;
 use super::params::{QueryMap, ScopeParams, TenantHeader, TopParams, TraceIdParams, tenant_of};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 /// Functions of the selected samples by self value.
 #[utoipa::path(
@@ -17,9 +17,6 @@ use crate::error::{ApiError, ErrorBody};
     params(TenantHeader, ScopeParams, TraceIdParams, TopParams),
     responses(
         (status = 200, description = "The top table", body = Top),
-        (status = 400, description = "Malformed parameter or unknown profile type", body = ErrorBody),
-        (status = 422, description = "A query limit was exceeded", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn top(

@@ -7,7 +7,7 @@ use stackhouse_query::FlamegraphQuery;
 
 use super::params::{GroupByParams, QueryMap, ScopeParams, TenantHeader, TreeParams, hex_id, tenant_of};
 use super::{AppState, FlamegraphBody, flamegraph_response};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ApiError;
 
 /// The flamegraph of the samples linked to one trace; `group_by=span_id` splits it by span.
 #[utoipa::path(
@@ -24,9 +24,6 @@ use crate::error::{ApiError, ErrorBody};
             (String = "text/plain"),
             ("application/octet-stream"),
         )),
-        (status = 400, description = "Malformed parameter or unknown profile type", body = ErrorBody),
-        (status = 422, description = "A query limit was exceeded", body = ErrorBody),
-        (status = 500, description = "Internal error", body = ErrorBody),
     )
 )]
 pub async fn trace_flamegraph(
@@ -42,7 +39,7 @@ pub async fn trace_flamegraph(
 
     let trace_id = hex_id::<16>("trace_id", &trace_id)?;
     let group_by = group.group_by()?;
-    let max_nodes = tree.max_nodes(state.engine.limits())?;
+    let max_nodes = tree.max_nodes(&state.engine)?;
     let format = tree.format()?;
     let scope = scope_params.scope(&state, &tenant, vec![trace_id]).await?;
     let query = FlamegraphQuery {

@@ -1,4 +1,4 @@
-//! Figures of the read path: flamegraph latency against bare DataFusion over the same
+//! Measurements of the read path: flamegraph latency against bare DataFusion over the same
 //! files, the cost of a 30-day store for a 1-hour query, and query memory.
 
 use std::sync::Arc;
@@ -19,13 +19,13 @@ use super::measure::{median, peak_rss, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{HOUR_NANOS, Plan};
-use crate::time_param::now_nanos;
+use stackhouse_api::time_param::now_nanos;
 
 const BARE_SQL: &str = "SELECT stack_id, SUM(value) FROM samples GROUP BY stack_id";
 
 /// Our flamegraph over `range` against the bare aggregation over the same files; with
 /// `memory_row`, also the process peak memory during our queries against the budget.
-pub async fn flamegraph_figure(
+pub async fn flamegraph_measurement(
     plan: &Plan,
     env: &Env,
     range: TimeRange,
@@ -84,7 +84,7 @@ pub async fn flamegraph_figure(
     let peak = peak_rss();
     let (ours, base) = (median(ours), median(base));
     report.rows.push(Row {
-        figure: format!("flamegraph latency, {:.2} M samples", samples as f64 / 1e6),
+        measurement: format!("flamegraph latency, {:.2} M samples", samples as f64 / 1e6),
         ours: ms(ours),
         baseline: ms(base),
         unit: "ms",
@@ -102,7 +102,7 @@ pub async fn flamegraph_figure(
     if memory_row {
         let added = peak.saturating_sub(rss_before);
         report.rows.push(Row {
-            figure: format!(
+            measurement: format!(
                 "peak memory the {:.2} M-sample query adds (VmHWM − RSS before it)",
                 samples as f64 / 1e6
             ),
@@ -125,7 +125,11 @@ pub async fn flamegraph_figure(
 
 /// Builds the large store (10 M samples at full) through normalize and the writer,
 /// compacts it, and measures the flamegraph and its memory.
-pub async fn large_query_figures(plan: &Plan, workload: Workload, report: &mut Report) -> anyhow::Result<()> {
+pub async fn large_query_measurements(
+    plan: &Plan,
+    workload: Workload,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let workload = Arc::new(workload);
     let env = Env::open().await?;
     let writer = env.writer(Duration::from_millis(200));
@@ -168,7 +172,7 @@ pub async fn large_query_figures(plan: &Plan, workload: Workload, report: &mut R
         start: c.start_nanos,
         end: c.start_nanos + workload.windows() as i64 * EXPORT_NANOS,
     };
-    flamegraph_figure(plan, &env, range, samples, true, report).await
+    flamegraph_measurement(plan, &env, range, samples, true, report).await
 }
 
 /// One generated hour as two half-hour batches, so that each stored hour is two writer
@@ -217,9 +221,9 @@ async fn hour_store(halves: &(Batch, Batch, usize), hours: impl Iterator<Item = 
     Ok(env)
 }
 
-/// Figure 4: the same 1-hour flamegraph in a store of `days` days and in a store of only
+/// Measurement 4: the same 1-hour flamegraph in a store of `days` days and in a store of only
 /// that hour.
-pub async fn retention_figure(
+pub async fn retention_measurement(
     plan: &Plan,
     capture: &ExportProfilesServiceRequest,
     report: &mut Report,
@@ -256,7 +260,7 @@ pub async fn retention_figure(
     }
     let (ours, base) = (median(ours), median(base));
     report.rows.push(Row {
-        figure: format!("1-hour flamegraph in a store holding {} days", plan.days),
+        measurement: format!("1-hour flamegraph in a store holding {} days", plan.days),
         ours: ms(ours),
         baseline: ms(base),
         unit: "ms",

@@ -1,4 +1,4 @@
-//! Figures of the write path: CPU per sample through the whole pipeline, stored bytes
+//! Measurements of the write path: CPU per sample through the whole pipeline, stored bytes
 //! after compaction, and acknowledgement latency and memory under sustained load.
 
 use std::io::Write as _;
@@ -19,8 +19,8 @@ use super::measure::{cpu, cpu_time, peak_rss, quantile, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{Plan, query};
-use crate::export::{Exporter, unconverted};
-use crate::time_param::now_nanos;
+use stackhouse_api::export::{Exporter, unconverted};
+use stackhouse_api::time_param::now_nanos;
 
 /// Requests handed to the writer at once, as concurrent receivers would.
 const IN_FLIGHT: usize = 64;
@@ -29,8 +29,12 @@ fn per_sample_ns(d: Duration, samples: usize) -> f64 {
     d.as_secs_f64() * 1e9 / samples.max(1) as f64
 }
 
-/// Figures 1 and 2, then the flamegraph figure over the same compacted store.
-pub async fn ingest_figures(plan: &Plan, workload: &Workload, report: &mut Report) -> anyhow::Result<()> {
+/// Measurements 1 and 2, then the flamegraph measurement over the same compacted store.
+pub async fn ingest_measurements(
+    plan: &Plan,
+    workload: &Workload,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let encoded = workload.encoded();
     let samples: usize = encoded.iter().map(|(_, n)| n).sum();
     let wire: usize = encoded.iter().map(|(b, _)| b.len()).sum();
@@ -100,7 +104,7 @@ pub async fn ingest_figures(plan: &Plan, workload: &Workload, report: &mut Repor
     let write_wall = started.elapsed();
     let total = decode_cpu + normalize_cpu + write_cpu;
     report.rows.push(Row {
-        figure: "ingest CPU per sample, decode → validate → normalize → Parquet → catalog commit".into(),
+        measurement: "ingest CPU per sample, decode → validate → normalize → Parquet → catalog commit".into(),
         ours: per_sample_ns(total, samples),
         baseline: per_sample_ns(bare, samples),
         unit: "ns",
@@ -120,7 +124,7 @@ pub async fn ingest_figures(plan: &Plan, workload: &Workload, report: &mut Repor
         write_wall.as_secs_f64(),
     ));
 
-    // Figure 2: what the store keeps once compaction has merged the hour.
+    // Measurement 2: what the store keeps once compaction has merged the hour.
     let (before_bytes, before_objects, before_segments) = env.stored().await?;
     let compacted_at = Instant::now();
     let compaction = env.compact().await?;
@@ -135,7 +139,7 @@ pub async fn ingest_figures(plan: &Plan, workload: &Workload, report: &mut Repor
     let ours = bytes as f64 / samples as f64;
     let base = gzipped as f64 / samples as f64;
     report.rows.push(Row {
-        figure: "stored bytes per sample after compaction, symbols included".into(),
+        measurement: "stored bytes per sample after compaction, symbols included".into(),
         ours,
         baseline: base,
         unit: "B",
@@ -160,13 +164,13 @@ pub async fn ingest_figures(plan: &Plan, workload: &Workload, report: &mut Repor
         start: c.start_nanos,
         end: c.start_nanos + workload.windows() as i64 * EXPORT_NANOS,
     };
-    query::flamegraph_figure(plan, &env, range, samples, plan.large_seconds.is_none(), report).await?;
+    query::flamegraph_measurement(plan, &env, range, samples, plan.large_seconds.is_none(), report).await?;
     Ok(())
 }
 
-/// Figure 5 and the ingest half of figure 6: many senders at a fixed rate through the
+/// Ack latency and the ingest memory row: many senders at a fixed rate through the
 /// exporter (decode, normalize, group commit) against the default flush interval.
-pub async fn load_figures(
+pub async fn load_measurements(
     plan: &Plan,
     capture: &ExportProfilesServiceRequest,
     report: &mut Report,
@@ -241,7 +245,7 @@ pub async fn load_figures(
     for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
         let v = quantile(&latencies, q);
         report.rows.push(Row {
-            figure: format!("ack latency {name}, {senders} senders under sustained load"),
+            measurement: format!("ack latency {name}, {senders} senders under sustained load"),
             ours: ms(v),
             baseline: ms(flush),
             unit: "ms",
@@ -254,7 +258,7 @@ pub async fn load_figures(
     // what ingest adds on top of them.
     let added = peak.saturating_sub(rss_before);
     report.rows.push(Row {
-        figure: "peak memory sustained ingest adds (VmHWM − RSS before it)".into(),
+        measurement: "peak memory sustained ingest adds (VmHWM − RSS before it)".into(),
         ours: mib(added),
         baseline: mib(budget as u64),
         unit: "MiB",

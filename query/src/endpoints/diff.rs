@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::engine::QueryEngine;
+use crate::engine::scope::Scope;
+use crate::error::QueryError;
 use crate::tree::{Flamegraph, Node, OTHER_NAME, ROOT_NAME, TreeNode, truncate_tree};
 use crate::types::{ProfileTypeInfo, ScanStats};
 
@@ -140,6 +143,38 @@ impl Diff {
     pub fn truncate(&mut self, max_nodes: usize) {
         truncate_tree(&mut self.root, max_nodes);
         self.max_nodes = Some(max_nodes);
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DiffQuery {
+    pub baseline: Scope,
+    pub comparison: Scope,
+    /// Node budget; 0 means [`crate::DEFAULT_MAX_NODES`].
+    pub max_nodes: usize,
+}
+
+impl QueryEngine {
+    /// One tree carrying both sides' values.
+    pub async fn diff(&self, q: &DiffQuery) -> Result<Diff, QueryError> {
+        self.bounded(async {
+            if q.baseline.profile_type != q.comparison.profile_type {
+                return Err(QueryError::InvalidArgument(
+                    "baseline and comparison must have the same profile type".into(),
+                ));
+            }
+            let max_nodes = self.max_nodes(q.max_nodes)?;
+            let (baseline, comparison) = futures::try_join!(
+                self.tree(&q.baseline, &[], None),
+                self.tree(&q.comparison, &[], None)
+            )?;
+            let mut diff = Diff::new(&baseline, &comparison);
+            diff.baseline_stats = baseline.stats;
+            diff.comparison_stats = comparison.stats;
+            diff.truncate(max_nodes);
+            Ok(diff)
+        })
+        .await
     }
 }
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use stackhouse_query::engine::{QueryConfig, QueryEngine};
 use stackhouse_query::{FlamegraphQuery, Scope};
+use stackhouse_query::{QueryConfig, QueryEngine};
 use stackhouse_storage::catalog::{Catalog, TableKind, open_catalog};
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, CompactionReport, Compactor};
 use stackhouse_storage::model::{ProfileType, TimeRange};

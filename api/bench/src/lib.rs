@@ -1,4 +1,4 @@
-//! `stackhouse bench`: runs the figures in-process against local files and a
+//! `stackhouse-bench`: runs every measurement in-process against local files and a
 //! SQLite catalog in a temporary directory, each next to a baseline measured in the same
 //! run, and prints them as a markdown table.
 
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::{Parser, ValueEnum};
 
 pub use report::{Report, Row};
 pub use workload::{FleetConfig, Generated, Workload, load_capture};
@@ -24,11 +24,13 @@ pub enum Scale {
     Tiny,
     /// About a minute in a release build.
     Small,
-    /// The sizes: 1 M and 10 M samples, 30 days; minutes on two cores.
+    /// The full sizes: 1 M and 10 M samples, 30 days; minutes on two cores.
     Full,
 }
 
-#[derive(Args, Debug, Clone)]
+/// Measure ingest, storage and query against baselines in the same run.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "stackhouse-bench", version)]
 pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "small")]
     pub scale: Scale,
@@ -43,11 +45,11 @@ pub struct BenchArgs {
 /// Sizes of every phase at one scale.
 #[derive(Clone, Debug)]
 pub struct Plan {
-    /// The ingest workload (figures 1, 2 and the first query size).
+    /// The ingest workload (ingest CPU, stored bytes and the first query size).
     pub fleet: FleetConfig,
     /// Seconds of the same fleet for the large query store (10 M at full), if any.
     pub large_seconds: Option<u64>,
-    /// One hour of this fleet is the hour of figure 4.
+    /// One hour of this fleet is the hour of the 30-day store query.
     pub hour_fleet: FleetConfig,
     pub days: u64,
     /// Senders, their export period, and how long the sustained load runs.
@@ -89,7 +91,7 @@ impl Plan {
     pub fn new(scale: Scale, seed: u64) -> Plan {
         // Whole hours before now, so that every store's data lies in closed hour windows
         // inside the default 30-day retention.
-        let now = crate::time_param::now_nanos();
+        let now = stackhouse_api::time_param::now_nanos();
         let this_hour = now.div_euclid(HOUR_NANOS) * HOUR_NANOS;
         let start = this_hour - 2 * HOUR_NANOS;
         let (days, hour_hz) = match scale {
@@ -138,7 +140,7 @@ impl Plan {
     }
 }
 
-/// Runs every figure at `scale`.
+/// Runs every measurement at `scale`.
 pub async fn run(scale: Scale, seed: u64) -> anyhow::Result<Report> {
     let plan = Plan::new(scale, seed);
     let capture = load_capture()?;
@@ -147,9 +149,9 @@ pub async fn run(scale: Scale, seed: u64) -> anyhow::Result<Report> {
         ..Report::default()
     };
     let workload = Workload::new(plan.fleet.clone(), &capture);
-    ingest::ingest_figures(&plan, &workload, &mut report)
+    ingest::ingest_measurements(&plan, &workload, &mut report)
         .await
-        .context("ingest, storage and first query figures")?;
+        .context("ingest, storage and first query measurements")?;
     drop(workload);
     if let Some(seconds) = plan.large_seconds {
         let large = Workload::new(
@@ -159,20 +161,20 @@ pub async fn run(scale: Scale, seed: u64) -> anyhow::Result<Report> {
             },
             &capture,
         );
-        query::large_query_figures(&plan, large, &mut report)
+        query::large_query_measurements(&plan, large, &mut report)
             .await
-            .context("large query figures")?;
+            .context("large query measurements")?;
     }
-    query::retention_figure(&plan, &capture, &mut report)
+    query::retention_measurement(&plan, &capture, &mut report)
         .await
-        .context("30-day store figure")?;
-    ingest::load_figures(&plan, &capture, &mut report)
+        .context("30-day store measurement")?;
+    ingest::load_measurements(&plan, &capture, &mut report)
         .await
-        .context("sustained load figures")?;
+        .context("sustained load measurements")?;
     Ok(report)
 }
 
-/// The `stackhouse bench` command.
+/// The `stackhouse-bench` command.
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(run(args.scale, args.seed))?;

@@ -1,11 +1,11 @@
-//! The benchmark's result: one row per figure, rendered as a markdown table.
+//! The benchmark's result: one row per measurement, rendered as a markdown table.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct Row {
-    pub figure: String,
+    pub measurement: String,
     /// Our number, in `unit`.
     pub ours: f64,
     /// The baseline measured in the same run, in `unit`.
@@ -63,14 +63,14 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| figure | ours | baseline (same run) | ratio | target | result |"
+            "| measurement | ours | baseline (same run) | ratio | target | result |"
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|");
         for r in &self.rows {
             let _ = writeln!(
                 out,
                 "| {} | {} | {}: {} | {:.2}× | {} | {} |",
-                r.figure,
+                r.measurement,
                 number(r.ours, r.unit),
                 r.baseline_name,
                 number(r.baseline, r.unit),

@@ -3,6 +3,8 @@
 //! grown from each other so they share prefixes, and picked with a Zipf-like popularity;
 //! frames come from the shared eBPF capture plus synthetic ones.
 
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
 use std::collections::HashMap;
 
 use prost::Message;
@@ -16,34 +18,6 @@ use stackhouse_proto::otlp_resource::Resource;
 
 /// One export per process per this long, as the eBPF profiler does.
 pub const EXPORT_NANOS: i64 = 5_000_000_000;
-
-/// SplitMix64: tiny, seedable, and good enough for workload shapes.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// Picks indices `0..n` with probability ∝ 1 / (rank + 1)^s: a few hot entries, a long tail.
 #[derive(Clone, Debug)]
@@ -65,8 +39,8 @@ impl Zipf {
         }
     }
 
-    pub fn pick(&self, rng: &mut Rng) -> usize {
-        let u = rng.unit();
+    pub fn pick(&self, rng: &mut SmallRng) -> usize {
+        let u = rng.random::<f64>();
         self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
     }
 }
@@ -173,8 +147,9 @@ impl Workload {
     /// so any subset can be generated in any order with the same bytes.
     pub fn request(&self, process: usize, window: usize) -> Generated {
         let c = &self.config;
-        let mut rng =
-            Rng::new(c.seed ^ (process as u64).wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (window as u64) << 40);
+        let mut rng = SmallRng::seed_from_u64(
+            c.seed ^ (process as u64).wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (window as u64) << 40,
+        );
         let service = process % c.services.max(1);
         let host = process / c.processes_per_host.max(1);
         let window_start = c.start_nanos + window as i64 * EXPORT_NANOS;
@@ -201,19 +176,19 @@ impl Workload {
         for tick in 0..ticks {
             for _core in 0..c.cores {
                 // A core is idle for some ticks; the profiler sees nothing then.
-                if rng.unit() < 0.2 {
+                if rng.random::<f64>() < 0.2 {
                     continue;
                 }
                 let stack = self.universe.popularity.pick(&mut rng);
                 let stack_index = dict.stack(service, stack);
                 let attr = dict.thread(&threads[thread_pick.pick(&mut rng)]);
-                let link = if rng.unit() < c.linked_share {
-                    let (trace, span) = traces[rng.below(traces.len() as u64) as usize];
+                let link = if rng.random::<f64>() < c.linked_share {
+                    let (trace, span) = traces[rng.random_range(0..traces.len() as u64) as usize];
                     dict.link(trace, span)
                 } else {
                     0
                 };
-                let t = window_start + tick * period + rng.below(period as u64) as i64;
+                let t = window_start + tick * period + rng.random_range(0..period as u64) as i64;
                 let at = *by_key.entry((stack_index, attr, link)).or_insert_with(|| {
                     samples.push(Sample {
                         stack_index,
@@ -294,7 +269,7 @@ impl Workload {
 
 impl Universe {
     fn build(config: &FleetConfig, capture: &ExportProfilesServiceRequest) -> Universe {
-        let mut rng = Rng::new(config.seed ^ 0x5EED);
+        let mut rng = SmallRng::seed_from_u64(config.seed ^ 0x5EED);
         let mut u = Universe {
             functions: Vec::new(),
             mappings: Vec::new(),
@@ -387,25 +362,25 @@ impl Universe {
 
     /// `n` stacks, root first: each after the first extends a prefix of an earlier (often
     /// popular) one, so call paths share their roots as real programs do.
-    fn grow_stacks(&self, rng: &mut Rng, n: usize, own: std::ops::Range<usize>) -> Vec<Vec<u32>> {
+    fn grow_stacks(&self, rng: &mut SmallRng, n: usize, own: std::ops::Range<usize>) -> Vec<Vec<u32>> {
         let mut stacks: Vec<Vec<u32>> = Vec::with_capacity(n);
         let parents = Zipf::new(n, 0.9);
-        let frame = |rng: &mut Rng| -> u32 {
+        let frame = |rng: &mut SmallRng| -> u32 {
             // Mostly the service's own code; runtime and kernel frames from the capture.
-            if self.captured > 0 && rng.unit() < 0.3 {
-                rng.below(self.captured as u64) as u32
+            if self.captured > 0 && rng.random::<f64>() < 0.3 {
+                rng.random_range(0..self.captured as u64) as u32
             } else {
-                (own.start + rng.below(own.len() as u64) as usize) as u32
+                (own.start + rng.random_range(0..own.len() as u64) as usize) as u32
             }
         };
         for k in 0..n {
             // Depth 10..=120, most stacks 20–60 deep.
-            let depth = 10 + (rng.unit().powf(1.6) * 110.0) as usize;
+            let depth = 10 + (rng.random::<f64>().powf(1.6) * 110.0) as usize;
             let mut stack = if k == 0 {
                 Vec::new()
             } else {
                 let parent = &stacks[parents.pick(rng) % k];
-                let keep = 1 + rng.below(parent.len() as u64) as usize;
+                let keep = 1 + rng.random_range(0..parent.len() as u64) as usize;
                 parent[..keep.min(parent.len())].to_vec()
             };
             let target = depth.max(stack.len() + 1).min(120);

@@ -28,7 +28,7 @@ use stackhouse_storage::model::{SymbolId, TimeRange};
 use stackhouse_storage::schema::{SAMPLES, samples};
 use stackhouse_storage::store::Store;
 
-use crate::selection::SeriesGroup;
+use super::selection::SeriesGroup;
 
 /// The `samples` objects of some segments.
 #[derive(Debug)]

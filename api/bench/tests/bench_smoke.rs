@@ -1,8 +1,8 @@
-//! `stackhouse bench --scale tiny` in-process: every figure row with positive numbers, and
+//! `stackhouse-bench --scale tiny` in-process: every measurement row with positive numbers, and
 //! a workload generator that is deterministic and counts its samples right.
 
 use prost::Message;
-use stackhouse_api::bench::{self, Plan, Scale, Workload, load_capture};
+use stackhouse_bench::{self as bench, Plan, Scale, Workload, load_capture};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 
 /// Rows a sample becomes, counted from the request itself: one per timestamp (or per
@@ -68,7 +68,7 @@ fn generator_is_deterministic_and_counts_its_samples() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiny_bench_produces_every_figure() {
+async fn tiny_bench_produces_every_measurement() {
     let report = bench::run(Scale::Tiny, 42).await.unwrap();
     println!("{}", report.markdown());
 
@@ -87,14 +87,14 @@ async fn tiny_bench_produces_every_figure() {
         "peak memory sustained ingest adds",
         "peak memory the",
     ];
-    for figure in expected {
+    for measurement in expected {
         let row = report
             .rows
             .iter()
-            .find(|r| r.figure.starts_with(figure))
-            .unwrap_or_else(|| panic!("no row for {figure:?}"));
+            .find(|r| r.measurement.starts_with(measurement))
+            .unwrap_or_else(|| panic!("no row for {measurement:?}"));
         // Memory rows are growth over the phase's start, which a tiny phase may not cause.
-        let least = if figure.starts_with("peak memory") {
+        let least = if measurement.starts_with("peak memory") {
             0.0
         } else {
             f64::MIN_POSITIVE
@@ -106,5 +106,5 @@ async fn tiny_bench_produces_every_figure() {
     }
     assert_eq!(report.rows.len(), expected.len());
     let table = report.markdown();
-    assert!(table.starts_with("| figure | ours | baseline (same run) | ratio | target | result |"));
+    assert!(table.starts_with("| measurement | ours | baseline (same run) | ratio | target | result |"));
 }

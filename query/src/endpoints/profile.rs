@@ -1,16 +1,57 @@
-//! Finding one stored profile by id: the catalog says where it is and what it is; the
+//! One stored profile, found by its id: the catalog says where it is and what it is; the
 //! scan then reads only those segments, filtered by the id.
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
 use stackhouse_storage::model::{ProfileType, TimeRange};
+use utoipa::ToSchema;
 
-use super::QueryEngine;
+use crate::engine::QueryEngine;
+use crate::engine::scope::Scope;
 use crate::error::QueryError;
-use crate::profile::ProfileMeta;
-use crate::scope::Scope;
+use crate::tree::Flamegraph;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ProfileMeta {
+    /// Hex.
+    pub profile_id: String,
+    pub profile_type: String,
+    /// Unix nanoseconds.
+    pub start: i64,
+    pub end: i64,
+    pub duration_nanos: i64,
+    pub sample_count: i64,
+    /// Resource, scope and profile attributes together (the series labels).
+    pub labels: BTreeMap<String, String>,
+    /// The resource attributes alone.
+    pub resource: BTreeMap<String, String>,
+    /// The profile's own attributes alone.
+    pub attributes: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ProfileDetail {
+    #[serde(flatten)]
+    pub meta: ProfileMeta,
+    pub flamegraph: Flamegraph,
+}
 
 impl QueryEngine {
+    /// Locates a stored profile: its metadata, and the scope that selects exactly its
+    /// samples. `profile_type` picks one when the id was sent with several types;
+    /// without it, such an id is an [`QueryError::InvalidArgument`] naming the types.
+    /// An unknown id is [`QueryError::NotFound`].
+    pub async fn find_profile(
+        &self,
+        tenant: &str,
+        profile_id: [u8; 16],
+        profile_type: Option<&ProfileType>,
+    ) -> Result<(ProfileMeta, Scope), QueryError> {
+        self.bounded(self.locate_profile(tenant, profile_id, profile_type))
+            .await
+    }
+
     pub(crate) async fn locate_profile(
         &self,
         tenant: &str,

@@ -1,0 +1,8 @@
+//! `stackhouse-bench`: measure ingest, storage and query against baselines in the same run
+//! (in-process, temporary local store and SQLite catalog) and print a markdown table.
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    stackhouse_bench::main(stackhouse_bench::BenchArgs::parse())
+}

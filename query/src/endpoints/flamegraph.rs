@@ -1,0 +1,30 @@
+//! `flamegraph`: the call tree of the selected samples, optionally grouped.
+
+use crate::engine::QueryEngine;
+use crate::engine::scope::{GroupKey, Scope};
+use crate::error::QueryError;
+use crate::tree::Flamegraph;
+
+#[derive(Clone, Debug)]
+pub struct FlamegraphQuery {
+    pub scope: Scope,
+    /// Puts one level of `key=value` nodes under the root.
+    pub group_by: Vec<GroupKey>,
+    /// Node budget of the tree; 0 means [`crate::DEFAULT_MAX_NODES`].
+    pub max_nodes: usize,
+}
+
+impl QueryEngine {
+    /// The call tree of the selected samples, values summed per call path. Selecting
+    /// nothing is not an error: the result has total 0.
+    pub async fn flamegraph(&self, q: &FlamegraphQuery) -> Result<Flamegraph, QueryError> {
+        self.bounded(async {
+            let max_nodes = self.max_nodes(q.max_nodes)?;
+            let mut flamegraph = self.tree(&q.scope, &q.group_by, Some(max_nodes)).await?;
+            // Already cut while building; this records the budget on the result.
+            flamegraph.truncate(max_nodes);
+            Ok(flamegraph)
+        })
+        .await
+    }
+}

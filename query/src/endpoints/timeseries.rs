@@ -1,0 +1,176 @@
+//! `timeseries`: values bucketed by step, one series per group.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::engine::QueryEngine;
+use crate::engine::aggregate::Dim;
+use crate::engine::grouping::{group_dims, group_values, too_many_groups};
+use crate::engine::scope::{GroupKey, Scope};
+use crate::error::QueryError;
+use crate::limits::exceeded;
+use crate::types::{ProfileTypeInfo, ScanStats};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregation {
+    /// The sum of the values in the bucket.
+    Sum,
+    /// The mean over the bucket's points, a point being what one series recorded at one
+    /// timestamp (one aggregated profile, or one timestamped sample).
+    Avg,
+}
+
+impl Aggregation {
+    pub fn parse(value: &str) -> Option<Aggregation> {
+        match value {
+            "sum" => Some(Aggregation::Sum),
+            "avg" | "average" => Some(Aggregation::Avg),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct TimeseriesGroup {
+    /// The `group_by` keys and their values (`""` for samples without the key); empty
+    /// without `group_by`.
+    pub group: BTreeMap<String, String>,
+    /// `[bucket start in unix nanoseconds, value]`, in time order; buckets without samples
+    /// are absent.
+    #[schema(value_type = Vec<Vec<f64>>)]
+    pub points: Vec<(i64, f64)>,
+    /// Sum of the points' values (for `avg`, of the bucket sums).
+    pub total: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct Timeseries {
+    #[serde(flatten)]
+    pub kind: ProfileTypeInfo,
+    pub unit: String,
+    /// Start of the first bucket; bucket `i` covers `[from + i*step, from + (i+1)*step)`.
+    pub from: i64,
+    pub to: i64,
+    pub step_nanos: i64,
+    pub aggregation: Aggregation,
+    pub group_by: Vec<String>,
+    /// Sorted by total, largest first, then by group.
+    pub series: Vec<TimeseriesGroup>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<ScanStats>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TimeseriesQuery {
+    pub scope: Scope,
+    pub step_nanos: i64,
+    pub group_by: Vec<GroupKey>,
+    pub aggregation: Aggregation,
+}
+
+impl QueryEngine {
+    /// Values bucketed by `step`, one series per group.
+    pub async fn timeseries(&self, q: &TimeseriesQuery) -> Result<Timeseries, QueryError> {
+        self.bounded(async {
+            let range = q.scope.range;
+            if q.step_nanos <= 0 {
+                return Err(QueryError::InvalidArgument(format!(
+                    "step must be positive, got {} ns",
+                    q.step_nanos
+                )));
+            }
+            if range.start < range.end {
+                let span = range.end as i128 - range.start as i128;
+                let points = (span + q.step_nanos as i128 - 1) / q.step_nanos as i128;
+                if points > self.limits.max_points as i128 {
+                    return Err(exceeded(
+                        "max_points",
+                        format!(
+                            "step {} ns over this range gives {points} points per series, more than {} allowed; use a larger step",
+                            q.step_nanos, self.limits.max_points
+                        ),
+                    ));
+                }
+            }
+            let mut result = Timeseries {
+                kind: ProfileTypeInfo::from(&q.scope.profile_type),
+                unit: q.scope.profile_type.sample_unit.clone(),
+                from: range.start,
+                to: range.end,
+                step_nanos: q.step_nanos,
+                aggregation: q.aggregation,
+                group_by: q.group_by.iter().map(|k| k.name().to_string()).collect(),
+                series: Vec::new(),
+                stats: None,
+            };
+            let Some(plan) = self.plan(&q.scope).await? else {
+                return Ok(result);
+            };
+            let mut dims = vec![Dim::Bucket {
+                start: range.start,
+                step: q.step_nanos,
+            }];
+            dims.extend(group_dims(&q.group_by));
+            if q.aggregation == Aggregation::Avg {
+                for d in [Dim::Series, Dim::Time] {
+                    if !dims.contains(&d) {
+                        dims.push(d);
+                    }
+                }
+            }
+            let (rows, stats) = self.aggregate(&plan, &dims).await?;
+            let symbols = self.symbols.read(&q.scope.tenant).await?;
+            let mut groups: HashMap<Vec<String>, BTreeMap<i64, Bucket>> = HashMap::new();
+            for row in &rows {
+                let key = group_values(&q.group_by, row, &plan, &symbols);
+                if !groups.contains_key(&key) && groups.len() >= self.limits.max_groups {
+                    return Err(too_many_groups(self.limits.max_groups));
+                }
+                let bucket = groups.entry(key).or_default().entry(row.bucket).or_default();
+                bucket.sum += row.value;
+                if q.aggregation == Aggregation::Avg {
+                    bucket.points.insert((row.series_id, row.time));
+                }
+            }
+            drop(symbols);
+            result.series = groups
+                .into_iter()
+                .map(|(values, buckets)| TimeseriesGroup {
+                    group: q
+                        .group_by
+                        .iter()
+                        .map(|k| k.name().to_string())
+                        .zip(values)
+                        .collect(),
+                    total: buckets.values().map(|b| b.sum).sum(),
+                    points: buckets
+                        .into_iter()
+                        .map(|(i, b)| {
+                            let value = match q.aggregation {
+                                Aggregation::Sum => b.sum as f64,
+                                Aggregation::Avg => b.sum as f64 / b.points.len().max(1) as f64,
+                            };
+                            (range.start + i * q.step_nanos, value)
+                        })
+                        .collect(),
+                })
+                .collect();
+            result
+                .series
+                .sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.group.cmp(&b.group)));
+            result.stats = Some(stats);
+            Ok(result)
+        })
+        .await
+    }
+}
+
+/// Per group and bucket: the summed value and, for `avg`, the distinct points.
+#[derive(Default)]
+struct Bucket {
+    sum: i64,
+    points: HashSet<(i64, i64)>,
+}

@@ -1,0 +1,92 @@
+//! Call trees from `SUM(value) GROUP BY stack` scans: what the flamegraph, top and diff
+//! endpoints build on.
+
+use std::collections::HashMap;
+
+use super::QueryEngine;
+use super::aggregate::Dim;
+use super::grouping::{group_dims, group_values, too_many_groups};
+use super::scope::{GroupKey, Scope, group_name};
+use crate::error::QueryError;
+use crate::limits::size;
+use crate::symbolize::Symbolizer;
+use crate::tree::{DEFAULT_MAX_NODES, Flamegraph};
+
+impl QueryEngine {
+    /// The node budget a tree gets when `asked` (0 asks for the default): every endpoint
+    /// that builds a tree checks it here, and a caller may check it before other work.
+    pub fn max_nodes(&self, asked: usize) -> Result<usize, QueryError> {
+        size(
+            "max_nodes",
+            "max_nodes",
+            asked,
+            DEFAULT_MAX_NODES,
+            self.limits.max_nodes,
+        )
+    }
+
+    /// The tree of a scope, grouped under the root by `group_by`, truncated to `max_nodes`
+    /// when given.
+    pub(crate) async fn tree(
+        &self,
+        scope: &Scope,
+        group_by: &[GroupKey],
+        max_nodes: Option<usize>,
+    ) -> Result<Flamegraph, QueryError> {
+        let empty = |period| {
+            let mut flamegraph = Flamegraph::empty(scope.profile_type.clone(), period);
+            flamegraph.group_by = group_by.iter().map(|k| k.name().to_string()).collect();
+            flamegraph
+        };
+        let Some(plan) = self.plan(scope).await? else {
+            return Ok(empty(0));
+        };
+        let mut dims = vec![Dim::Stack];
+        dims.extend(group_dims(group_by));
+        let (rows, stats) = self.aggregate(&plan, &dims).await?;
+        // Read after the scan: segments committed since planning are loaded now, so every
+        // stack the scan returned has its symbols.
+        let symbols = self.symbols.read(&scope.tenant).await?;
+        let tenant = scope.tenant.clone();
+        let group_by = group_by.to_vec();
+        let max_groups = self.limits.max_groups;
+        let root = tokio::task::spawn_blocking(move || {
+            let mut symbolizer = Symbolizer::new(&symbols);
+            let mut groups: HashMap<String, usize> = HashMap::new();
+            for row in &rows {
+                if group_by.is_empty() {
+                    symbolizer.add(row.stack_id, row.value);
+                    continue;
+                }
+                let name = group_name(&group_by, &group_values(&group_by, row, &plan, &symbols));
+                let node = match groups.get(&name) {
+                    Some(&node) => node,
+                    None => {
+                        if groups.len() >= max_groups {
+                            return Err(too_many_groups(max_groups));
+                        }
+                        let node = symbolizer.group(&name);
+                        groups.insert(name, node);
+                        node
+                    }
+                };
+                symbolizer.add_under(node, row.stack_id, row.value);
+            }
+            let (root, missing) = match max_nodes {
+                Some(max_nodes) => symbolizer.finish_truncated(max_nodes),
+                None => symbolizer.finish(),
+            };
+            if !missing.is_empty() {
+                tracing::warn!(%tenant, ?missing, "symbols missing, frames named <unknown>");
+            }
+            Ok((root, plan.period))
+        })
+        .await
+        .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))?;
+        let (root, period) = root?;
+        let mut flamegraph = Flamegraph::new(scope.profile_type.clone(), period, root);
+        flamegraph.group_by = empty(0).group_by;
+        flamegraph.stats = Some(stats);
+        Ok(flamegraph)
+    }
+}

@@ -308,7 +308,12 @@ impl From<tokio::task::JoinError> for ApiError {
 
 impl From<stackhouse_storage::catalog::CatalogError> for ApiError {
     fn from(e: stackhouse_storage::catalog::CatalogError) -> Self {
-        ApiError::internal(format!("catalog: {e}"))
+        let kind = if e.is_transient() {
+            ErrorKind::Unavailable
+        } else {
+            ErrorKind::Internal
+        };
+        ApiError::new(kind, format!("catalog: {e}"))
     }
 }
 
@@ -344,6 +349,7 @@ impl From<QueryError> for ApiError {
             // same query may fit when the server is less busy (the message still says how
             // to make it smaller).
             QueryError::ResourcesExhausted { .. } => ErrorKind::Unavailable,
+            _ if e.is_transient() => ErrorKind::Unavailable,
             _ if e.is_limit() => ErrorKind::LimitExceeded,
             _ if e.is_client_error() => ErrorKind::InvalidArgument,
             _ => ErrorKind::Internal,
@@ -412,6 +418,12 @@ mod tests {
 
         let e = ApiError::from(QueryError::Internal("boom".into()));
         assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
+
+        let corrupt = stackhouse_storage::catalog::CatalogError::Corrupt("bad row".into());
+        assert_eq!(
+            ApiError::from(corrupt).status(),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 
     #[test]

@@ -52,6 +52,16 @@ impl QueryError {
 }
 
 impl QueryError {
+    /// Whether the catalog or the object store could not be reached: the same query may
+    /// succeed once they are back.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            QueryError::Catalog(e) | QueryError::Symbols(SymbolError::Catalog(e)) => e.is_transient(),
+            QueryError::Symbols(SymbolError::Store(e)) => e.is_transient(),
+            _ => false,
+        }
+    }
+
     /// Whether the request was well formed but asks for more than the limits allow (HTTP
     /// 422 rather than 400).
     pub fn is_limit(&self) -> bool {

@@ -29,6 +29,18 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the object store could not be reached (rather than holding something
+    /// unreadable): the same request may succeed once it is back.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::ObjectStore(e) => !matches!(
+                e,
+                object_store::Error::NotFound { .. } | object_store::Error::InvalidPath { .. }
+            ),
+            _ => false,
+        }
+    }
+
     /// The error of reading object `key`: a decoding failure names the object, so an
     /// operator knows which one is damaged.
     pub fn in_object(self, key: &str) -> StoreError {

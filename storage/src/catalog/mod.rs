@@ -156,6 +156,22 @@ pub enum CatalogError {
     Conflict(String),
 }
 
+impl CatalogError {
+    /// Whether the database could not be reached (rather than refusing or failing the
+    /// statement): the same request may succeed once it is back.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            CatalogError::Database(
+                sqlx::Error::Io(_)
+                    | sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::Tls(_)
+            )
+        )
+    }
+}
+
 pub type CatalogResult<T> = Result<T, CatalogError>;
 
 #[async_trait]
@@ -239,5 +255,22 @@ pub async fn open_catalog(url: &str) -> CatalogResult<Arc<dyn Catalog>> {
             url: common::redact_password(url),
             reason: "expected a sqlite: or postgres:// url".to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_unreachable_database_is_transient() {
+        assert!(CatalogError::Database(sqlx::Error::PoolTimedOut).is_transient());
+        assert!(
+            CatalogError::Database(sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into()))
+                .is_transient()
+        );
+        assert!(!CatalogError::Database(sqlx::Error::RowNotFound).is_transient());
+        assert!(!CatalogError::Corrupt("bad row".into()).is_transient());
+        assert!(!CatalogError::Conflict("raced".into()).is_transient());
     }
 }

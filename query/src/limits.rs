@@ -59,10 +59,7 @@ pub(crate) fn size(
 ) -> Result<usize, QueryError> {
     match asked {
         0 => Ok(default.min(max)),
-        n if n > max => Err(exceeded(
-            limit,
-            format!("{param} {n} is more than the {max} allowed"),
-        )),
+        n if n > max => Err(exceeded(limit, format!("{param} {n} is more than {max} allowed"))),
         n => Ok(n),
     }
 }

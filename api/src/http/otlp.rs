@@ -14,7 +14,7 @@ use stackhouse_ingest::otlp::layout;
 use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
 
 use super::AppState;
-use super::body::{inflate, read_limited};
+use super::body::{content_type_essence, inflate, read_limited};
 use crate::error::ApiError;
 use crate::export::unconverted;
 use crate::tenant;
@@ -30,9 +30,7 @@ enum Encoding {
 
 impl Encoding {
     fn from_headers(headers: &HeaderMap) -> Option<Encoding> {
-        let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-        let essence = value.split(';').next()?.trim().to_ascii_lowercase();
-        match essence.as_str() {
+        match content_type_essence(headers).as_str() {
             PROTOBUF | "application/protobuf" => Some(Encoding::Protobuf),
             JSON => Some(Encoding::Json),
             _ => None,

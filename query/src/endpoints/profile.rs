@@ -52,7 +52,7 @@ impl QueryEngine {
             .await
     }
 
-    pub(crate) async fn locate_profile(
+    async fn locate_profile(
         &self,
         tenant: &str,
         profile_id: [u8; 16],

@@ -82,6 +82,23 @@ pub(crate) fn series_from_columns(
     })
 }
 
+/// An object's stored columns, in this order.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ObjectColumns {
+    kind: String,
+    key: String,
+    size_bytes: i64,
+    rows: i64,
+}
+
+impl TryFrom<ObjectColumns> for ObjectMeta {
+    type Error = CatalogError;
+
+    fn try_from(c: ObjectColumns) -> CatalogResult<ObjectMeta> {
+        object_meta(&c.kind, c.key, c.size_bytes, c.rows)
+    }
+}
+
 /// One row of `SERIES_IN_RANGE`.
 #[derive(sqlx::FromRow)]
 pub(crate) struct SeriesRow {

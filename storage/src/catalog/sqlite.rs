@@ -11,9 +11,9 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::common::{
-    ObjectRow, ProfileRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow, add_table_stats,
-    assemble_segments, check_replacement, distinct_sample_labels, distinct_series, distinct_sorted,
-    duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, object_meta, same_identity,
+    ObjectColumns, ObjectRow, ProfileRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow,
+    add_table_stats, assemble_segments, check_replacement, distinct_sample_labels, distinct_series,
+    distinct_sorted, duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, same_identity,
     segments_gone, series_from_columns, sorted_distinct, symbols_gone, to_i64,
 };
 use super::sql;
@@ -303,16 +303,14 @@ impl Catalog for SqliteCatalog {
     }
 
     async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, ObjectColumns>(
             "SELECT kind, key, size_bytes, rows FROM symbol_objects WHERE tenant = ?1
              ORDER BY created_at_nanos, key",
         )
         .bind(tenant)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| object_meta(row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?))
-            .collect()
+        rows.into_iter().map(ObjectMeta::try_from).collect()
     }
 
     async fn tenants(&self) -> CatalogResult<Vec<String>> {
@@ -567,12 +565,12 @@ impl Catalog for SqliteCatalog {
 
     async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
         let mut tx = self.pool.begin().await?;
-        let counts = sqlx::query(sql::STATS_COUNTS)
+        let (segments, series) = sqlx::query_as::<_, (i64, i64)>(sql::STATS_COUNTS)
             .bind(tenant)
             .fetch_one(&mut *tx)
             .await?;
-        let mut stats = empty_stats(counts.try_get(0)?, counts.try_get(1)?)?;
-        let tables = sqlx::query(
+        let mut stats = empty_stats(segments, series)?;
+        let tables = sqlx::query_as::<_, (String, i64, i64, i64)>(
             "SELECT kind, COUNT(*), COALESCE(SUM(rows), 0), COALESCE(SUM(size_bytes), 0)
              FROM (SELECT o.kind, o.rows, o.size_bytes
                    FROM segment_objects o JOIN segments s ON s.id = o.segment_id
@@ -585,14 +583,8 @@ impl Catalog for SqliteCatalog {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        for row in &tables {
-            add_table_stats(
-                &mut stats,
-                row.try_get(0)?,
-                row.try_get(1)?,
-                row.try_get(2)?,
-                row.try_get(3)?,
-            )?;
+        for (kind, objects, rows, bytes) in &tables {
+            add_table_stats(&mut stats, kind, *objects, *rows, *bytes)?;
         }
         Ok(stats)
     }

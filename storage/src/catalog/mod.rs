@@ -4,6 +4,7 @@
 
 pub(crate) mod common;
 pub mod postgres;
+mod reads;
 mod sql;
 pub mod sqlite;
 

@@ -10,11 +10,11 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::common::{
-    ObjectColumns, ObjectRow, ProfileRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow,
-    add_table_stats, assemble_segments, check_replacement, distinct_sample_labels, distinct_series,
+    ObjectColumns, ProfileRow, add_table_stats, check_replacement, distinct_sample_labels, distinct_series,
     distinct_sorted, duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, redact_password,
-    same_identity, segments_gone, series_from_columns, sorted_distinct, symbols_gone, to_i64,
+    same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
 };
+use super::reads::Reads;
 use super::sql;
 use super::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
@@ -287,26 +287,9 @@ impl PostgresCatalog {
             .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await?;
-        let segments = sqlx::query_as::<_, SegmentRow>(sql::SEGMENTS_IN_RANGE)
-            .bind(tenant)
-            .bind(range.end)
-            .bind(range.start)
-            .fetch_all(&mut *tx)
-            .await?;
-        let objects = sqlx::query_as::<_, ObjectRow>(sql::OBJECTS_IN_RANGE)
-            .bind(tenant)
-            .bind(range.end)
-            .bind(range.start)
-            .fetch_all(&mut *tx)
-            .await?;
-        let series = sqlx::query_as::<_, SegmentSeriesRow>(sql::SEGMENT_SERIES_IN_RANGE)
-            .bind(tenant)
-            .bind(range.end)
-            .bind(range.start)
-            .fetch_all(&mut *tx)
-            .await?;
+        let segments = Reads::<Postgres>::segments(&mut tx, tenant, range).await?;
         tx.commit().await?;
-        assemble_segments(segments, objects, series)
+        Ok(segments)
     }
 }
 
@@ -337,8 +320,7 @@ impl Catalog for PostgresCatalog {
     }
 
     async fn tenants(&self) -> CatalogResult<Vec<String>> {
-        let tenants = sqlx::query_scalar(sql::TENANTS).fetch_all(&self.pool).await?;
-        Ok(sorted_distinct(tenants))
+        Reads(&self.pool).tenants().await
     }
 
     async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
@@ -529,46 +511,19 @@ impl Catalog for PostgresCatalog {
     }
 
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
-        let rows = sqlx::query_as::<_, SeriesRow>(sql::SERIES_IN_RANGE)
-            .bind(tenant)
-            .bind(range.end)
-            .bind(range.start)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter().map(Series::try_from).collect()
+        Reads(&self.pool).series(tenant, range).await
     }
 
     async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
-        let rows = sqlx::query_as::<_, ProfileTypeRow>(sql::PROFILE_TYPES_IN_RANGE)
-            .bind(tenant)
-            .bind(range.end)
-            .bind(range.start)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut types: Vec<ProfileType> = rows.into_iter().map(ProfileType::from).collect();
-        types.sort();
-        Ok(types)
+        Reads(&self.pool).profile_types(tenant, range).await
     }
 
     async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        let names = sqlx::query_scalar(sql::LABEL_NAMES_IN_RANGE)
-            .bind(tenant)
-            .bind(range.end)
-            .bind(range.start)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(sorted_distinct(names))
+        Reads(&self.pool).label_names(tenant, range).await
     }
 
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        let values = sqlx::query_scalar(sql::LABEL_VALUES_IN_RANGE)
-            .bind(tenant)
-            .bind(range.end)
-            .bind(range.start)
-            .bind(name)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(sorted_distinct(values))
+        Reads(&self.pool).label_values(tenant, name, range).await
     }
 
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
@@ -615,7 +570,6 @@ impl Catalog for PostgresCatalog {
     }
 
     async fn ping(&self) -> CatalogResult<()> {
-        sqlx::query(sql::PING).execute(&self.pool).await?;
-        Ok(())
+        Reads(&self.pool).ping().await
     }
 }

@@ -1,0 +1,129 @@
+//! Reads both catalogs run the same way: a statement of `sql`, the same binds, rows decoded
+//! by `FromRow`. Only the pool type differs, so they are written once, generic over the
+//! backend; each catalog's `Catalog` methods call them with its pool.
+
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
+
+use super::common::{
+    ObjectRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow, assemble_segments, sorted_distinct,
+};
+use super::{CatalogResult, SegmentMeta, sql};
+use crate::model::{ProfileType, Series, TimeRange};
+
+pub(crate) struct Reads<'p, DB: Database>(pub &'p Pool<DB>);
+
+impl<DB> Reads<'_, DB>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'r> SeriesRow: FromRow<'r, DB::Row>,
+    for<'r> ProfileTypeRow: FromRow<'r, DB::Row>,
+    for<'r> (String,): FromRow<'r, DB::Row>,
+    for<'r> SegmentRow: FromRow<'r, DB::Row>,
+    for<'r> ObjectRow: FromRow<'r, DB::Row>,
+    for<'r> SegmentSeriesRow: FromRow<'r, DB::Row>,
+{
+    /// Segments overlapping `range`, in three queries on `conn`: the caller opens the read
+    /// transaction (each backend with its own isolation) so the rows agree.
+    pub(crate) async fn segments(
+        conn: &mut DB::Connection,
+        tenant: &str,
+        range: TimeRange,
+    ) -> CatalogResult<Vec<SegmentMeta>> {
+        let segments = sqlx::query_as::<DB, SegmentRow>(sql::SEGMENTS_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&mut *conn)
+            .await?;
+        let objects = sqlx::query_as::<DB, ObjectRow>(sql::OBJECTS_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&mut *conn)
+            .await?;
+        let series = sqlx::query_as::<DB, SegmentSeriesRow>(sql::SEGMENT_SERIES_IN_RANGE)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(&mut *conn)
+            .await?;
+        assemble_segments(segments, objects, series)
+    }
+
+    /// `sql` with `$1` tenant, `$2` range end, `$3` range start and, when given, `$4` name:
+    /// the binds of every `*_IN_RANGE` statement.
+    async fn in_range<O>(
+        &self,
+        sql: &'static str,
+        tenant: &str,
+        range: TimeRange,
+        name: Option<&str>,
+    ) -> CatalogResult<Vec<O>>
+    where
+        O: for<'r> FromRow<'r, DB::Row> + Send + Unpin,
+    {
+        let mut query = sqlx::query_as::<DB, O>(sql)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start);
+        if let Some(name) = name {
+            query = query.bind(name);
+        }
+        Ok(query.fetch_all(self.0).await?)
+    }
+
+    pub(crate) async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
+        let rows: Vec<SeriesRow> = self.in_range(sql::SERIES_IN_RANGE, tenant, range, None).await?;
+        rows.into_iter().map(Series::try_from).collect()
+    }
+
+    pub(crate) async fn profile_types(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+    ) -> CatalogResult<Vec<ProfileType>> {
+        let rows: Vec<ProfileTypeRow> = self
+            .in_range(sql::PROFILE_TYPES_IN_RANGE, tenant, range, None)
+            .await?;
+        let mut types: Vec<ProfileType> = rows.into_iter().map(ProfileType::from).collect();
+        types.sort();
+        Ok(types)
+    }
+
+    pub(crate) async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
+        let rows: Vec<(String,)> = self
+            .in_range(sql::LABEL_NAMES_IN_RANGE, tenant, range, None)
+            .await?;
+        Ok(sorted_distinct(rows.into_iter().map(|(name,)| name).collect()))
+    }
+
+    pub(crate) async fn label_values(
+        &self,
+        tenant: &str,
+        name: &str,
+        range: TimeRange,
+    ) -> CatalogResult<Vec<String>> {
+        let rows: Vec<(String,)> = self
+            .in_range(sql::LABEL_VALUES_IN_RANGE, tenant, range, Some(name))
+            .await?;
+        Ok(sorted_distinct(rows.into_iter().map(|(value,)| value).collect()))
+    }
+
+    pub(crate) async fn tenants(&self) -> CatalogResult<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as::<DB, (String,)>(sql::TENANTS)
+            .fetch_all(self.0)
+            .await?;
+        Ok(sorted_distinct(
+            rows.into_iter().map(|(tenant,)| tenant).collect(),
+        ))
+    }
+
+    pub(crate) async fn ping(&self) -> CatalogResult<()> {
+        sqlx::query::<DB>(sql::PING).execute(self.0).await?;
+        Ok(())
+    }
+}

@@ -122,23 +122,23 @@ fn slot(index: i32, len: usize, table: &'static str) -> Result<usize, ProfileErr
     usize::try_from(index)
         .ok()
         .filter(|&i| i < len.max(1))
-        .ok_or(ProfileError::IndexOutOfRange {
-            field: "index",
-            index: index.into(),
-            table,
-            len,
-        })
+        .ok_or_else(|| out_of_range(index, table, len))
 }
 
 /// Entry `index` of `table`, which must exist (index 0 included).
 fn entry<'t, T>(table: &'t [T], index: i32, name: &'static str) -> Result<&'t T, ProfileError> {
-    let i = slot(index, table.len(), name)?;
-    table.get(i).ok_or(ProfileError::IndexOutOfRange {
+    table
+        .get(slot(index, table.len(), name)?)
+        .ok_or_else(|| out_of_range(index, name, table.len()))
+}
+
+fn out_of_range(index: i32, table: &'static str, len: usize) -> ProfileError {
+    ProfileError::IndexOutOfRange {
         field: "index",
         index: index.into(),
-        table: name,
-        len: table.len(),
-    })
+        table,
+        len,
+    }
 }
 
 fn cache(len: usize) -> Vec<Option<SymbolId>> {

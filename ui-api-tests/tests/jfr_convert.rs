@@ -81,10 +81,12 @@ fn assert_same(expected: &JfrTotals, got: &JfrTotals, what: &str, time_tolerance
             expected.total(type_id),
             "{what}: total of {type_id}"
         );
+        let only_got: Vec<_> = got_paths.keys().filter(|p| !paths.contains_key(*p)).collect();
+        let only_expected: Vec<_> = paths.keys().filter(|p| !got_paths.contains_key(*p)).collect();
         assert_eq!(
             got_paths.len(),
             paths.len(),
-            "{what}: number of paths of {type_id}"
+            "{what}: number of paths of {type_id}; only ours: {only_got:?}; only jfr print: {only_expected:?}"
         );
         for (path, v) in paths {
             assert_eq!(got_paths.get(path), Some(v), "{what}: {type_id} path {path:?}");

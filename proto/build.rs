@@ -10,6 +10,8 @@ const PROTOS: &[&str] = &[
     "opentelemetry/proto/collector/profiles/v1experimental/profiles_service.proto",
     "perftools/profiles/profile.proto",
     "push/v1/push.proto",
+    "querier/v1/querier.proto",
+    "settings/v1/setting.proto",
 ];
 
 fn main() -> std::io::Result<()> {
@@ -17,8 +19,11 @@ fn main() -> std::io::Result<()> {
     let fds = protox::compile(PROTOS, ["protos"]).map_err(std::io::Error::other)?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out_dir.join("descriptors.bin"), fds.encode_to_vec())?;
+    // Type names let the Connect layer find a message's descriptor for protojson.
+    let mut config = prost_build::Config::new();
+    config.enable_type_names();
     tonic_prost_build::configure()
         .include_file("mod.rs")
         .codec_path("crate::codec::ValidatingCodec")
-        .compile_fds(fds)
+        .compile_fds_with_config(fds, config)
 }

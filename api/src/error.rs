@@ -259,7 +259,12 @@ impl ApiError {
     pub fn into_connect(self) -> Response {
         let code = self.kind.connect_code();
         let body = serde_json::json!({ "code": code, "message": self.message });
-        self.respond(connect_http_status(code), Json(body))
+        // Connect answers a content type it does not read with a bare 415.
+        let status = match self.kind {
+            ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            _ => connect_http_status(code),
+        };
+        self.respond(status, Json(body))
     }
 
     /// OTLP/HTTP's answer: a `google.rpc.Status`, protobuf or JSON as the request was.

@@ -19,6 +19,8 @@ pub fn descriptor_pool() -> &'static prost_reflect::DescriptorPool {
     })
 }
 
+/// pprof's `Profile` under Pyroscope's package name, as `SelectMergeProfile` answers.
+pub use google::v1 as pyroscope_profile;
 pub use opentelemetry::proto::collector::profiles::v1development as otlp_collector;
 /// The seed format, OTLP profiles `v1experimental` (OTEP 239): its collector service...
 pub use opentelemetry::proto::collector::profiles::v1experimental as otlp_experimental_collector;
@@ -31,4 +33,8 @@ pub use opentelemetry::proto::resource::v1 as otlp_resource;
 pub use perftools::profiles as pprof;
 /// Grafana Pyroscope's push API (`push.v1.PusherService`) and its label pair.
 pub use push::v1 as pyroscope_push;
+/// Grafana Pyroscope's querier API (`querier.v1.QuerierService`), which Grafana calls.
+pub use querier::v1 as pyroscope_querier;
+/// Grafana Pyroscope's per-tenant settings store (`settings.v1.SettingsService`).
+pub use settings::v1 as pyroscope_settings;
 pub use types::v1 as pyroscope_types;

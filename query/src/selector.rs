@@ -137,6 +137,14 @@ impl FromStr for Selector {
     }
 }
 
+/// The label a metric name before the braces matches, as in PromQL.
+pub const METRIC_NAME: &str = "__name__";
+
+/// Metric names also take `:`, so a 5-part profile type id is one.
+fn is_metric_name_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == ':'
+}
+
 /// A parse error; `position` is the byte offset in the input where the problem was found.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid selector at position {position}: {message}")]
@@ -145,14 +153,33 @@ pub struct SelectorError {
     pub message: String,
 }
 
-/// Parses `{matcher, ...}`; the empty string (or only whitespace) and `{}` select everything.
+/// Parses `{matcher, ...}`; the empty string (or only whitespace) and `{}` select
+/// everything. Label names may be double-quoted (`{"service.name"="x"}`).
 pub fn parse_selector(s: &str) -> Result<Selector, SelectorError> {
-    Parser { input: s, pos: 0 }.selector()
+    Parser {
+        input: s,
+        pos: 0,
+        metric_name: false,
+    }
+    .selector()
+}
+
+/// [`parse_selector`] that also takes PromQL's metric name before the braces
+/// (`name{...}`, or `name` alone), read as a [`METRIC_NAME`] matcher: Grafana sends a
+/// profile type id there.
+pub fn parse_promql_selector(s: &str) -> Result<Selector, SelectorError> {
+    Parser {
+        input: s,
+        pos: 0,
+        metric_name: true,
+    }
+    .selector()
 }
 
 struct Parser<'a> {
     input: &'a str,
     pos: usize,
+    metric_name: bool,
 }
 
 impl Parser<'_> {
@@ -161,8 +188,24 @@ impl Parser<'_> {
         if self.at_end() {
             return Ok(Selector::all());
         }
-        self.expect('{')?;
         let mut matchers = Vec::new();
+        if self.metric_name && self.peek().is_some_and(is_metric_name_start) {
+            // A metric name before the braces, as PromQL allows: `__name__="<name>"`.
+            let start = self.pos;
+            while let Some(c) = self
+                .peek()
+                .filter(|&c| is_metric_name_start(c) || c.is_ascii_digit())
+            {
+                self.bump(c);
+            }
+            let name = self.input[start..self.pos].to_string();
+            matchers.push(Matcher::new(METRIC_NAME, MatchOp::Equal, name).expect("no regex to compile"));
+            self.skip_whitespace();
+            if self.at_end() {
+                return Ok(Selector { matchers });
+            }
+        }
+        self.expect('{')?;
         loop {
             self.skip_whitespace();
             if self.eat('}') {
@@ -202,6 +245,10 @@ impl Parser<'_> {
     }
 
     fn label_name(&mut self) -> Result<String, SelectorError> {
+        if self.peek() == Some('"') {
+            // Prometheus 3 quotes names outside [a-zA-Z_][a-zA-Z0-9_]*: `{"service.name"="x"}`.
+            return self.quoted();
+        }
         let start = self.pos;
         match self.peek() {
             Some(c) if c.is_ascii_alphabetic() || c == '_' => self.bump(c),
@@ -417,9 +464,34 @@ mod tests {
     }
 
     #[test]
+    fn metric_name_prefix_and_quoted_names() {
+        let s = parse_promql_selector("process_cpu:cpu:nanoseconds:cpu:nanoseconds{\"service.name\"=\"a\"}")
+            .unwrap();
+        assert_eq!(
+            s.matchers,
+            vec![
+                Matcher::new(
+                    METRIC_NAME,
+                    MatchOp::Equal,
+                    "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+                )
+                .unwrap(),
+                Matcher::new("service.name", MatchOp::Equal, "a").unwrap(),
+            ]
+        );
+        let bare = parse_promql_selector(" memory:alloc_space:bytes:space:bytes ").unwrap();
+        assert_eq!(bare.matchers[0].value, "memory:alloc_space:bytes:space:bytes");
+        assert_eq!(parse_promql_selector("x{}").unwrap().matchers.len(), 1);
+        let err = parse_promql_selector("a=\"b\"").unwrap_err();
+        assert_eq!(err.position, 1, "{err}");
+        assert!(parse_selector("x{}").is_err(), "our own API asks for braces");
+    }
+
+    #[test]
     fn errors_name_position_and_problem() {
         let cases = [
             ("a=\"b\"", 0, "expected '{'"),
+            ("{\"a", 1, "unterminated string"),
             ("{", 1, "expected a label name"),
             ("{a}", 2, "expected one of"),
             ("{1a=\"x\"}", 1, "label name"),

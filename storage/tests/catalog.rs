@@ -13,7 +13,7 @@ use std::sync::Arc;
 use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
 use stackhouse_storage::catalog::{
     Catalog, CatalogError, ObjectMeta, SegmentCommit, SegmentMeta, SegmentReplacement, SegmentSeries,
-    TableKind, TableStats, open_catalog,
+    Setting, TableKind, TableStats, open_catalog,
 };
 use stackhouse_storage::model::{Labels, ProfileRecord, ProfileType, Series, TimeRange};
 
@@ -113,6 +113,8 @@ suite!(
     deletion_queue,
     unreferenced_keys,
     migration_moves_symbol_objects,
+    settings_per_tenant_latest_wins,
+    data_range_spans_every_segment,
 );
 
 // ---- fixtures ----
@@ -674,6 +676,70 @@ async fn data_survives_reopening(url: String) {
         cat.profile("t", [9; 16]).await.unwrap(),
         vec![("seg".to_string(), c.profiles[0].clone())]
     );
+}
+
+async fn settings_per_tenant_latest_wins(url: String) {
+    let setting = |name: &str, value: &str, at: i64| Setting {
+        name: name.into(),
+        value: value.into(),
+        modified_at_millis: at,
+    };
+    {
+        let cat = open(&url).await;
+        assert_eq!(cat.settings("a").await.unwrap(), vec![]);
+        let stored = cat
+            .put_setting("a", &setting("plugin", "{\"v\":1}", 10))
+            .await
+            .unwrap();
+        assert_eq!(stored, setting("plugin", "{\"v\":1}", 10));
+        cat.put_setting("a", &setting("alpha", "x", 5)).await.unwrap();
+        cat.put_setting("b", &setting("plugin", "other tenant", 99))
+            .await
+            .unwrap();
+        // A write older than the stored one loses and is told what is stored.
+        let kept = cat
+            .put_setting("a", &setting("plugin", "stale", 9))
+            .await
+            .unwrap();
+        assert_eq!(kept, setting("plugin", "{\"v\":1}", 10));
+        let newer = cat
+            .put_setting("a", &setting("plugin", "{\"v\":2}", 11))
+            .await
+            .unwrap();
+        assert_eq!(newer.value, "{\"v\":2}");
+    }
+    // Settings survive reopening the catalog.
+    let cat = open(&url).await;
+    assert_eq!(
+        cat.settings("a").await.unwrap(),
+        vec![setting("alpha", "x", 5), setting("plugin", "{\"v\":2}", 11)]
+    );
+    cat.delete_setting("a", "alpha").await.unwrap();
+    cat.delete_setting("a", "never there").await.unwrap();
+    assert_eq!(
+        cat.settings("a").await.unwrap(),
+        vec![setting("plugin", "{\"v\":2}", 11)]
+    );
+    assert_eq!(
+        cat.settings("b").await.unwrap(),
+        vec![setting("plugin", "other tenant", 99)]
+    );
+}
+
+async fn data_range_spans_every_segment(url: String) {
+    let cat = open(&url).await;
+    assert_eq!(cat.data_range("t").await.unwrap(), None);
+    let web = series(cpu(), &[("service.name", "web")]);
+    cat.commit_segment(&commit("t", "s1", &[(&web, 50, 70)]))
+        .await
+        .unwrap();
+    cat.commit_segment(&commit("t", "s2", &[(&web, 20, 30)]))
+        .await
+        .unwrap();
+    cat.commit_segment(&commit("u", "s3", &[(&web, 1, 1000)]))
+        .await
+        .unwrap();
+    assert_eq!(cat.data_range("t").await.unwrap(), Some((20, 70)));
 }
 
 async fn profile_lookup(url: String) {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use common::*;
 use stackhouse_storage::catalog::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentReplacement, TableKind,
+    SegmentReplacement, Setting, TableKind,
 };
 use stackhouse_storage::model::{Batch, ProfileRecord, ProfileType, Series, TimeRange};
 use stackhouse_storage::segment::symbols_key;
@@ -360,6 +360,22 @@ impl Catalog for FailingCatalog {
     }
     async fn ping(&self) -> CatalogResult<()> {
         self.inner.ping().await
+    }
+
+    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>> {
+        self.inner.data_range(tenant).await
+    }
+
+    async fn settings(&self, tenant: &str) -> CatalogResult<Vec<Setting>> {
+        self.inner.settings(tenant).await
+    }
+
+    async fn put_setting(&self, tenant: &str, setting: &Setting) -> CatalogResult<Setting> {
+        self.inner.put_setting(tenant, setting).await
+    }
+
+    async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
+        self.inner.delete_setting(tenant, name).await
     }
 }
 

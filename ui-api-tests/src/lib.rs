@@ -4,13 +4,16 @@
 pub mod capture;
 pub mod checks;
 pub mod client;
+pub mod connect_client;
 pub mod experimental;
 pub mod format_checks;
 pub mod formats;
+pub mod grafana;
 pub mod http_query;
 pub mod ingest_client;
 pub mod jfr_expected;
 pub mod jfr_reader;
+pub mod node_tool;
 pub mod pprof_reader;
 pub mod requests;
 pub mod server;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::workspace_dir;
+use crate::node_tool::{self, run};
 
 #[derive(Clone, Debug)]
 pub struct PprofSample {
@@ -29,44 +29,15 @@ pub struct Pprof {
     pub samples: Vec<PprofSample>,
 }
 
-fn run(cmd: &mut Command, what: &str) -> Vec<u8> {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run ({e}); node and npm are needed for the pprof checks"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 /// The reader's directory with `pprof-format` installed.
 fn reader_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_dir().join("target"));
-        let dir = target.join("pprof-reader");
-        std::fs::create_dir_all(&dir).expect("creating the pprof reader dir");
-        let src = workspace_dir().join("ui-api-tests/pprof-reader");
-        for file in ["package.json", "read.mjs"] {
-            let text = std::fs::read(src.join(file)).expect("reading the pprof reader sources");
-            if std::fs::read(dir.join(file)).ok().as_ref() != Some(&text) {
-                std::fs::write(dir.join(file), text).expect("copying the pprof reader");
-            }
-        }
-        if !dir.join("node_modules/pprof-format/package.json").exists() {
-            run(
-                Command::new("npm")
-                    .args(["install", "--no-audit", "--no-fund", "--no-package-lock"])
-                    .current_dir(&dir),
-                "npm install pprof-format",
-            );
-        }
-        dir
+        node_tool::install(
+            "pprof-reader",
+            &["package.json", "read.mjs"],
+            "node_modules/pprof-format/package.json",
+        )
     })
     .clone()
 }

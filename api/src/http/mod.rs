@@ -1,7 +1,7 @@
 //! The HTTP server: OTLP/HTTP, Pyroscope ingest, the query API and health endpoints on one
 //! listener.
 
-mod body;
+pub(crate) mod body;
 mod ingest;
 pub mod openapi;
 mod ops;
@@ -68,7 +68,7 @@ pub fn router_for(state: AppState, roles: &Roles) -> Router {
             .route("/push.v1.PusherService/Push", post(push::push));
     }
     if roles.query {
-        for (path, route) in api_routes() {
+        for (path, route) in api_routes().into_iter().chain(crate::connect::routes()) {
             router = router.route(path, route);
         }
     }

@@ -7,66 +7,31 @@
 //! that a client neither loses the good profiles nor retries the bad ones forever.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
-use prost::Message;
+use axum::response::Response;
 use stackhouse_ingest::convert::{Conversion, RequestBuilder};
 use stackhouse_ingest::pprof::{self, PprofOptions};
 use stackhouse_ingest::pyroscope::source_from_labels;
 use stackhouse_proto::pyroscope_push::{PushRequest, PushResponse};
 
 use super::AppState;
-use super::body::{content_type_essence, inflate, read_limited};
+use crate::connect::codec::{read_request, respond};
 use crate::error::ApiError;
 use crate::tenant;
 
-const PUSH_REQUEST: &str = "push.v1.PushRequest";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Codec {
-    Proto,
-    Json,
-}
-
-impl Codec {
-    fn from_headers(headers: &HeaderMap) -> Option<Codec> {
-        match content_type_essence(headers).as_str() {
-            "application/proto" | "application/protobuf" | "application/x-protobuf" => Some(Codec::Proto),
-            "application/json" => Some(Codec::Json),
-            _ => None,
-        }
-    }
-}
-
 pub async fn push(State(state): State<AppState>, request: Request) -> Response {
-    let codec = Codec::from_headers(request.headers());
-    match try_push(&state, codec, request).await {
-        Ok(()) => match codec {
-            Some(Codec::Proto) => (
-                [(header::CONTENT_TYPE, "application/proto")],
-                PushResponse {}.encode_to_vec(),
-            )
-                .into_response(),
-            _ => ([(header::CONTENT_TYPE, "application/json")], "{}").into_response(),
-        },
-        Err(e) => e.into_connect(),
-    }
+    let (parts, body) = request.into_parts();
+    let outcome = async {
+        let (codec, request) =
+            read_request::<PushRequest>(&parts.headers, body, state.max_message_bytes).await?;
+        let tenant = tenant::from_headers(&parts.headers)?;
+        store(&state, tenant, request).await?;
+        Ok::<_, ApiError>(respond(codec, &parts.headers, &PushResponse {}))
+    };
+    outcome.await.unwrap_or_else(ApiError::into_connect)
 }
 
-async fn try_push(state: &AppState, codec: Option<Codec>, request: Request) -> Result<(), ApiError> {
-    let (parts, body) = request.into_parts();
+async fn store(state: &AppState, tenant: String, request: PushRequest) -> Result<(), ApiError> {
     let limit = state.max_message_bytes;
-    let raw = read_limited(body, limit).await?;
-    let Some(codec) = codec else {
-        return Err(ApiError::invalid(format!(
-            "unsupported content type {:?}: use application/proto or application/json",
-            content_type_essence(&parts.headers)
-        )));
-    };
-    let tenant = tenant::from_headers(&parts.headers)?;
-    let body = inflate(&raw, &parts.headers, Some("connect-content-encoding"), limit)?;
-    let request = decode(&body, codec)?;
-    drop(body);
     let raw_total: usize = request.series.iter().map(|s| s.samples.len()).sum();
     let conversion = tokio::task::spawn_blocking(move || convert(&request, limit)).await?;
     let raw_refused = conversion.rejected_profiles;
@@ -89,26 +54,6 @@ async fn try_push(state: &AppState, codec: Option<Codec>, request: Request) -> R
         "{stored}; {}",
         exported.errors.join("; ")
     )))
-}
-
-fn decode(body: &[u8], codec: Codec) -> Result<PushRequest, ApiError> {
-    match codec {
-        Codec::Proto => PushRequest::decode(body)
-            .map_err(|e| ApiError::invalid(format!("failed to decode PushRequest: {e}"))),
-        Codec::Json => {
-            let desc = stackhouse_proto::descriptor_pool()
-                .get_message_by_name(PUSH_REQUEST)
-                .expect("push.v1 is compiled into the descriptor pool");
-            let mut de = serde_json::Deserializer::from_slice(body);
-            let options = prost_reflect::DeserializeOptions::new().deny_unknown_fields(false);
-            let message = prost_reflect::DynamicMessage::deserialize_with_options(desc, &mut de, &options)
-                .and_then(|m| de.end().map(|()| m))
-                .map_err(|e| ApiError::invalid(format!("failed to decode PushRequest from JSON: {e}")))?;
-            message
-                .transcode_to::<PushRequest>()
-                .map_err(|e| ApiError::invalid(format!("failed to decode PushRequest from JSON: {e}")))
-        }
-    }
 }
 
 /// Every sample converted on its own; a failure refuses that sample only.
@@ -144,6 +89,7 @@ mod tests {
     use stackhouse_proto::pyroscope_types::LabelPair;
 
     use super::*;
+    use crate::connect::codec::Codec;
 
     fn sample_request() -> PushRequest {
         PushRequest {
@@ -171,25 +117,15 @@ mod tests {
         let json = br#"{"series":[{"labels":[{"name":"service_name","value":"py-app"},
             {"name":"__name__","value":"process_cpu"}],
             "samples":[{"rawProfile":"H4sA/w==","ID":"0b1e"}]}],"futureField":1}"#;
-        assert_eq!(decode(json, Codec::Json).unwrap(), sample_request());
-        let proto = sample_request().encode_to_vec();
-        assert_eq!(decode(&proto, Codec::Proto).unwrap(), sample_request());
-        let err = decode(b"{\"series\": 5}", Codec::Json).unwrap_err();
+        assert_eq!(Codec::Json.decode::<PushRequest>(json).unwrap(), sample_request());
+        let proto = prost::Message::encode_to_vec(&sample_request());
+        assert_eq!(
+            Codec::Proto.decode::<PushRequest>(&proto).unwrap(),
+            sample_request()
+        );
+        let err = Codec::Json.decode::<PushRequest>(b"{\"series\": 5}").unwrap_err();
         assert_eq!(err.kind.connect_code(), "invalid_argument");
         assert!(err.message.contains("PushRequest"), "{}", err.message);
-    }
-
-    #[test]
-    fn content_types() {
-        let mut h = HeaderMap::new();
-        assert_eq!(Codec::from_headers(&h), None);
-        h.insert(header::CONTENT_TYPE, "application/proto".parse().unwrap());
-        assert_eq!(Codec::from_headers(&h), Some(Codec::Proto));
-        h.insert(
-            header::CONTENT_TYPE,
-            "Application/JSON; charset=utf-8".parse().unwrap(),
-        );
-        assert_eq!(Codec::from_headers(&h), Some(Codec::Json));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
+use crate::stack_filter::StackFilter;
 use crate::tree::{Flamegraph, Node, OTHER_NAME, ROOT_NAME, TreeNode, truncate_tree};
 use crate::types::{ProfileTypeInfo, ScanStats};
 
@@ -152,6 +153,9 @@ pub struct DiffQuery {
     pub comparison: Scope,
     /// Node budget; 0 means [`crate::DEFAULT_MAX_NODES`].
     pub max_nodes: usize,
+    /// The stacks each side keeps; empty keeps all.
+    pub baseline_stacks: StackFilter,
+    pub comparison_stacks: StackFilter,
 }
 
 impl QueryEngine {
@@ -164,10 +168,19 @@ impl QueryEngine {
                 ));
             }
             let max_nodes = self.max_nodes(q.max_nodes)?;
-            let (baseline, comparison) = futures::try_join!(
+            let (mut baseline, mut comparison) = futures::try_join!(
                 self.tree(&q.baseline, &[], None),
                 self.tree(&q.comparison, &[], None)
             )?;
+            for (side, stacks) in [
+                (&mut baseline, &q.baseline_stacks),
+                (&mut comparison, &q.comparison_stacks),
+            ] {
+                if !stacks.is_empty() {
+                    side.root = stacks.apply(std::mem::replace(&mut side.root, Node::leaf(ROOT_NAME, 0)));
+                    side.total = side.root.total;
+                }
+            }
             let mut diff = Diff::new(&baseline, &comparison);
             diff.baseline_stats = baseline.stats;
             diff.comparison_stats = comparison.stats;

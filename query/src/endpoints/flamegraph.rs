@@ -3,6 +3,7 @@
 use crate::engine::QueryEngine;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
+use crate::stack_filter::StackFilter;
 use crate::tree::Flamegraph;
 
 #[derive(Clone, Debug)]
@@ -18,10 +19,27 @@ impl QueryEngine {
     /// The call tree of the selected samples, values summed per call path. Selecting
     /// nothing is not an error: the result has total 0.
     pub async fn flamegraph(&self, q: &FlamegraphQuery) -> Result<Flamegraph, QueryError> {
+        self.filtered_flamegraph(q, &StackFilter::default()).await
+    }
+
+    /// [`QueryEngine::flamegraph`] of only the stacks `stacks` keeps.
+    pub async fn filtered_flamegraph(
+        &self,
+        q: &FlamegraphQuery,
+        stacks: &StackFilter,
+    ) -> Result<Flamegraph, QueryError> {
         self.bounded(async {
             let max_nodes = self.max_nodes(q.max_nodes)?;
-            let mut flamegraph = self.tree(&q.scope, &q.group_by, Some(max_nodes)).await?;
-            // Already cut while building; this records the budget on the result.
+            if stacks.is_empty() {
+                let mut flamegraph = self.tree(&q.scope, &q.group_by, Some(max_nodes)).await?;
+                // Already cut while building; this records the budget on the result.
+                flamegraph.truncate(max_nodes);
+                return Ok(flamegraph);
+            }
+            // Filtering needs every node: truncation would have folded some into `other`.
+            let mut flamegraph = self.tree(&q.scope, &q.group_by, None).await?;
+            flamegraph.root = stacks.apply(flamegraph.root);
+            flamegraph.total = flamegraph.root.total;
             flamegraph.truncate(max_nodes);
             Ok(flamegraph)
         })

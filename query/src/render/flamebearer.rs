@@ -56,9 +56,42 @@ pub struct FlamebearerMetadata {
 /// `spyName` of every profile we render: the data may come from any agent.
 pub const SPY_NAME: &str = "stackhouse";
 
+/// A tree laid out as above: what a flamebearer and Pyroscope's Connect `FlameGraph` carry.
+/// The root comes first, alone on level 0, so `names[0]` is its name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Levels {
+    pub names: Vec<String>,
+    pub levels: Vec<Vec<i64>>,
+    pub max_self: i64,
+}
+
+/// The single layout (4 numbers per node) of a flamegraph's tree.
+pub fn levels(root: &Node) -> Levels {
+    let (names, levels, max_self) = layout(root);
+    Levels {
+        names,
+        levels,
+        max_self,
+    }
+}
+
+/// The diff layout (7 numbers per node): the baseline left, the comparison right.
+pub fn diff_levels(root: &DiffNode) -> Levels {
+    let (names, levels, max_self) = layout(root);
+    Levels {
+        names,
+        levels,
+        max_self,
+    }
+}
+
 /// The flamegraph as a `single` flamebearer; `numTicks` is the root total.
 pub fn flamebearer(flamegraph: &Flamegraph) -> FlamebearerProfile {
-    let (names, levels, max_self) = layout(&flamegraph.root);
+    let Levels {
+        names,
+        levels,
+        max_self,
+    } = levels(&flamegraph.root);
     FlamebearerProfile {
         version: 1,
         flamebearer: Flamebearer {
@@ -76,7 +109,11 @@ pub fn flamebearer(flamegraph: &Flamegraph) -> FlamebearerProfile {
 /// The diff as a `double` flamebearer: the baseline is the left side, the comparison the
 /// right. `numTicks` is the sum of both totals, as Pyroscope's diff sends it.
 pub fn flamebearer_diff(diff: &Diff) -> FlamebearerProfile {
-    let (names, levels, max_self) = layout(&diff.root);
+    let Levels {
+        names,
+        levels,
+        max_self,
+    } = diff_levels(&diff.root);
     let (left, right) = (diff.root.baseline_total, diff.root.comparison_total);
     FlamebearerProfile {
         version: 1,

@@ -243,6 +243,26 @@ pub trait Catalog: Send + Sync + 'static {
 
     /// Cheap round trip for readiness checks.
     async fn ping(&self) -> CatalogResult<()>;
+
+    /// The first and last sample time `tenant` has stored, `None` when nothing.
+    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>>;
+
+    /// Every setting of `tenant`, sorted by name.
+    async fn settings(&self, tenant: &str) -> CatalogResult<Vec<Setting>>;
+
+    /// Stores a setting unless one modified later is stored already; returns the stored one.
+    async fn put_setting(&self, tenant: &str, setting: &Setting) -> CatalogResult<Setting>;
+
+    /// Removes a setting; removing a missing one is not an error.
+    async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()>;
+}
+
+/// A named value a tenant keeps, as Grafana's settings API stores its plugin settings.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct Setting {
+    pub name: String,
+    pub value: String,
+    pub modified_at_millis: i64,
 }
 
 /// Opens the catalog a url names: `sqlite:///abs/path/catalog.db`, `sqlite::memory:`, or

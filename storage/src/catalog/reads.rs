@@ -7,7 +7,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 use super::common::{
     ObjectRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow, assemble_segments, sorted_distinct,
 };
-use super::{CatalogResult, SegmentMeta, sql};
+use super::{CatalogResult, SegmentMeta, Setting, sql};
 use crate::model::{ProfileType, Series, TimeRange};
 
 pub(crate) struct Reads<'p, DB: Database>(pub &'p Pool<DB>);
@@ -25,6 +25,8 @@ where
     for<'r> SegmentRow: FromRow<'r, DB::Row>,
     for<'r> ObjectRow: FromRow<'r, DB::Row>,
     for<'r> SegmentSeriesRow: FromRow<'r, DB::Row>,
+    for<'r> Setting: FromRow<'r, DB::Row>,
+    for<'r> (Option<i64>, Option<i64>): FromRow<'r, DB::Row>,
 {
     /// Segments overlapping `range`, in three queries on `conn`: the caller opens the read
     /// transaction (each backend with its own isolation) so the rows agree.
@@ -124,6 +126,47 @@ where
 
     pub(crate) async fn ping(&self) -> CatalogResult<()> {
         sqlx::query::<DB>(sql::PING).execute(self.0).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>> {
+        let (min, max) = sqlx::query_as::<DB, (Option<i64>, Option<i64>)>(sql::DATA_RANGE)
+            .bind(tenant)
+            .fetch_one(self.0)
+            .await?;
+        Ok(min.zip(max))
+    }
+
+    pub(crate) async fn settings(&self, tenant: &str) -> CatalogResult<Vec<Setting>> {
+        Ok(sqlx::query_as::<DB, Setting>(sql::SETTINGS)
+            .bind(tenant)
+            .fetch_all(self.0)
+            .await?)
+    }
+
+    // One upsert statement, then a read: the read may see a newer write that raced in,
+    // which is the value a client should see anyway.
+    pub(crate) async fn put_setting(&self, tenant: &str, setting: &Setting) -> CatalogResult<Setting> {
+        sqlx::query::<DB>(sql::PUT_SETTING)
+            .bind(tenant)
+            .bind(setting.name.as_str())
+            .bind(setting.value.as_str())
+            .bind(setting.modified_at_millis)
+            .execute(self.0)
+            .await?;
+        Ok(sqlx::query_as::<DB, Setting>(sql::SETTING)
+            .bind(tenant)
+            .bind(setting.name.as_str())
+            .fetch_one(self.0)
+            .await?)
+    }
+
+    pub(crate) async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
+        sqlx::query::<DB>(sql::DELETE_SETTING)
+            .bind(tenant)
+            .bind(name)
+            .execute(self.0)
+            .await?;
         Ok(())
     }
 }

@@ -64,3 +64,21 @@ pub(crate) const STATS_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM segments WHE
            (SELECT COUNT(*) FROM series WHERE tenant = $1)";
 
 pub(crate) const PING: &str = "SELECT 1";
+
+pub(crate) const DATA_RANGE: &str = "SELECT MIN(min_time), MAX(max_time) FROM segments WHERE tenant = $1";
+
+pub(crate) const SETTINGS: &str =
+    "SELECT name, value, modified_at_millis FROM settings WHERE tenant = $1 ORDER BY name";
+
+pub(crate) const SETTING: &str =
+    "SELECT name, value, modified_at_millis FROM settings WHERE tenant = $1 AND name = $2";
+
+/// An older write (by `modified_at_millis`) never replaces a newer one, so settings written
+/// from two browser tabs end with the latest.
+pub(crate) const PUT_SETTING: &str =
+    "INSERT INTO settings (tenant, name, value, modified_at_millis) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (tenant, name) DO UPDATE SET value = excluded.value,
+        modified_at_millis = excluded.modified_at_millis
+    WHERE settings.modified_at_millis <= excluded.modified_at_millis";
+
+pub(crate) const DELETE_SETTING: &str = "DELETE FROM settings WHERE tenant = $1 AND name = $2";

@@ -19,7 +19,7 @@ use super::reads::Reads;
 use super::sql;
 use super::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentReplacement,
+    SegmentReplacement, Setting,
 };
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
 
@@ -546,5 +546,21 @@ impl Catalog for SqliteCatalog {
 
     async fn ping(&self) -> CatalogResult<()> {
         Reads(&self.pool).ping().await
+    }
+
+    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>> {
+        Reads(&self.pool).data_range(tenant).await
+    }
+
+    async fn settings(&self, tenant: &str) -> CatalogResult<Vec<Setting>> {
+        Reads(&self.pool).settings(tenant).await
+    }
+
+    async fn put_setting(&self, tenant: &str, setting: &Setting) -> CatalogResult<Setting> {
+        Reads(&self.pool).put_setting(tenant, setting).await
+    }
+
+    async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
+        Reads(&self.pool).delete_setting(tenant, name).await
     }
 }

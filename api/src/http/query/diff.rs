@@ -43,6 +43,8 @@ pub async fn diff(
             baseline,
             comparison,
             max_nodes,
+            baseline_stacks: Default::default(),
+            comparison_stacks: Default::default(),
         };
         engine.diff(&query).await
     };

@@ -1,0 +1,592 @@
+//! `querier.v1.QuerierService`: each method reads its request, runs the catalog or the
+//! query engine, and builds Pyroscope's answer. Times on the wire are Unix milliseconds.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+
+use prost::Message;
+use stackhouse_proto::pyroscope_profile::Profile;
+use stackhouse_proto::pyroscope_querier::{
+    AnalyzeQueryRequest, AnalyzeQueryResponse, DiffRequest, DiffResponse, FlameGraph, FlameGraphDiff, Level,
+    PprofProfile, ProfileFormat, ProfileTypesRequest, ProfileTypesResponse, SelectMergeProfileRequest,
+    SelectMergeSpanProfileRequest, SelectMergeSpanProfileResponse, SelectMergeStacktracesRequest,
+    SelectMergeStacktracesResponse, SelectSeriesRequest, SelectSeriesResponse, SeriesRequest, SeriesResponse,
+};
+use stackhouse_proto::pyroscope_types::{
+    GetProfileStatsRequest, GetProfileStatsResponse, LabelNamesRequest, LabelNamesResponse, LabelPair,
+    LabelValuesRequest, LabelValuesResponse, Labels, Point, StackTraceSelector, TimeSeriesAggregationType,
+};
+use stackhouse_query::render::flamebearer::{diff_levels, levels};
+use stackhouse_query::{
+    Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, GroupKey, PprofQuery, Scope,
+    StackFilter, TimeseriesQuery,
+};
+use stackhouse_storage::model::{Series, TimeRange};
+
+use super::labels::{self, Matchers, Names};
+use super::{Call, profile_type};
+use crate::error::ApiError;
+use crate::http::AppState;
+use crate::time_param::now_nanos;
+
+const NANOS_PER_MILLI: i64 = 1_000_000;
+const NANOS_PER_SECOND: f64 = 1e9;
+/// The window of a request that gives neither start nor end.
+const DEFAULT_WINDOW_NANOS: i64 = 3_600 * 1_000_000_000;
+
+/// `[start, end)` of a request, from milliseconds. `end` 0 means now, and with `start` 0
+/// too an hour before. `None` for an empty range, which selects nothing.
+pub fn range_ms(start: i64, end: i64) -> Result<Option<TimeRange>, ApiError> {
+    let nanos = |ms: i64, what: &str| {
+        ms.checked_mul(NANOS_PER_MILLI)
+            .ok_or_else(|| ApiError::invalid(format!("{what} {ms} ms is out of range")))
+    };
+    let now = now_nanos();
+    let end = if end == 0 { now } else { nanos(end, "end")? };
+    let start = if start == 0 && end == now {
+        now - DEFAULT_WINDOW_NANOS
+    } else {
+        nanos(start, "start")?
+    };
+    if start > end {
+        return Err(ApiError::invalid(format!(
+            "invalid time range: start ({start} ns) is after end ({end} ns)"
+        )));
+    }
+    Ok((start < end).then_some(TimeRange { start, end }))
+}
+
+pub async fn profile_types(
+    state: AppState,
+    call: Call,
+    r: ProfileTypesRequest,
+) -> Result<ProfileTypesResponse, ApiError> {
+    let Some(range) = range_ms(r.start, r.end)? else {
+        return Ok(ProfileTypesResponse::default());
+    };
+    let mut profile_types: Vec<_> = state
+        .catalog
+        .profile_types(&call.tenant, range)
+        .await?
+        .iter()
+        .map(profile_type::to_wire)
+        .collect();
+    profile_types.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(ProfileTypesResponse { profile_types })
+}
+
+/// The stored series of a range that the selectors select, and the label names only
+/// samples carry (which a series-level listing cannot filter by).
+struct Listing {
+    series: Vec<Series>,
+    sample_only: BTreeSet<String>,
+    names: Names,
+}
+
+async fn listing(
+    state: &AppState,
+    tenant: &str,
+    range: TimeRange,
+    selectors: &[String],
+) -> Result<Listing, ApiError> {
+    let selectors: Vec<&str> = selectors.iter().map(String::as_str).collect();
+    let all = state.catalog.series(tenant, range).await?;
+    let known = state.catalog.label_names(tenant, range).await?;
+    let series_names: BTreeSet<&String> = all.iter().flat_map(|s| s.labels.keys()).collect();
+    let sample_only: BTreeSet<String> = known
+        .iter()
+        .filter(|n| !series_names.contains(n))
+        .cloned()
+        .collect();
+    let names = Names::new(known);
+    let matchers = Matchers::parse(&selectors, &names)?;
+    let series = all
+        .into_iter()
+        .filter(|s| matchers.series_matches(s, &sample_only))
+        .collect();
+    Ok(Listing {
+        series,
+        sample_only,
+        names,
+    })
+}
+
+pub async fn label_names(
+    state: AppState,
+    call: Call,
+    r: LabelNamesRequest,
+) -> Result<LabelNamesResponse, ApiError> {
+    let Some(range) = range_ms(r.start, r.end)? else {
+        return Ok(LabelNamesResponse::default());
+    };
+    let listing = listing(&state, &call.tenant, range, &r.matchers).await?;
+    let mut names: BTreeSet<String> = listing
+        .series
+        .iter()
+        .flat_map(|s| labels::series_labels(s, call.utf8_names))
+        .map(|(name, _)| name)
+        .collect();
+    if !listing.series.is_empty() {
+        names.extend(
+            listing
+                .sample_only
+                .iter()
+                .map(|n| labels::wire_name(n, call.utf8_names).into_owned()),
+        );
+    }
+    Ok(LabelNamesResponse {
+        names: names.into_iter().collect(),
+    })
+}
+
+pub async fn label_values(
+    state: AppState,
+    call: Call,
+    r: LabelValuesRequest,
+) -> Result<LabelValuesResponse, ApiError> {
+    let Some(range) = range_ms(r.start, r.end)? else {
+        return Ok(LabelValuesResponse::default());
+    };
+    let listing = listing(&state, &call.tenant, range, &r.matchers).await?;
+    let name = listing.names.resolve(&r.name);
+    let mut values: BTreeSet<String> = if listing.sample_only.contains(&name) {
+        state
+            .catalog
+            .label_values(&call.tenant, &name, range)
+            .await?
+            .into_iter()
+            .collect()
+    } else {
+        listing
+            .series
+            .iter()
+            .filter_map(|s| labels::series_label(s, &name))
+            .collect()
+    };
+    values.remove("");
+    Ok(LabelValuesResponse {
+        names: values.into_iter().collect(),
+    })
+}
+
+pub async fn series(state: AppState, call: Call, r: SeriesRequest) -> Result<SeriesResponse, ApiError> {
+    let Some(range) = range_ms(r.start, r.end)? else {
+        return Ok(SeriesResponse::default());
+    };
+    let listing = listing(&state, &call.tenant, range, &r.matchers).await?;
+    let wanted: Vec<(String, String)> = r
+        .label_names
+        .iter()
+        .map(|wire| (wire.clone(), listing.names.resolve(wire)))
+        .collect();
+    let mut sets: BTreeSet<Vec<(String, String)>> = BTreeSet::new();
+    for s in &listing.series {
+        let set = if wanted.is_empty() {
+            labels::series_labels(s, call.utf8_names)
+        } else {
+            let mut set: Vec<(String, String)> = wanted
+                .iter()
+                .filter_map(|(wire, ours)| labels::series_label(s, ours).map(|v| (wire.clone(), v)))
+                .collect();
+            set.sort();
+            set.dedup();
+            set
+        };
+        sets.insert(set);
+    }
+    Ok(SeriesResponse {
+        labels_set: sets
+            .into_iter()
+            .map(|set| Labels { labels: pairs(set) })
+            .collect(),
+    })
+}
+
+fn pairs(labels: impl IntoIterator<Item = (String, String)>) -> Vec<LabelPair> {
+    labels
+        .into_iter()
+        .map(|(name, value)| LabelPair { name, value })
+        .collect()
+}
+
+/// The ids of one kind a request lists (hex, dashes allowed as in UUIDs); duplicates
+/// dropped.
+fn ids<const N: usize>(what: &str, values: &[String]) -> Result<Vec<[u8; N]>, ApiError> {
+    let mut out = Vec::new();
+    for value in values {
+        let hex: String = value.chars().filter(|&c| c != '-').collect();
+        let mut id = [0u8; N];
+        hex::decode_to_slice(&hex, &mut id).map_err(|_| {
+            ApiError::invalid(format!(
+                "invalid {what} {value:?}: expected {} hex characters",
+                2 * N
+            ))
+        })?;
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// What a Select request selects. A type its selector excludes, or an empty range,
+/// selects no segment, so every endpoint answers empty without special cases.
+pub(super) async fn select_scope(
+    state: &AppState,
+    call: &Call,
+    profile_type_id: &str,
+    label_selector: &str,
+    start: i64,
+    end: i64,
+) -> Result<Scope, ApiError> {
+    let requested = profile_type::parse(profile_type_id)?;
+    let range = range_ms(start, end)?;
+    let names = if labels::mentioned(&[label_selector])?
+        .iter()
+        .any(|n| Names::needed_for(n))
+        && let Some(range) = range
+    {
+        Names::new(state.catalog.label_names(&call.tenant, range).await?)
+    } else {
+        Names::default()
+    };
+    let matchers = Matchers::parse(&[label_selector], &names)?;
+    let empty = TimeRange {
+        start: range.map_or(0, |r| r.start),
+        end: range.map_or(1, |r| r.end),
+    };
+    let mut scope = Scope::new(
+        &call.tenant,
+        requested.profile_type.clone(),
+        range.unwrap_or(empty),
+    );
+    scope.selector = matchers.selector();
+    if range.is_none() || !requested.exists || !matchers.type_matches(&requested.profile_type) {
+        scope.segments = Some(Vec::new());
+    }
+    Ok(scope)
+}
+
+/// `max_nodes` as the engine takes it: absent or 0 is the default.
+fn max_nodes(asked: Option<i64>) -> Result<usize, ApiError> {
+    let asked = asked.unwrap_or(0);
+    usize::try_from(asked)
+        .map_err(|_| ApiError::invalid(format!("max_nodes must not be negative, got {asked}")))
+}
+
+/// Grafana's call-site and frame filter as the engine applies them; Go PGO settings
+/// are ignored (they only shape Pyroscope's pprof for Go's compiler).
+fn stack_filter(selector: Option<&StackTraceSelector>) -> Result<StackFilter, ApiError> {
+    let Some(selector) = selector else {
+        return Ok(StackFilter::default());
+    };
+    let mut filter = StackFilter {
+        call_site: selector.call_site.iter().map(|l| l.name.clone()).collect(),
+        ..StackFilter::default()
+    };
+    if let Some(f) = &selector.frame_filter {
+        filter.include = FrameMatch::new(
+            f.include_function_names.clone(),
+            &f.include_function_name_regexes,
+            "include_function_name",
+        )?;
+        filter.exclude = FrameMatch::new(
+            f.exclude_function_names.clone(),
+            &f.exclude_function_name_regexes,
+            "exclude_function_name",
+        )?;
+    }
+    Ok(filter)
+}
+
+fn flame_graph(flamegraph: &Flamegraph) -> FlameGraph {
+    let laid_out = levels(&flamegraph.root);
+    FlameGraph {
+        names: laid_out.names,
+        levels: laid_out
+            .levels
+            .into_iter()
+            .map(|values| Level { values })
+            .collect(),
+        total: flamegraph.root.total,
+        max_self: laid_out.max_self,
+    }
+}
+
+/// The request's scope with its trace, span and profile id selectors.
+async fn stacktraces_scope(
+    state: &AppState,
+    call: &Call,
+    r: &SelectMergeStacktracesRequest,
+) -> Result<Scope, ApiError> {
+    let mut scope = select_scope(state, call, &r.profile_type_id, &r.label_selector, r.start, r.end).await?;
+    scope.profile_ids = ids::<16>("profile id", &r.profile_id_selector)?;
+    scope.trace_ids = ids::<16>("trace id", &r.trace_id_selector)?;
+    scope.span_ids = ids::<8>("span id", &r.span_selector)?;
+    Ok(scope)
+}
+
+pub async fn select_merge_stacktraces(
+    state: AppState,
+    call: Call,
+    r: SelectMergeStacktracesRequest,
+) -> Result<SelectMergeStacktracesResponse, ApiError> {
+    let scope = stacktraces_scope(&state, &call, &r).await?;
+    match ProfileFormat::try_from(r.format) {
+        Ok(ProfileFormat::Pprof) => {
+            let profile = merged_profile(&state, scope).await?;
+            return Ok(SelectMergeStacktracesResponse {
+                pprof: Some(PprofProfile {
+                    profile: Some(profile),
+                }),
+                ..Default::default()
+            });
+        }
+        Ok(format @ (ProfileFormat::Tree | ProfileFormat::Dot)) => {
+            return Err(ApiError::new(
+                crate::error::ErrorKind::Unimplemented,
+                format!(
+                    "format {} is not served; use PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_PPROF",
+                    format.as_str_name()
+                ),
+            ));
+        }
+        // Unknown formats (the Drilldown app's FUNCTIONS and SANDWICH) get the flame graph,
+        // which the app falls back to.
+        _ => {}
+    }
+    let query = FlamegraphQuery {
+        scope,
+        group_by: Vec::new(),
+        max_nodes: max_nodes(r.max_nodes)?,
+    };
+    let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+    let flamegraph = state.engine.filtered_flamegraph(&query, &stacks).await?;
+    Ok(SelectMergeStacktracesResponse {
+        flamegraph: Some(flame_graph(&flamegraph)),
+        ..Default::default()
+    })
+}
+
+pub async fn select_merge_span_profile(
+    state: AppState,
+    call: Call,
+    r: SelectMergeSpanProfileRequest,
+) -> Result<SelectMergeSpanProfileResponse, ApiError> {
+    let mut scope = select_scope(
+        &state,
+        &call,
+        &r.profile_type_id,
+        &r.label_selector,
+        r.start,
+        r.end,
+    )
+    .await?;
+    scope.span_ids = ids::<8>("span id", &r.span_selector)?;
+    let query = FlamegraphQuery {
+        scope,
+        group_by: Vec::new(),
+        max_nodes: max_nodes(r.max_nodes)?,
+    };
+    let flamegraph = state.engine.flamegraph(&query).await?;
+    Ok(SelectMergeSpanProfileResponse {
+        flamegraph: Some(flame_graph(&flamegraph)),
+        ..Default::default()
+    })
+}
+
+/// The selection as one pprof profile (our export is gzipped; Connect carries it raw).
+async fn merged_profile(state: &AppState, scope: Scope) -> Result<Profile, ApiError> {
+    let gzipped = state.engine.pprof(&PprofQuery::Scope(scope)).await?;
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(gzipped.as_slice())
+        .read_to_end(&mut raw)
+        .map_err(|e| ApiError::internal(format!("reading back our own pprof export: {e}")))?;
+    Profile::decode(raw.as_slice())
+        .map_err(|e| ApiError::internal(format!("reading back our own pprof export: {e}")))
+}
+
+pub async fn select_merge_profile(
+    state: AppState,
+    call: Call,
+    r: SelectMergeProfileRequest,
+) -> Result<Profile, ApiError> {
+    let mut scope = select_scope(
+        &state,
+        &call,
+        &r.profile_type_id,
+        &r.label_selector,
+        r.start,
+        r.end,
+    )
+    .await?;
+    scope.profile_ids = ids::<16>("profile id", &r.profile_id_selector)?;
+    scope.trace_ids = ids::<16>("trace id", &r.trace_id_selector)?;
+    merged_profile(&state, scope).await
+}
+
+pub async fn select_series(
+    state: AppState,
+    call: Call,
+    r: SelectSeriesRequest,
+) -> Result<SelectSeriesResponse, ApiError> {
+    if r.step.is_nan() || r.step < 0.001 {
+        return Err(ApiError::invalid(format!(
+            "step must be at least 0.001 s, got {}",
+            r.step
+        )));
+    }
+    let step_nanos = (r.step * NANOS_PER_SECOND).round() as i64;
+    let scope = select_scope(
+        &state,
+        &call,
+        &r.profile_type_id,
+        &r.label_selector,
+        r.start,
+        r.end,
+    )
+    .await?;
+    let names = if r.group_by.iter().any(|n| Names::needed_for(n)) {
+        Names::new(state.catalog.label_names(&call.tenant, scope.range).await?)
+    } else {
+        Names::default()
+    };
+    let group_by: Vec<GroupKey> = r
+        .group_by
+        .iter()
+        .map(|n| GroupKey::Label(names.resolve(n)))
+        .collect();
+    let aggregation = match r.aggregation.map(TimeSeriesAggregationType::try_from) {
+        Some(Ok(TimeSeriesAggregationType::Average)) => Aggregation::Avg,
+        _ => Aggregation::Sum,
+    };
+    let query = TimeseriesQuery {
+        scope,
+        step_nanos,
+        group_by: group_by.clone(),
+        aggregation,
+    };
+    let mut timeseries = state.engine.timeseries(&query).await?;
+    if let Some(limit) = r.limit.filter(|&l| l > 0) {
+        // Sorted by total, largest first: the top series by total are kept.
+        timeseries
+            .series
+            .truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    }
+    let series = timeseries
+        .series
+        .into_iter()
+        .map(|s| {
+            let labels = r
+                .group_by
+                .iter()
+                .zip(&group_by)
+                .map(|(wire, key)| (wire.clone(), s.group.get(key.name()).cloned().unwrap_or_default()))
+                .filter(|(_, value)| !value.is_empty());
+            stackhouse_proto::pyroscope_types::Series {
+                labels: pairs(labels),
+                points: s
+                    .points
+                    .iter()
+                    .map(|&(bucket_start, value)| Point {
+                        value,
+                        // As Pyroscope: a point is stamped with its bucket's end.
+                        timestamp: (bucket_start + step_nanos) / NANOS_PER_MILLI,
+                        ..Default::default()
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(SelectSeriesResponse { series })
+}
+
+pub async fn diff(state: AppState, call: Call, r: DiffRequest) -> Result<DiffResponse, ApiError> {
+    let (Some(left), Some(right)) = (&r.left, &r.right) else {
+        return Err(ApiError::invalid("diff needs both left and right"));
+    };
+    let (baseline, comparison) = futures::try_join!(
+        stacktraces_scope(&state, &call, left),
+        stacktraces_scope(&state, &call, right)
+    )?;
+    let query = DiffQuery {
+        baseline,
+        comparison,
+        max_nodes: max_nodes(left.max_nodes)?.max(max_nodes(right.max_nodes)?),
+        baseline_stacks: stack_filter(left.stack_trace_selector.as_ref())?,
+        comparison_stacks: stack_filter(right.stack_trace_selector.as_ref())?,
+    };
+    let diff = state.engine.diff(&query).await?;
+    let laid_out = diff_levels(&diff.root);
+    Ok(DiffResponse {
+        flamegraph: Some(FlameGraphDiff {
+            names: laid_out.names,
+            levels: laid_out
+                .levels
+                .into_iter()
+                .map(|values| Level { values })
+                .collect(),
+            total: diff.baseline_total + diff.comparison_total,
+            max_self: laid_out.max_self,
+            left_ticks: diff.baseline_total,
+            right_ticks: diff.comparison_total,
+        }),
+    })
+}
+
+pub async fn get_profile_stats(
+    state: AppState,
+    call: Call,
+    _: GetProfileStatsRequest,
+) -> Result<GetProfileStatsResponse, ApiError> {
+    Ok(match state.catalog.data_range(&call.tenant).await? {
+        Some((oldest, newest)) => GetProfileStatsResponse {
+            data_ingested: true,
+            oldest_profile_time: oldest / NANOS_PER_MILLI,
+            newest_profile_time: newest / NANOS_PER_MILLI,
+        },
+        None => GetProfileStatsResponse::default(),
+    })
+}
+
+/// Pyroscope's own answer is empty too; the Drilldown app only shows what is there.
+pub async fn analyze_query(
+    _: AppState,
+    _: Call,
+    _: AnalyzeQueryRequest,
+) -> Result<AnalyzeQueryResponse, ApiError> {
+    Ok(AnalyzeQueryResponse::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_in_milliseconds() {
+        let r = range_ms(1_000, 4_000).unwrap().unwrap();
+        assert_eq!((r.start, r.end), (1_000_000_000, 4_000_000_000));
+        assert_eq!(range_ms(5, 5).unwrap(), None);
+        assert!(range_ms(5, 4).is_err());
+        assert!(range_ms(i64::MAX, i64::MAX).is_err());
+        let default = range_ms(0, 0).unwrap().unwrap();
+        assert_eq!(default.end - default.start, DEFAULT_WINDOW_NANOS);
+    }
+
+    #[test]
+    fn ids_take_uuids_and_hex() {
+        let got = ids::<16>("profile id", &["0b1e57a8-5d2c-4f6e-9a1b-2c3d4e5f6a7b".into()]).unwrap();
+        assert_eq!(hex::encode(got[0]), "0b1e57a85d2c4f6e9a1b2c3d4e5f6a7b");
+        let err = ids::<16>("trace id", &["abc".into()]).unwrap_err();
+        assert_eq!(
+            err.message,
+            r#"invalid trace id "abc": expected 32 hex characters"#
+        );
+        assert_eq!(
+            ids::<8>("span id", &["00000000000000aa".into(), "00000000000000aa".into()])
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}

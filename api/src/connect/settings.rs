@@ -1,0 +1,74 @@
+//! `settings.v1.SettingsService`: named values per tenant, kept in the catalog (the
+//! Profiles Drilldown app stores its settings as one JSON string named `pluginSettings`).
+
+use stackhouse_proto::pyroscope_settings::{
+    DeleteSettingsRequest, DeleteSettingsResponse, GetSettingsRequest, GetSettingsResponse,
+    SetSettingsRequest, SetSettingsResponse, Setting,
+};
+use stackhouse_storage::catalog;
+
+use super::Call;
+use crate::error::ApiError;
+use crate::http::AppState;
+use crate::time_param::now_nanos;
+
+fn to_wire(s: catalog::Setting) -> Setting {
+    Setting {
+        name: s.name,
+        value: s.value,
+        modified_at: s.modified_at_millis,
+    }
+}
+
+pub async fn get(
+    state: AppState,
+    call: Call,
+    _: GetSettingsRequest,
+) -> Result<GetSettingsResponse, ApiError> {
+    let settings = state.catalog.settings(&call.tenant).await?;
+    Ok(GetSettingsResponse {
+        settings: settings.into_iter().map(to_wire).collect(),
+    })
+}
+
+/// Stores the setting; without `modifiedAt` it is stamped now. A write older than the
+/// stored value does not replace it, and the answer carries what is stored.
+pub async fn set(
+    state: AppState,
+    call: Call,
+    r: SetSettingsRequest,
+) -> Result<SetSettingsResponse, ApiError> {
+    let Some(setting) = r.setting else {
+        return Err(ApiError::invalid("setting is required"));
+    };
+    if setting.name.is_empty() {
+        return Err(ApiError::invalid("setting name must not be empty"));
+    }
+    let modified_at_millis = match setting.modified_at {
+        0 => now_nanos() / 1_000_000,
+        at => at,
+    };
+    let stored = state
+        .catalog
+        .put_setting(
+            &call.tenant,
+            &catalog::Setting {
+                name: setting.name,
+                value: setting.value,
+                modified_at_millis,
+            },
+        )
+        .await?;
+    Ok(SetSettingsResponse {
+        setting: Some(to_wire(stored)),
+    })
+}
+
+pub async fn delete(
+    state: AppState,
+    call: Call,
+    r: DeleteSettingsRequest,
+) -> Result<DeleteSettingsResponse, ApiError> {
+    state.catalog.delete_setting(&call.tenant, &r.name).await?;
+    Ok(DeleteSettingsResponse {})
+}

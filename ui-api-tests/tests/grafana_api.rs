@@ -14,6 +14,7 @@ use ui_api_tests::capture::{self, Observation};
 use ui_api_tests::connect_client::{call_all, fetch, fetch_bytes, int, rpc, rpc_with_headers};
 use ui_api_tests::grafana::{self, levels_of, levels_to_tree};
 use ui_api_tests::server::{Options, Server};
+use ui_api_tests::workload::{self, Obs, Workload};
 use ui_api_tests::{pprof_reader, testdata};
 
 const Q: &str = "querier.v1.QuerierService";
@@ -818,4 +819,105 @@ async fn settings_are_per_tenant_and_survive_a_restart() {
     );
     response(&answers[1]);
     assert_eq!(response(&answers[2]), &json!({}), "deleted for team-b only");
+}
+
+/// A server holding the generated workload, whose samples link traces and spans and whose
+/// profiles have ids (the capture has none of these).
+fn linked() -> &'static (Server, Vec<Obs>) {
+    static LINKED: OnceLock<(Server, Vec<Obs>)> = OnceLock::new();
+    ui_api_tests::shared(&LINKED, || async {
+        let server = Server::start_for_process(Options::default()).await;
+        let workload = Workload::new();
+        let mut client = ProfilesServiceClient::connect(server.grpc()).await.unwrap();
+        for request in workload.requests() {
+            let response = client
+                .export(request)
+                .await
+                .expect("export accepted")
+                .into_inner();
+            assert!(
+                response
+                    .partial_success
+                    .as_ref()
+                    .is_none_or(|p| p.rejected_profiles == 0),
+                "nothing rejected: {response:?}"
+            );
+        }
+        (server, workload.observations())
+    })
+}
+
+#[test]
+fn trace_span_and_profile_id_selectors() {
+    let (server, obs) = linked();
+    let cpu: Vec<&Obs> = obs.iter().filter(|o| o.profile_type == workload::CPU).collect();
+    let start = obs.iter().map(|o| o.time).min().unwrap() / MS;
+    let end = obs.iter().map(|o| o.time).max().unwrap() / MS + 1;
+    let linked = cpu
+        .iter()
+        .find(|o| o.trace_id.is_some() && o.span_id.is_some())
+        .expect("linked samples");
+    let (trace, span) = (linked.trace_id.clone().unwrap(), linked.span_id.clone().unwrap());
+    let profile = cpu
+        .iter()
+        .find_map(|o| o.profile_id.clone())
+        .expect("profile ids");
+    // Grafana sends profile ids as UUIDs.
+    let uuid = format!(
+        "{}-{}-{}-{}-{}",
+        &profile[..8],
+        &profile[8..12],
+        &profile[12..16],
+        &profile[16..20],
+        &profile[20..]
+    );
+    let sum = |keep: &dyn Fn(&Obs) -> bool| {
+        cpu.iter()
+            .copied()
+            .filter(|o| keep(o))
+            .map(|o| o.value)
+            .sum::<i64>()
+    };
+    let base = |extra: Value| {
+        let mut r = json!({"profileTypeID": CPU_ID, "labelSelector": "{}", "start": start, "end": end});
+        r.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        r
+    };
+    let answers = call_all(
+        &server.http(),
+        &[
+            rpc(
+                &format!("{Q}/SelectMergeStacktraces"),
+                true,
+                base(json!({"traceIdSelector": [trace]})),
+            ),
+            rpc(
+                &format!("{Q}/SelectMergeStacktraces"),
+                false,
+                base(json!({"spanSelector": [span]})),
+            ),
+            rpc(
+                &format!("{Q}/SelectMergeSpanProfile"),
+                true,
+                base(json!({"spanSelector": [span]})),
+            ),
+            rpc(
+                &format!("{Q}/SelectMergeStacktraces"),
+                true,
+                base(json!({"profileIdSelector": [uuid]})),
+            ),
+        ],
+    );
+    let totals: Vec<i64> = answers
+        .iter()
+        .map(|a| grafana_tree(&response(a)["flamegraph"]).1)
+        .collect();
+    let by_trace = sum(&|o| o.trace_id.as_deref() == Some(trace.as_str()));
+    let by_span = sum(&|o| o.span_id.as_deref() == Some(span.as_str()));
+    let by_profile = sum(&|o| o.profile_id.as_deref() == Some(profile.as_str()));
+    assert!(by_trace > 0 && by_span > 0 && by_profile > 0);
+    assert!(by_span < sum(&|_| true), "a span selects part of the data");
+    assert_eq!(totals, [by_trace, by_span, by_span, by_profile]);
 }

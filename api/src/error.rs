@@ -313,6 +313,8 @@ impl From<tokio::task::JoinError> for ApiError {
 
 impl From<stackhouse_storage::catalog::CatalogError> for ApiError {
     fn from(e: stackhouse_storage::catalog::CatalogError) -> Self {
+        let transient = if e.is_transient() { "true" } else { "false" };
+        metrics::counter!("stackhouse_catalog_errors_total", "transient" => transient).increment(1);
         let kind = if e.is_transient() {
             ErrorKind::Unavailable
         } else {
@@ -348,6 +350,16 @@ impl From<stackhouse_ingest::body::BodyError> for ApiError {
 
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
+        match &e {
+            QueryError::Catalog(c) => {
+                let transient = if c.is_transient() { "true" } else { "false" };
+                metrics::counter!("stackhouse_catalog_errors_total", "transient" => transient).increment(1);
+            }
+            QueryError::Symbols(_) => {
+                metrics::counter!("stackhouse_store_errors_total").increment(1);
+            }
+            _ => {}
+        }
         let kind = match &e {
             QueryError::NotFound(_) => ErrorKind::NotFound,
             // Unavailable, not a limit: the budget is shared by every running query, so the

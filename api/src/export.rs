@@ -13,6 +13,7 @@ use stackhouse_proto::otlp_collector::{
 use stackhouse_storage::writer::Writer;
 
 use crate::error::ApiError;
+use crate::monitoring::{self, Protocol};
 use crate::time_param::now_nanos;
 
 /// What one export stored and refused.
@@ -68,7 +69,14 @@ impl Exporter {
         Exporter { writer }
     }
 
-    pub async fn export(&self, tenant: String, conversion: Conversion) -> Result<Exported, ApiError> {
+    /// Stores what `conversion` holds; `bytes` is the request's size as sent, for metrics.
+    pub async fn export(
+        &self,
+        tenant: String,
+        conversion: Conversion,
+        protocol: Protocol,
+        bytes: usize,
+    ) -> Result<Exported, ApiError> {
         let received_at = now_nanos();
         let Conversion {
             request,
@@ -88,11 +96,13 @@ impl Exporter {
             self.writer.write(normalized.batch).await?;
         }
         errors.extend(normalized.errors);
-        Ok(Exported {
+        let exported = Exported {
             stored_profiles: normalized.accepted_profiles,
             stored_samples,
             rejected_profiles: rejected_profiles + normalized.rejected_profiles,
             errors,
-        })
+        };
+        monitoring::ingest_volume(protocol, bytes, &exported);
+        Ok(exported)
     }
 }

@@ -23,12 +23,14 @@ use tonic::{Status, body::Body as TonicBody};
 
 use crate::error::ApiError;
 use crate::export::{Exporter, unconverted};
+use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
 /// One OTLP profiles service: its gRPC name and how its request bytes become a
 /// [`Conversion`].
 pub trait ExportKind: Send + Sync + 'static {
     const SERVICE: &'static str;
+    const PROTOCOL: Protocol;
     fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, ApiError>;
 }
 
@@ -37,6 +39,7 @@ pub struct Development;
 
 impl ExportKind for Development {
     const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
+    const PROTOCOL: Protocol = Protocol::OtlpGrpc;
 
     fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, ApiError> {
         let declared = declared_layout(metadata)?;
@@ -51,6 +54,7 @@ pub struct Experimental;
 
 impl ExportKind for Experimental {
     const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1experimental.ProfilesService";
+    const PROTOCOL: Protocol = Protocol::OtlpExperimentalGrpc;
 
     fn decode(body: &[u8], _metadata: &MetadataMap) -> Result<Conversion, ApiError> {
         experimental::from_protobuf(body).map_err(ApiError::invalid)
@@ -146,9 +150,13 @@ impl<K: ExportKind> UnaryService<Bytes> for ExportMethod<K> {
                 let tenant = tenant::parse(metadata.get(tenant::HEADER).map(|v| v.as_bytes()))
                     .map_err(ApiError::invalid)?;
                 let conversion = K::decode(request.get_ref(), metadata)?;
-                exporter.export(tenant, conversion).await
+                exporter
+                    .export(tenant, conversion, K::PROTOCOL, request.get_ref().len())
+                    .await
             };
-            let exported = export.await.map_err(ApiError::into_grpc)?;
+            let result = export.await;
+            monitoring::ingest_request(K::PROTOCOL, result.as_ref());
+            let exported = result.map_err(ApiError::into_grpc)?;
             Ok(tonic::Response::new(exported.response()))
         })
     }

@@ -8,6 +8,7 @@ pub mod grpc;
 pub mod http;
 pub mod import;
 pub mod lifecycle;
+pub mod monitoring;
 pub mod server;
 pub mod telemetry;
 pub mod tenant;

@@ -16,6 +16,8 @@ use crate::export::Exporter;
 use crate::{grpc, http};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Before anything records: values set earlier (the ingest budget) would be lost.
+    crate::monitoring::install();
     let storage_url = args.storage_url()?;
     let catalog_url = args.catalog_url()?;
     if args.storage.is_none() || args.catalog.is_none() {

@@ -61,7 +61,9 @@ pub async fn run(
             // future stays `Send` for `tokio::spawn`.
             _ = async { let _ = shutdown.wait_for(|stop| *stop).await; } => return,
             _ = compact.tick() => {
-                match compactor.run_once().await {
+                let result = compactor.run_once().await;
+                metrics::counter!("stackhouse_compaction_runs_total", "outcome" => outcome(&result)).increment(1);
+                match result {
                     Ok(r) if r.merges > 0 => tracing::info!(merges = r.merges, removed = r.segments_removed,
                         symbol_objects = r.symbol_objects_removed, "compacted"),
                     Ok(_) => {}
@@ -69,7 +71,9 @@ pub async fn run(
                 }
             }
             _ = retain.tick() => {
-                match retention::run_once(&compactor, &config.retention).await {
+                let result = retention::run_once(&compactor, &config.retention).await;
+                metrics::counter!("stackhouse_retention_runs_total", "outcome" => outcome(&result)).increment(1);
+                match result {
                     Ok(r) if r.segments_removed > 0 => tracing::info!(removed = r.segments_removed, "retention"),
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "retention pass failed"),
@@ -87,4 +91,9 @@ pub async fn run(
             }
         }
     }
+}
+
+/// The `outcome` label of a maintenance run.
+fn outcome<T, E>(result: &Result<T, E>) -> &'static str {
+    if result.is_ok() { "ok" } else { "error" }
 }

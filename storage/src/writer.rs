@@ -92,11 +92,12 @@ struct Reservation {
 impl Reservation {
     /// Takes `bytes` of `budget`, or nothing when they do not fit.
     fn take(buffered: &Arc<AtomicUsize>, bytes: usize, budget: usize) -> Option<Reservation> {
-        buffered
+        let before = buffered
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(bytes).filter(|&total| total <= budget)
             })
             .ok()?;
+        pending_bytes(before + bytes);
         Some(Reservation {
             buffered: buffered.clone(),
             bytes,
@@ -106,8 +107,14 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.buffered.fetch_sub(self.bytes, Ordering::AcqRel);
+        let before = self.buffered.fetch_sub(self.bytes, Ordering::AcqRel);
+        pending_bytes(before - self.bytes);
     }
+}
+
+/// Bytes of ingested data accepted but not yet stored, beside the budget's gauge.
+fn pending_bytes(bytes: usize) {
+    metrics::gauge!("stackhouse_ingest_pending_bytes").set(bytes as f64);
 }
 
 pub struct Writer {
@@ -131,6 +138,7 @@ impl Writer {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (stopped_tx, stopped) = watch::channel(false);
         let budget = config.max_buffered_bytes;
+        metrics::gauge!("stackhouse_ingest_budget_bytes").set(budget as f64);
         // Room comes back when a flush finishes, so retrying sooner than one interval
         // mostly meets the same full budget.
         let retry_after = config.flush_interval.max(Duration::from_secs(1));
@@ -343,7 +351,12 @@ impl WriterTask {
         };
         let flusher = self.flusher.clone();
         let handle = self.tasks.spawn(async move {
-            let result = flusher.flush(batch).await.map_err(|e| {
+            let started = std::time::Instant::now();
+            let result = flusher.flush(batch).await;
+            let outcome = if result.is_ok() { "ok" } else { "error" };
+            metrics::histogram!("stackhouse_flush_duration_seconds", "outcome" => outcome)
+                .record(started.elapsed().as_secs_f64());
+            let result = result.map_err(|e| {
                 tracing::warn!(tenant = %e.tenant, error = %e.message, "segment flush failed");
                 WriteError::Unavailable(e.message)
             });
@@ -389,6 +402,8 @@ impl Flusher {
         let WrittenSegment { segment, symbols } = write_segment(&self.store, &batch, &segment_id, 0)
             .await
             .map_err(|e| fail(format!("writing segment: {e}")))?;
+        metrics::histogram!("stackhouse_segment_bytes")
+            .record(segment.objects.iter().map(|o| o.size_bytes as f64).sum::<f64>());
         let series = segment
             .series
             .iter()

@@ -20,6 +20,7 @@ use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{Plan, query};
 use stackhouse_api::export::{Exporter, unconverted};
+use stackhouse_api::monitoring::Protocol;
 use stackhouse_api::time_param::now_nanos;
 
 /// Requests handed to the writer at once, as concurrent receivers would.
@@ -215,7 +216,13 @@ pub async fn load_measurements(
                 let (bytes, n) = &pool[(i + k as usize * senders) % pool.len()];
                 let t0 = Instant::now();
                 let request = layout::decode_protobuf(bytes, None).map_err(|e| e.to_string())?;
-                match exporter.export(TENANT.to_string(), unconverted(request)).await {
+                let exported = exporter.export(
+                    TENANT.to_string(),
+                    unconverted(request),
+                    Protocol::OtlpGrpc,
+                    bytes.len(),
+                );
+                match exported.await {
                     Ok(_) => {
                         latencies.push(t0.elapsed());
                         sent += n;

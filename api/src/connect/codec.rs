@@ -86,16 +86,17 @@ fn descriptor<M: Name>() -> MessageDescriptor {
 }
 
 /// Reads, inflates and decodes a request body of at most `limit` bytes (before and after
-/// inflation). The codec comes back too: the answer must use it.
+/// inflation). The codec comes back too (the answer must use it), and the body's size as
+/// sent.
 pub async fn read_request<M: Message + Default + Name>(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
-) -> Result<(Codec, M), ApiError> {
+) -> Result<(Codec, M, usize), ApiError> {
     let raw = read_limited(body, limit).await?;
     let codec = Codec::from_headers(headers)?;
     let body = inflate(&raw, headers, Some("connect-content-encoding"), limit)?;
-    Ok((codec, codec.decode(&body)?))
+    Ok((codec, codec.decode(&body)?, raw.len()))
 }
 
 /// A 200 answer in `codec`, gzipped when the client accepts it and it is worth it.

@@ -41,7 +41,7 @@ where
 {
     let (parts, body) = request.into_parts();
     let outcome = async {
-        let (codec, message) =
+        let (codec, message, _) =
             codec::read_request::<Req>(&parts.headers, body, state.max_message_bytes).await?;
         let call = Call {
             tenant: tenant::from_headers(&parts.headers)?,

@@ -16,10 +16,13 @@ use super::AppState;
 use super::body::{content_type_essence, inflate, read_limited};
 use crate::error::{ApiError, ErrorKind};
 use crate::export::Exported;
+use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
 pub async fn ingest(State(state): State<AppState>, request: Request) -> Response {
-    match try_ingest(&state, request).await {
+    let result = try_ingest(&state, request).await;
+    monitoring::ingest_request(Protocol::PyroscopeIngest, result.as_ref().map(|(e, _)| e));
+    match result {
         // OTLP profiles and samples as converted (a sample with several timestamps is one
         // sample); when something was refused, the stored profiles and sample rows.
         Ok((exported, converted)) if exported.rejected_profiles == 0 => axum::Json(serde_json::json!({
@@ -72,7 +75,10 @@ async fn try_ingest(state: &AppState, request: Request) -> Result<(Exported, Con
                 ConvertError::TooLarge { .. } => ApiError::too_large(e),
                 ConvertError::Invalid { .. } => ApiError::invalid(e),
             })?;
-    let exported = state.exporter.export(tenant, conversion).await?;
+    let exported = state
+        .exporter
+        .export(tenant, conversion, Protocol::PyroscopeIngest, raw.len())
+        .await?;
     Ok((exported, converted))
 }
 

@@ -75,6 +75,8 @@ pub fn router_for(state: AppState, roles: &Roles) -> Router {
     router
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(crate::monitoring::render))
+        .route_layer(axum::middleware::from_fn(crate::monitoring::track))
         .with_state(state)
 }
 

@@ -16,7 +16,8 @@ use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
 use super::AppState;
 use super::body::{content_type_essence, inflate, read_limited};
 use crate::error::ApiError;
-use crate::export::unconverted;
+use crate::export::{Exported, unconverted};
+use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -75,6 +76,13 @@ enum Api {
 }
 
 impl Api {
+    fn protocol(self) -> Protocol {
+        match self {
+            Api::Development => Protocol::OtlpHttp,
+            Api::Experimental => Protocol::OtlpExperimentalHttp,
+        }
+    }
+
     fn decode(self, body: &[u8], encoding: Encoding, headers: &HeaderMap) -> Result<Conversion, ApiError> {
         let decoded: Result<Conversion, DecodeError> = match self {
             Api::Development => {
@@ -112,8 +120,10 @@ async fn handle(state: &AppState, api: Api, request: Request) -> Response {
     let encoding = Encoding::from_headers(request.headers());
     // Errors use the request's encoding; JSON when it has none we understand.
     let response_encoding = encoding.unwrap_or(Encoding::Json);
-    match try_export(state, api, encoding, request).await {
-        Ok(response) => success(response_encoding, &response),
+    let result = try_export(state, api, encoding, request).await;
+    monitoring::ingest_request(api.protocol(), result.as_ref());
+    match result {
+        Ok(exported) => success(response_encoding, &exported.response()),
         Err(e) => e.into_rpc_status(response_encoding == Encoding::Protobuf),
     }
 }
@@ -123,7 +133,7 @@ async fn try_export(
     api: Api,
     encoding: Option<Encoding>,
     request: Request,
-) -> Result<ExportProfilesServiceResponse, ApiError> {
+) -> Result<Exported, ApiError> {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     let limit = state.max_message_bytes;
@@ -142,8 +152,10 @@ async fn try_export(
     let tenant = tenant::from_headers(&headers)?;
     let body = inflate(&raw, &headers, None, limit)?;
     let conversion = api.decode(&body, encoding, &headers)?;
-    let exported = state.exporter.export(tenant, conversion).await?;
-    Ok(exported.response())
+    state
+        .exporter
+        .export(tenant, conversion, api.protocol(), raw.len())
+        .await
 }
 
 #[cfg(test)]

@@ -16,26 +16,35 @@ use stackhouse_proto::pyroscope_push::{PushRequest, PushResponse};
 use super::AppState;
 use crate::connect::codec::{read_request, respond};
 use crate::error::ApiError;
+use crate::export::Exported;
+use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
 pub async fn push(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let outcome = async {
-        let (codec, request) =
+        let (codec, request, bytes) =
             read_request::<PushRequest>(&parts.headers, body, state.max_message_bytes).await?;
         let tenant = tenant::from_headers(&parts.headers)?;
-        store(&state, tenant, request).await?;
+        let stored = store(&state, tenant, request, bytes).await;
+        let done = Exported::default();
+        monitoring::ingest_request(Protocol::PyroscopePush, stored.as_ref().map(|()| &done));
+        stored?;
         Ok::<_, ApiError>(respond(codec, &parts.headers, &PushResponse {}))
     };
     outcome.await.unwrap_or_else(ApiError::into_connect)
 }
 
-async fn store(state: &AppState, tenant: String, request: PushRequest) -> Result<(), ApiError> {
+/// Stores the request; a partly refused one is an error naming what was refused.
+async fn store(state: &AppState, tenant: String, request: PushRequest, bytes: usize) -> Result<(), ApiError> {
     let limit = state.max_message_bytes;
     let raw_total: usize = request.series.iter().map(|s| s.samples.len()).sum();
     let conversion = tokio::task::spawn_blocking(move || convert(&request, limit)).await?;
     let raw_refused = conversion.rejected_profiles;
-    let exported = state.exporter.export(tenant, conversion).await?;
+    let exported = state
+        .exporter
+        .export(tenant, conversion, Protocol::PyroscopePush, bytes)
+        .await?;
     if exported.rejected_profiles == 0 {
         return Ok(());
     }

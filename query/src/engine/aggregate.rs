@@ -140,6 +140,8 @@ impl QueryEngine {
             ..ScanStats::default()
         };
         collect_scan_metrics(&physical, &mut stats);
+        metrics::counter!("stackhouse_query_bytes_scanned_total").increment(stats.bytes_scanned);
+        metrics::counter!("stackhouse_query_rows_scanned_total").increment(stats.rows_scanned);
         tracing::debug!(?stats, "scan finished");
         Ok((batches, stats))
     }

@@ -1,0 +1,200 @@
+//! Prometheus metrics: the process-wide recorder behind `GET /metrics`, and what the edges
+//! record (HTTP requests by route, ingest outcomes by protocol). The storage writer,
+//! maintenance and the query engine record their own through the `metrics` facade.
+//!
+//! Tenants are not a label anywhere: their number is unbounded.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::error::ApiError;
+use crate::export::Exported;
+
+/// Latency buckets, in seconds, of every `*_seconds` histogram.
+const SECONDS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
+/// Segment size buckets, in bytes.
+const SEGMENT_BYTES: [f64; 7] = [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+
+/// Where an ingest request came in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    OtlpGrpc,
+    OtlpHttp,
+    OtlpExperimentalGrpc,
+    OtlpExperimentalHttp,
+    PyroscopeIngest,
+    PyroscopePush,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::OtlpGrpc => "otlp_grpc",
+            Protocol::OtlpHttp => "otlp_http",
+            Protocol::OtlpExperimentalGrpc => "otlp_experimental_grpc",
+            Protocol::OtlpExperimentalHttp => "otlp_experimental_http",
+            Protocol::PyroscopeIngest => "pyroscope_ingest",
+            Protocol::PyroscopePush => "pyroscope_push",
+        }
+    }
+}
+
+/// Installs the recorder once per process (later calls get the same handle) and
+/// describes every metric, so that each has its HELP line.
+pub fn install() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full("stackhouse_segment_bytes".into()), &SEGMENT_BYTES)
+                })
+                .expect("bucket lists are not empty")
+                .build_recorder();
+            let handle = recorder.handle();
+            // A test harness may have installed a recorder of its own; ours then stays
+            // empty, which only its own /metrics shows.
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was installed already; /metrics will be empty");
+            }
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_counter!(
+        "stackhouse_http_requests_total",
+        "HTTP requests by route pattern and status."
+    );
+    describe_histogram!(
+        "stackhouse_http_request_duration_seconds",
+        metrics::Unit::Seconds,
+        "HTTP request duration by route pattern and status (query endpoints included)."
+    );
+    describe_counter!(
+        "stackhouse_ingest_requests_total",
+        "Ingest requests by protocol and outcome (ok, partial, or the error code)."
+    );
+    describe_counter!(
+        "stackhouse_ingest_rejections_total",
+        "Refused ingest requests and profiles by protocol and reason."
+    );
+    describe_counter!(
+        "stackhouse_ingest_profiles_total",
+        "Ingested profiles by protocol and outcome (stored, rejected)."
+    );
+    describe_counter!(
+        "stackhouse_ingest_samples_total",
+        "Samples stored (acknowledged) by protocol."
+    );
+    describe_counter!(
+        "stackhouse_ingest_bytes_total",
+        "Request bytes of decoded ingest requests, as sent, by protocol."
+    );
+    describe_gauge!(
+        "stackhouse_ingest_pending_bytes",
+        "Ingested data accepted but not yet stored (estimated bytes)."
+    );
+    describe_gauge!(
+        "stackhouse_ingest_budget_bytes",
+        "The ingest memory budget (--ingest-memory-budget)."
+    );
+    describe_histogram!(
+        "stackhouse_flush_duration_seconds",
+        metrics::Unit::Seconds,
+        "Segment flushes (write and commit) by outcome."
+    );
+    describe_histogram!(
+        "stackhouse_segment_bytes",
+        metrics::Unit::Bytes,
+        "Size of the Parquet objects of each flushed segment."
+    );
+    describe_counter!(
+        "stackhouse_compaction_runs_total",
+        "Compaction passes by outcome."
+    );
+    describe_counter!("stackhouse_retention_runs_total", "Retention passes by outcome.");
+    describe_counter!(
+        "stackhouse_query_bytes_scanned_total",
+        "Bytes queries fetched from object storage."
+    );
+    describe_counter!(
+        "stackhouse_query_rows_scanned_total",
+        "Sample rows queries decoded."
+    );
+    describe_counter!(
+        "stackhouse_catalog_errors_total",
+        "Catalog errors answered to a client, by whether they are transient."
+    );
+    describe_counter!(
+        "stackhouse_store_errors_total",
+        "Object store and stored-object errors answered to a client."
+    );
+}
+
+/// `GET /metrics`, Prometheus' text format.
+pub async fn render() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        install().render(),
+    )
+        .into_response()
+}
+
+/// Counts and times every routed HTTP request by its route pattern (bounded, unlike paths).
+pub async fn track(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    counter!("stackhouse_http_requests_total", "route" => route.clone(), "status" => status.clone())
+        .increment(1);
+    histogram!("stackhouse_http_request_duration_seconds", "route" => route, "status" => status)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// One ingest request's outcome, recorded by the edge that answered it.
+pub fn ingest_request(protocol: Protocol, result: Result<&Exported, &ApiError>) {
+    let outcome = match result {
+        Ok(e) if e.rejected_profiles > 0 => "partial",
+        Ok(_) => "ok",
+        Err(e) => e.kind.connect_code(),
+    };
+    counter!("stackhouse_ingest_requests_total", "protocol" => protocol.as_str(), "outcome" => outcome)
+        .increment(1);
+    if let Err(e) = result {
+        counter!("stackhouse_ingest_rejections_total", "protocol" => protocol.as_str(), "reason" => e.kind.connect_code())
+            .increment(1);
+    }
+}
+
+/// What one export stored and refused, and its size on the wire.
+pub fn ingest_volume(protocol: Protocol, bytes: usize, exported: &Exported) {
+    let p = protocol.as_str();
+    counter!("stackhouse_ingest_bytes_total", "protocol" => p).increment(bytes as u64);
+    counter!("stackhouse_ingest_samples_total", "protocol" => p).increment(exported.stored_samples as u64);
+    counter!("stackhouse_ingest_profiles_total", "protocol" => p, "outcome" => "stored")
+        .increment(exported.stored_profiles as u64);
+    counter!("stackhouse_ingest_profiles_total", "protocol" => p, "outcome" => "rejected")
+        .increment(exported.rejected_profiles as u64);
+    if exported.rejected_profiles > 0 {
+        counter!("stackhouse_ingest_rejections_total", "protocol" => p, "reason" => "invalid_profile")
+            .increment(exported.rejected_profiles as u64);
+    }
+}

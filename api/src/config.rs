@@ -15,6 +15,11 @@ pub enum LogFormat {
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
+    /// A YAML file of these flags (keys without the leading --); the environment and the
+    /// command line override it. `stackhouse config example` prints one.
+    #[arg(long, env = "STACKHOUSE_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// Folder for the embedded defaults (Parquet objects and the SQLite catalog).
     #[arg(long, env = "STACKHOUSE_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,

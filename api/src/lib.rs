@@ -1,6 +1,7 @@
 //! HTTP and gRPC servers, configuration and the `stackhouse` binary.
 
 pub mod config;
+pub mod config_file;
 pub mod connect;
 pub mod error;
 pub mod export;

@@ -1,8 +1,12 @@
 //! The `stackhouse` binary.
 
-use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use stackhouse_api::config::ServeArgs;
+use stackhouse_api::config_file;
 use stackhouse_api::import::ImportArgs;
 
 #[derive(Parser, Debug)]
@@ -21,11 +25,42 @@ enum Command {
     /// Send profile files (OTLP, pprof, JFR, speedscope, folded; gzipped or not) to a
     /// running Stackhouse. Exits non-zero if any file was rejected.
     Import(ImportArgs),
+    /// Configuration files.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print a config file for `serve --config`, every flag at its default.
+    Example,
+}
+
+/// The command line, with the settings of a `serve --config` file added under it.
+fn parse_cli() -> anyhow::Result<Cli> {
+    let mut argv: Vec<OsString> = std::env::args_os().collect();
+    let matches = Cli::command().get_matches_from(argv.clone());
+    if let Some(("serve", serve)) = matches.subcommand()
+        && let Some(path) = serve.get_one::<PathBuf>("config")
+    {
+        let extra = config_file::flags(&config_file::serve_command(), serve, path)?;
+        argv.extend(extra.into_iter().map(OsString::from));
+        return Ok(Cli::parse_from(argv));
+    }
+    Ok(Cli::from_arg_matches(&matches)?)
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = parse_cli()?;
     match cli.command {
+        Command::Config {
+            command: ConfigCommand::Example,
+        } => {
+            print!("{}", config_file::example(&config_file::serve_command()));
+            Ok(())
+        }
         Command::Serve(args) => {
             stackhouse_api::telemetry::init(args.log_format);
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -1,0 +1,328 @@
+//! The Helm chart (`deploy/helm/stackhouse`) checked by real tools: `helm lint --strict`,
+//! `helm template` of each `ci/*-values.yaml` validated by `kubernetes-validate --strict`,
+//! values the schema or the templates must refuse, the secure defaults and the shape of
+//! each mode, and every rendered workload's args and environment given to the real binary
+//! (local Postgres and files in place of the cluster's), which must start and be ready.
+//!
+//! helm and kubernetes-validate come from `deploy/helm/install-tools.sh` (`.ci/run` runs
+//! it) into `$CARGO_TARGET_DIR/helm-tools`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_yaml::Value;
+use ui_api_tests::server::{binary, free_port};
+use ui_api_tests::services::PostgresDb;
+use ui_api_tests::workspace_dir;
+
+fn chart() -> PathBuf {
+    workspace_dir().join("deploy/helm/stackhouse")
+}
+
+fn helm() -> Command {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_dir().join("target"));
+    let bin = target.join("helm-tools/bin/helm");
+    assert!(
+        bin.exists(),
+        "helm is missing at {}: run deploy/helm/install-tools.sh {}",
+        bin.display(),
+        target.join("helm-tools").display()
+    );
+    let mut cmd = Command::new(bin);
+    // Nothing from the user's helm setup, nothing left behind.
+    let home = std::env::temp_dir().join("stackhouse-helm-home");
+    for var in ["HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"] {
+        cmd.env(var, &home);
+    }
+    cmd
+}
+
+fn run(cmd: &mut Command, what: &str) -> (bool, String, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `helm template` with a values file and `--set`s; the rendered text, or the error.
+fn template(values: Option<&str>, sets: &[&str]) -> Result<String, String> {
+    let mut cmd = helm();
+    cmd.args(["template", "t"]).arg(chart());
+    if let Some(v) = values {
+        cmd.arg("-f").arg(chart().join("ci").join(v));
+    }
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let (ok, out, err) = run(&mut cmd, "helm template");
+    if ok { Ok(out) } else { Err(err) }
+}
+
+fn documents(rendered: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(rendered)
+        .map(|d| Value::deserialize(d).expect("rendered YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn name(v: &Value) -> &str {
+    v["metadata"]["name"].as_str().unwrap()
+}
+
+const CI_VALUES: [&str; 2] = ["single-values.yaml", "microservices-values.yaml"];
+
+#[test]
+fn lint_template_and_validate_each_ci_values_file() {
+    for values in CI_VALUES {
+        let (ok, out, err) = run(
+            helm()
+                .args(["lint", "--strict"])
+                .arg(chart())
+                .arg("-f")
+                .arg(chart().join("ci").join(values)),
+            "helm lint",
+        );
+        assert!(ok, "helm lint --strict -f {values}: {out}{err}");
+        let rendered =
+            template(Some(values), &[]).unwrap_or_else(|e| panic!("helm template -f {values}: {e}"));
+        let mut validate = Command::new("kubernetes-validate")
+            .args(["--strict", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubernetes-validate is missing: run deploy/helm/install-tools.sh");
+        std::io::Write::write_all(&mut validate.stdin.take().unwrap(), rendered.as_bytes()).unwrap();
+        let out = validate.wait_with_output().unwrap();
+        let report = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "kubernetes-validate --strict, {values}: {report}"
+        );
+        assert!(!report.contains("ERROR"), "{values}: {report}");
+    }
+}
+
+#[test]
+fn bad_values_are_refused() {
+    for sets in [
+        &["ingest.replcias=3"][..],
+        &["mode=cluster"],
+        &["service.httpPort=0"],
+        &["catalog.url=mysql://db/x"],
+        &["image.pullPolicy=Sometimes"],
+        // Microservices share one catalog and one bucket.
+        &["mode=microservices"],
+        &["mode=microservices", "catalog.url=postgres://db/x"],
+        &["storage.credentials.accessKeyId=a"],
+    ] {
+        assert!(template(None, sets).is_err(), "--set {sets:?} was accepted");
+    }
+}
+
+#[test]
+fn modes_and_secure_defaults() {
+    let single = documents(&template(Some("single-values.yaml"), &[]).unwrap());
+    let deployments = kind(&single, "Deployment");
+    assert_eq!(deployments.len(), 1);
+    let args = &deployments[0]["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_sequence().unwrap().iter().any(|a| a == "--role=all"),
+        "{args:?}"
+    );
+    assert_eq!(deployments[0]["spec"]["strategy"]["type"], "Recreate");
+    assert_eq!(kind(&single, "PersistentVolumeClaim").len(), 1);
+
+    let micro = documents(&template(Some("microservices-values.yaml"), &[]).unwrap());
+    let deployments: BTreeMap<&str, &Value> = kind(&micro, "Deployment")
+        .into_iter()
+        .map(|d| (name(d), d))
+        .collect();
+    assert_eq!(
+        deployments.keys().copied().collect::<Vec<_>>(),
+        [
+            "t-stackhouse-compactor",
+            "t-stackhouse-ingest",
+            "t-stackhouse-query"
+        ]
+    );
+    assert_eq!(
+        deployments["t-stackhouse-compactor"]["spec"]["strategy"]["type"],
+        "Recreate"
+    );
+    assert_eq!(deployments["t-stackhouse-ingest"]["spec"]["replicas"], 3);
+    assert!(
+        deployments["t-stackhouse-query"]["spec"]
+            .get("replicas")
+            .is_none(),
+        "the HPA owns the query replicas"
+    );
+    assert_eq!(kind(&micro, "HorizontalPodAutoscaler").len(), 1);
+    assert_eq!(kind(&micro, "PodDisruptionBudget").len(), 2);
+    assert_eq!(kind(&micro, "ServiceMonitor").len(), 3);
+    let ingest_service = kind(&micro, "Service")
+        .into_iter()
+        .find(|s| name(s) == "t-stackhouse-ingest")
+        .unwrap();
+    let grpc = ingest_service["spec"]["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "otlp-grpc")
+        .expect("an otlp-grpc port");
+    assert_eq!(grpc["appProtocol"], "grpc");
+
+    for (mode, docs) in [("single", &single), ("microservices", &micro)] {
+        for d in kind(docs, "Deployment") {
+            let pod = &d["spec"]["template"]["spec"];
+            assert_eq!(pod["automountServiceAccountToken"], false, "{mode} {}", name(d));
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+            assert_eq!(pod["securityContext"]["runAsUser"], 10001);
+            assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+            let c = &pod["containers"][0];
+            assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+            assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+            assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+            assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+            assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+            let mounts: Vec<&str> = c["volumeMounts"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|m| m["mountPath"].as_str().unwrap())
+                .collect();
+            assert!(
+                mounts.contains(&"/tmp"),
+                "a writable /tmp beside the read-only root"
+            );
+        }
+    }
+}
+
+/// Environment variables the binary reads that are not its own flags': object_store's.
+const AWS_VARS: [&str; 5] = [
+    "AWS_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ALLOW_HTTP",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+];
+
+/// Starts the binary with a rendered container's args and env, substituting the cluster's
+/// addresses, paths, Postgres and bucket with local ones, and waits for `/readyz`.
+fn start_as_rendered(
+    container: &Value,
+    config_maps: &BTreeMap<String, String>,
+    catalog: &str,
+    known_env: &[String],
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let http_port = free_port();
+    let mut args = Vec::new();
+    for arg in container["args"].as_sequence().unwrap() {
+        let arg = arg.as_str().unwrap();
+        let (flag, _) = arg.split_once('=').unwrap_or((arg, ""));
+        args.push(match flag {
+            "--http-addr" => format!("--http-addr=127.0.0.1:{http_port}"),
+            "--grpc-addr" => format!("--grpc-addr=127.0.0.1:{}", free_port()),
+            "--data-dir" => format!("--data-dir={}", dir.path().display()),
+            "--config" => {
+                let file = dir.path().join("stackhouse.yaml");
+                std::fs::write(&file, config_maps.values().next().expect("the chart's ConfigMap")).unwrap();
+                format!("--config={}", file.display())
+            }
+            _ => arg.to_string(),
+        });
+    }
+    let mut env = Vec::new();
+    for var in container["env"].as_sequence().into_iter().flatten() {
+        let name = var["name"].as_str().unwrap().to_string();
+        assert!(
+            known_env.contains(&name) || AWS_VARS.contains(&name.as_str()),
+            "the chart sets {name}, which the binary does not read"
+        );
+        let value = match name.as_str() {
+            "STACKHOUSE_CATALOG" => catalog.to_string(),
+            "STACKHOUSE_STORAGE" => format!("file://{}", dir.path().join("objects").display()),
+            _ => var["value"].as_str().unwrap_or("from-a-secret").to_string(),
+        };
+        env.push((name, value));
+    }
+    let mut child = Command::new(binary())
+        .args(&args)
+        .envs(env)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{http_port}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ready = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("stackhouse {args:?} exited with {status}: {err}");
+        }
+        let ok = std::process::Command::new("curl")
+            .args(["-sf", "-o", "/dev/null", &url])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "stackhouse {args:?} never became ready");
+}
+
+#[test]
+fn every_rendered_workload_starts_the_real_binary() {
+    let example = run(
+        Command::new(binary()).args(["config", "example"]),
+        "stackhouse config example",
+    )
+    .1;
+    let known_env: Vec<String> = example
+        .lines()
+        .filter_map(|l| l.strip_prefix("# Environment: "))
+        .map(str::to_string)
+        .collect();
+    assert!(known_env.contains(&"STACKHOUSE_CATALOG".to_string()), "{example}");
+    for values in CI_VALUES {
+        let docs = documents(&template(Some(values), &[]).unwrap());
+        let config_maps: BTreeMap<String, String> = kind(&docs, "ConfigMap")
+            .into_iter()
+            .map(|c| {
+                (
+                    name(c).to_string(),
+                    c["data"]["stackhouse.yaml"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let db = PostgresDb::create();
+        for d in kind(&docs, "Deployment") {
+            start_as_rendered(
+                &d["spec"]["template"]["spec"]["containers"][0],
+                &config_maps,
+                &db.url,
+                &known_env,
+            );
+        }
+    }
+}

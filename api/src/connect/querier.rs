@@ -27,6 +27,7 @@ use super::labels::{self, Matchers, Names};
 use super::{Call, profile_type};
 use crate::error::ApiError;
 use crate::http::AppState;
+use crate::http::query::params::hex_ids;
 use crate::time_param::now_nanos;
 
 const NANOS_PER_MILLI: i64 = 1_000_000;
@@ -209,24 +210,10 @@ fn pairs(labels: impl IntoIterator<Item = (String, String)>) -> Vec<LabelPair> {
         .collect()
 }
 
-/// The ids of one kind a request lists (hex, dashes allowed as in UUIDs); duplicates
-/// dropped.
+/// The ids of one kind a request lists, in hex; dashes are dropped, so UUIDs are taken.
 fn ids<const N: usize>(what: &str, values: &[String]) -> Result<Vec<[u8; N]>, ApiError> {
-    let mut out = Vec::new();
-    for value in values {
-        let hex: String = value.chars().filter(|&c| c != '-').collect();
-        let mut id = [0u8; N];
-        hex::decode_to_slice(&hex, &mut id).map_err(|_| {
-            ApiError::invalid(format!(
-                "invalid {what} {value:?}: expected {} hex characters",
-                2 * N
-            ))
-        })?;
-        if !out.contains(&id) {
-            out.push(id);
-        }
-    }
-    Ok(out)
+    let hex: Vec<String> = values.iter().map(|v| v.replace('-', "")).collect();
+    hex_ids::<N>(what, &hex)
 }
 
 /// What a Select request selects. A type its selector excludes, or an empty range,

@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
+use stackhouse_ingest::pyroscope;
 use stackhouse_query::render::flamebearer::{flamebearer, flamebearer_diff};
 use stackhouse_query::{Aggregation, DiffQuery, FlamegraphQuery, GroupKey, Scope, TimeseriesQuery};
 
@@ -25,23 +26,16 @@ const NICE_STEPS_SECONDS: [i64; 14] = [
     15, 30, 60, 300, 600, 900, 1_800, 3_600, 10_800, 21_600, 43_200, 86_400, 604_800, 2_592_000,
 ];
 
-/// A graphite-style time: digits are seconds, ms, µs or ns by their count (10, 13, 16,
-/// 19); else `now`, `now-1h`, or RFC 3339.
+/// A graphite-style time: a unix time in s, ms, µs or ns (told apart by magnitude, as for
+/// Pyroscope ingest); else `now`, `now-1h`, or RFC 3339.
 fn parse_attime(value: &str, now: i64) -> Result<i64, ApiError> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        let n: i64 = value
-            .parse()
-            .map_err(|_| ApiError::invalid(format!("invalid time {value:?}: out of range")))?;
-        let scale = match value.len() {
-            0..=10 => NANOS_PER_SECOND,
-            11..=13 => 1_000_000,
-            14..=16 => 1_000,
-            _ => 1,
+        return match pyroscope::parse_time("time", value) {
+            Ok(Some(nanos)) => Ok(nanos),
+            Ok(None) => Ok(now),
+            Err(e) => Err(ApiError::invalid(e)),
         };
-        return n
-            .checked_mul(scale)
-            .ok_or_else(|| ApiError::invalid(format!("invalid time {value:?}: out of range")));
     }
     parse_time(value, now).map_err(ApiError::invalid)
 }

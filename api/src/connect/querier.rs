@@ -30,7 +30,7 @@ use crate::http::AppState;
 use crate::http::query::params::hex_ids;
 use crate::time_param::now_nanos;
 
-const NANOS_PER_MILLI: i64 = 1_000_000;
+pub(super) const NANOS_PER_MILLI: i64 = 1_000_000;
 const NANOS_PER_SECOND: f64 = 1e9;
 /// The window of a request that gives neither start nor end.
 const DEFAULT_WINDOW_NANOS: i64 = 3_600 * 1_000_000_000;

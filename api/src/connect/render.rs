@@ -72,8 +72,8 @@ async fn query_scope(
         call,
         id,
         selector,
-        start / 1_000_000,
-        (end + 999_999) / 1_000_000,
+        start / querier::NANOS_PER_MILLI,
+        (end + querier::NANOS_PER_MILLI - 1) / querier::NANOS_PER_MILLI,
     )
     .await?;
     if scope.segments.is_none() {

@@ -8,6 +8,7 @@ use stackhouse_proto::pyroscope_settings::{
 use stackhouse_storage::catalog;
 
 use super::Call;
+use super::querier::NANOS_PER_MILLI;
 use crate::error::ApiError;
 use crate::http::AppState;
 use crate::time_param::now_nanos;
@@ -45,7 +46,7 @@ pub async fn set(
         return Err(ApiError::invalid("setting name must not be empty"));
     }
     let modified_at_millis = match setting.modified_at {
-        0 => now_nanos() / 1_000_000,
+        0 => now_nanos() / NANOS_PER_MILLI,
         at => at,
     };
     let stored = state

@@ -4,9 +4,8 @@
 //! what Grafana's datasource backend sends, JSON calls what the Drilldown app sends; raw
 //! calls copy the app's hand-written requests byte for byte.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -63,29 +62,14 @@ pub fn fetch_bytes(path: &str, headers: Value, body: &[u8]) -> Value {
 /// `{"status", "contentType", "body", "bodyBase64"}`.
 pub fn call_all(base_url: &str, calls: &[Value]) -> Vec<Value> {
     let (dir, image) = installed();
-    let mut child = Command::new("node")
-        .arg(dir.join("client.mjs"))
-        .arg(image)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run node ({e}); node is needed for the Connect checks"));
     let input = json!({ "baseUrl": base_url, "calls": calls });
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("writing the calls to node");
-    let out = child.wait_with_output().expect("waiting for node");
-    assert!(
-        out.status.success(),
-        "the Connect client failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let answers = node_tool::run_json(
+        "the Connect client",
+        &dir.join("client.mjs"),
+        &[image.as_os_str()],
+        &input,
     );
-    let answers: Vec<Value> = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    let answers: Vec<Value> = serde_json::from_value(answers).expect("the client prints a list");
     assert_eq!(answers.len(), calls.len(), "one answer per call");
     answers
 }

@@ -1,6 +1,7 @@
 //! Harness for black-box tests: the real `stackhouse` binary, real Postgres, a real
 //! S3-compatible server, and expected values computed from the inputs alone.
 
+pub mod browser;
 pub mod capture;
 pub mod checks;
 pub mod client;

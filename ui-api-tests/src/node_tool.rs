@@ -1,8 +1,12 @@
 //! Independent clients written for node (`ui-api-tests/<name>/`), installed with npm into
 //! the target directory on first use, so that the source tree stays clean.
 
+use std::ffi::OsStr;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
 
 use crate::workspace_dir;
 
@@ -47,4 +51,37 @@ pub fn install(name: &str, files: &[&str], installed: &str) -> PathBuf {
         );
     }
     dir
+}
+
+/// Runs `node script args...` with `input` as JSON on stdin and returns the JSON it prints;
+/// `what` names the tool in failures.
+pub fn run_json(what: &str, script: &Path, args: &[&OsStr], input: &Value) -> Value {
+    let mut child = Command::new("node")
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot run node ({e}); node is needed for these checks"));
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input.to_string().as_bytes())
+        .unwrap_or_else(|e| panic!("{what}: writing its input: {e}"));
+    let out = child.wait_with_output().expect("waiting for node");
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what} printed no JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }

@@ -405,6 +405,32 @@ impl Workload {
     }
 }
 
+impl Workload {
+    /// Sends every request over OTLP gRPC to `endpoint` with the independent client and
+    /// checks that nothing was rejected; returns the observations the server now holds.
+    pub async fn export_grpc(&self, endpoint: String) -> Vec<Obs> {
+        use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+        let mut client = ProfilesServiceClient::connect(endpoint)
+            .await
+            .expect("connecting");
+        for request in self.requests() {
+            let response = client
+                .export(request)
+                .await
+                .expect("export accepted")
+                .into_inner();
+            assert!(
+                response
+                    .partial_success
+                    .as_ref()
+                    .is_none_or(|p| p.rejected_profiles == 0),
+                "nothing rejected: {response:?}"
+            );
+        }
+        self.observations()
+    }
+}
+
 impl Default for Workload {
     fn default() -> Self {
         Workload::new()

@@ -827,23 +827,8 @@ fn linked() -> &'static (Server, Vec<Obs>) {
     static LINKED: OnceLock<(Server, Vec<Obs>)> = OnceLock::new();
     ui_api_tests::shared(&LINKED, || async {
         let server = Server::start_for_process(Options::default()).await;
-        let workload = Workload::new();
-        let mut client = ProfilesServiceClient::connect(server.grpc()).await.unwrap();
-        for request in workload.requests() {
-            let response = client
-                .export(request)
-                .await
-                .expect("export accepted")
-                .into_inner();
-            assert!(
-                response
-                    .partial_success
-                    .as_ref()
-                    .is_none_or(|p| p.rejected_profiles == 0),
-                "nothing rejected: {response:?}"
-            );
-        }
-        (server, workload.observations())
+        let obs = Workload::new().export_grpc(server.grpc()).await;
+        (server, obs)
     })
 }
 

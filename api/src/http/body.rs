@@ -1,4 +1,5 @@
-//! Request bodies shared by every ingest endpoint: a bounded read and bounded inflation.
+//! Bodies shared by every endpoint: a bounded read and bounded inflation of requests, gzip
+//! of answers.
 
 use std::borrow::Cow;
 
@@ -59,4 +60,51 @@ pub fn content_type_essence(headers: &HeaderMap) -> String {
         .and_then(|v| v.split(';').next())
         .map(|v| v.trim().to_ascii_lowercase())
         .unwrap_or_default()
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip (and does not refuse it with `q=0`).
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| {
+                matches!(
+                    p.trim().replace(' ', "").as_str(),
+                    "q=0" | "q=0.0" | "q=0.00" | "q=0.000"
+                )
+            });
+            name.eq_ignore_ascii_case("gzip") && !refused
+        })
+}
+
+/// `data` gzipped in memory.
+pub fn gzip(data: &[u8], level: flate2::Compression) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), level);
+    std::io::Write::write_all(&mut encoder, data).expect("writing to memory");
+    encoder.finish().expect("writing to memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gzip_only_when_accepted() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT_ENCODING, value.parse().unwrap());
+            accepts_gzip(&headers)
+        };
+        assert!(!accepts_gzip(&HeaderMap::new()));
+        assert!(with("gzip,br"));
+        assert!(with("br;q=1.0, GZIP;q=0.5"));
+        assert!(!with("br, gzip;q=0"));
+        assert!(!with("gzip; q = 0.0"));
+        assert!(!with("br, deflate"));
+    }
 }

@@ -8,6 +8,7 @@ mod ops;
 mod otlp;
 mod push;
 pub mod query;
+mod ui;
 
 use std::sync::Arc;
 
@@ -68,7 +69,11 @@ pub fn router_for(state: AppState, roles: &Roles) -> Router {
             .route("/push.v1.PusherService/Push", post(push::push));
     }
     if roles.query {
-        for (path, route) in api_routes().into_iter().chain(crate::connect::routes()) {
+        for (path, route) in api_routes()
+            .into_iter()
+            .chain(crate::connect::routes())
+            .chain(ui::routes())
+        {
             router = router.route(path, route);
         }
     }

@@ -1,0 +1,65 @@
+// The query API as the page calls it: the tenant header on every request, the server's
+// own error message on failure.
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export class Api {
+  /** `tenant()` names the tenant of each request; empty means the server's default. */
+  constructor(tenant) {
+    this.tenant = tenant;
+  }
+
+  url(path, params = {}) {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(params)) {
+      if (value !== undefined && value !== null && value !== "") query.set(name, value);
+    }
+    const text = query.toString();
+    return text ? `${path}?${text}` : path;
+  }
+
+  async request(path, params, signal) {
+    const headers = {};
+    const tenant = this.tenant();
+    if (tenant) headers["X-Scope-OrgID"] = tenant;
+    let response;
+    try {
+      response = await fetch(this.url(path, params), { headers, signal });
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      throw new ApiError(0, `cannot reach the server: ${error.message}`);
+    }
+    if (!response.ok) {
+      let message = `${response.status} ${response.statusText}`;
+      try {
+        const body = await response.json();
+        if (body.error) message = body.error;
+      } catch {
+        // Not our JSON error body (a proxy's page, say): the status line says enough.
+      }
+      throw new ApiError(response.status, message);
+    }
+    return response;
+  }
+
+  async json(path, params, signal) {
+    return (await this.request(path, params, signal)).json();
+  }
+
+  /** Saves the answer as a file; a plain link could not send the tenant header. */
+  async download(path, params, filename) {
+    const blob = await (await this.request(path, params)).blob();
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = filename;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+  }
+}

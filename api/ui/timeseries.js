@@ -1,0 +1,223 @@
+// Values over time as stacked bars, one color per group. Dragging across the chart picks a
+// time range (brush to zoom); marked ranges (a diff's baseline and comparison) are shaded.
+
+import { SERIES_COLORS, formatTime, formatValue, tickLabel } from "./format.js";
+
+const PAD = { left: 64, right: 12, top: 8, bottom: 22 };
+const HEIGHT = 150;
+const TICK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800].map(
+  (s) => s * 1e9,
+);
+
+/** The smallest step of a readable size (1 s, 2 s, 5 s, … 1 week) that is at least `nanos`. */
+export function niceStep(nanos) {
+  return TICK_STEPS.find((s) => s >= nanos) || TICK_STEPS[TICK_STEPS.length - 1];
+}
+
+/** Bars of a chart `width` pixels wide over `span` nanoseconds: at least 4 pixels each. */
+export function stepFor(span, width) {
+  return niceStep(span / Math.max((width - PAD.left - PAD.right) / 4, 1));
+}
+
+function niceCeiling(value) {
+  if (value <= 0) return 1;
+  const magnitude = 10 ** Math.floor(Math.log10(value));
+  return [1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((m) => m >= value);
+}
+
+export class TimeChart {
+  /** `onBrush(from, to)` gets a dragged range in unix nanoseconds. */
+  constructor(canvas, tooltip, onBrush) {
+    this.canvas = canvas;
+    this.tooltip = tooltip;
+    this.onBrush = onBrush;
+    this.data = null;
+    this.marks = [];
+    this.drag = null;
+    canvas.addEventListener("mousedown", (event) => {
+      if (!this.data) return;
+      this.drag = { start: this.xOf(event), end: this.xOf(event) };
+      event.preventDefault();
+    });
+    window.addEventListener("mousemove", (event) => {
+      if (this.drag) {
+        this.drag.end = this.xOf(event);
+        this.draw();
+      } else if (event.target === canvas) {
+        this.hover(event);
+      }
+    });
+    window.addEventListener("mouseup", () => this.finishDrag());
+    canvas.addEventListener("mouseleave", () => {
+      this.hoverX = null;
+      this.tooltip.hidden = true;
+      this.draw();
+    });
+    new ResizeObserver(() => this.draw()).observe(canvas.parentElement);
+  }
+
+  /** A timeseries answer of the API (`series` with `points` and `group`). */
+  show(data) {
+    this.data = data;
+    this.draw();
+  }
+
+  clear() {
+    this.data = null;
+    this.draw();
+  }
+
+  /** Ranges to shade: `[{from, to, color}]` in unix nanoseconds. */
+  mark(marks) {
+    this.marks = marks;
+    this.draw();
+  }
+
+  xOf(event) {
+    const rect = this.canvas.getBoundingClientRect();
+    const plotWidth = rect.width - PAD.left - PAD.right;
+    return Math.max(PAD.left, Math.min(PAD.left + plotWidth, event.clientX - rect.left));
+  }
+
+  timeAt(x) {
+    const width = this.canvas.clientWidth - PAD.left - PAD.right;
+    return this.data.from + ((x - PAD.left) / width) * (this.data.to - this.data.from);
+  }
+
+  xAt(time) {
+    const width = this.canvas.clientWidth - PAD.left - PAD.right;
+    return PAD.left + ((time - this.data.from) / (this.data.to - this.data.from)) * width;
+  }
+
+  finishDrag() {
+    if (!this.drag) return;
+    const { start, end } = this.drag;
+    this.drag = null;
+    this.draw();
+    if (Math.abs(end - start) >= 3) {
+      this.onBrush(Math.round(this.timeAt(Math.min(start, end))), Math.round(this.timeAt(Math.max(start, end))));
+    }
+  }
+
+  /** Per bucket start: the values of each series, stacked in series order. */
+  buckets() {
+    const buckets = new Map();
+    this.data.series.forEach((series, index) => {
+      for (const [time, value] of series.points) {
+        if (!buckets.has(time)) buckets.set(time, new Array(this.data.series.length).fill(0));
+        buckets.get(time)[index] += value;
+      }
+    });
+    return buckets;
+  }
+
+  draw() {
+    const canvas = this.canvas;
+    const width = canvas.parentElement.clientWidth;
+    const ratio = window.devicePixelRatio || 1;
+    canvas.width = Math.round(width * ratio);
+    canvas.height = Math.round(HEIGHT * ratio);
+    canvas.style.width = `${width}px`;
+    canvas.style.height = `${HEIGHT}px`;
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.clearRect(0, 0, width, HEIGHT);
+    if (!this.data) return;
+    const plotWidth = width - PAD.left - PAD.right;
+    const plotHeight = HEIGHT - PAD.top - PAD.bottom;
+    const { from, to, step_nanos: step } = this.data;
+    const buckets = this.buckets();
+    const max = niceCeiling(Math.max(0, ...[...buckets.values()].map((v) => v.reduce((a, b) => a + b, 0))));
+    const yAt = (value) => PAD.top + plotHeight - (value / max) * plotHeight;
+
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.fillStyle = "#666";
+    ctx.strokeStyle = "#eee";
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "right";
+    for (let i = 0; i <= 4; i++) {
+      const value = (max * i) / 4;
+      const y = Math.round(yAt(value)) + 0.5;
+      ctx.beginPath();
+      ctx.moveTo(PAD.left, y);
+      ctx.lineTo(PAD.left + plotWidth, y);
+      ctx.stroke();
+      ctx.fillText(formatValue(value, this.data.unit), PAD.left - 6, y);
+    }
+    const span = to - from;
+    const tickStep = TICK_STEPS.find((s) => (s / span) * plotWidth >= 90) || TICK_STEPS[TICK_STEPS.length - 1];
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    for (let t = Math.ceil(from / tickStep) * tickStep; t <= to; t += tickStep) {
+      const label = tickLabel(t, span);
+      const half = ctx.measureText(label).width / 2;
+      // Labels stay inside the canvas at both ends.
+      const x = Math.min(Math.max(this.xAt(t), half), width - half);
+      ctx.fillText(label, x, HEIGHT - PAD.bottom + 6);
+    }
+
+    for (const mark of this.marks) {
+      const x0 = Math.max(PAD.left, this.xAt(mark.from));
+      const x1 = Math.min(PAD.left + plotWidth, this.xAt(mark.to));
+      if (x1 <= x0) continue;
+      ctx.fillStyle = mark.color;
+      ctx.globalAlpha = 0.18;
+      ctx.fillRect(x0, PAD.top, x1 - x0, plotHeight);
+      ctx.globalAlpha = 1;
+    }
+
+    const barWidth = Math.max((step / span) * plotWidth - 1, 1);
+    for (const [time, values] of buckets) {
+      let base = 0;
+      values.forEach((value, index) => {
+        if (!value) return;
+        ctx.fillStyle = SERIES_COLORS[index % SERIES_COLORS.length];
+        const top = yAt(base + value);
+        ctx.fillRect(this.xAt(time), top, barWidth, yAt(base) - top);
+        base += value;
+      });
+    }
+
+    if (this.drag) {
+      ctx.fillStyle = "rgba(59,111,182,0.2)";
+      const x = Math.min(this.drag.start, this.drag.end);
+      ctx.fillRect(x, PAD.top, Math.abs(this.drag.end - this.drag.start), plotHeight);
+    } else if (this.hoverX != null) {
+      ctx.strokeStyle = "#888";
+      ctx.beginPath();
+      ctx.moveTo(Math.round(this.hoverX) + 0.5, PAD.top);
+      ctx.lineTo(Math.round(this.hoverX) + 0.5, PAD.top + plotHeight);
+      ctx.stroke();
+    }
+    canvas.dataset.bars = String(buckets.size);
+  }
+
+  hover(event) {
+    if (!this.data) return;
+    this.hoverX = this.xOf(event);
+    const time = this.timeAt(this.hoverX);
+    const step = this.data.step_nanos;
+    const start = this.data.from + Math.floor((time - this.data.from) / step) * step;
+    const lines = [formatTime(start)];
+    let sum = 0;
+    for (const series of this.data.series) {
+      const point = series.points.find(([t]) => Math.abs(t - start) < step / 2);
+      if (!point) continue;
+      sum += point[1];
+      const name = Object.entries(series.group || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+      if (name) lines.push(`${name}: ${formatValue(point[1], this.data.unit)}`);
+    }
+    lines.splice(1, 0, `total: ${formatValue(sum, this.data.unit)}`);
+    this.tooltip.replaceChildren(
+      ...lines.map((text) => {
+        const div = document.createElement("div");
+        div.textContent = text;
+        return div;
+      }),
+    );
+    this.tooltip.hidden = false;
+    this.tooltip.style.left = `${Math.min(event.clientX + 14, window.innerWidth - 260)}px`;
+    this.tooltip.style.top = `${event.clientY + 14}px`;
+    this.draw();
+  }
+}

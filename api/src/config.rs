@@ -68,6 +68,16 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOUSE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// `required`: every ingest and query request needs a tenant token (`stackhouse tenant
+    /// token create`); health, metrics and the web UI's files stay open.
+    #[arg(long, env = "STACKHOUSE_AUTH", value_enum, default_value_t = crate::auth::AuthMode::Off)]
+    pub auth: crate::auth::AuthMode,
+
+    /// How long a valid token is trusted before the catalog is asked again: a revoked token
+    /// stops working within this time. `0s` asks every time.
+    #[arg(long, env = "STACKHOUSE_AUTH_CACHE_TTL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub auth_cache_ttl: Duration,
+
     #[command(flatten)]
     pub query_limits: QueryLimitArgs,
 
@@ -185,13 +195,18 @@ impl ServeArgs {
     }
 
     pub fn catalog_url(&self) -> anyhow::Result<String> {
-        match &self.catalog {
-            Some(url) => Ok(url.clone()),
-            None => Ok(format!(
-                "sqlite://{}",
-                absolute(&self.data_dir.join("catalog.db"))?.display()
-            )),
-        }
+        catalog_url(self.catalog.as_deref(), &self.data_dir)
+    }
+}
+
+/// The catalog `--catalog` names, else the SQLite file under `--data-dir`.
+pub fn catalog_url(catalog: Option<&str>, data_dir: &std::path::Path) -> anyhow::Result<String> {
+    match catalog {
+        Some(url) => Ok(url.to_string()),
+        None => Ok(format!(
+            "sqlite://{}",
+            absolute(&data_dir.join("catalog.db"))?.display()
+        )),
     }
 }
 

@@ -21,6 +21,7 @@ use tonic::metadata::MetadataMap;
 use tonic::server::{NamedService, UnaryService};
 use tonic::{Status, body::Body as TonicBody};
 
+use crate::auth::Auth;
 use crate::error::ApiError;
 use crate::export::{Exporter, unconverted};
 use crate::monitoring::{self, Protocol};
@@ -69,6 +70,7 @@ pub fn declared_layout(metadata: &MetadataMap) -> Result<Option<Layout>, ApiErro
 
 pub struct ExportService<K> {
     exporter: Arc<Exporter>,
+    auth: Arc<Auth>,
     max_message_bytes: usize,
     kind: PhantomData<fn() -> K>,
 }
@@ -77,15 +79,21 @@ impl<K> Clone for ExportService<K> {
     fn clone(&self) -> Self {
         ExportService {
             exporter: self.exporter.clone(),
+            auth: self.auth.clone(),
             max_message_bytes: self.max_message_bytes,
             kind: PhantomData,
         }
     }
 }
 
-pub fn service<K: ExportKind>(exporter: Arc<Exporter>, max_message_bytes: usize) -> ExportService<K> {
+pub fn service<K: ExportKind>(
+    exporter: Arc<Exporter>,
+    auth: Arc<Auth>,
+    max_message_bytes: usize,
+) -> ExportService<K> {
     ExportService {
         exporter,
+        auth,
         max_message_bytes,
         kind: PhantomData,
     }
@@ -120,6 +128,7 @@ where
         }
         let method = ExportMethod::<K> {
             exporter: self.exporter.clone(),
+            auth: self.auth.clone(),
             kind: PhantomData,
         };
         let max = self.max_message_bytes;
@@ -135,6 +144,7 @@ where
 
 struct ExportMethod<K> {
     exporter: Arc<Exporter>,
+    auth: Arc<Auth>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -144,11 +154,12 @@ impl<K: ExportKind> UnaryService<Bytes> for ExportMethod<K> {
 
     fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
         let exporter = self.exporter.clone();
+        let auth = self.auth.clone();
         Box::pin(async move {
             let metadata = request.metadata();
             let export = async {
-                let tenant = tenant::parse(metadata.get(tenant::HEADER).map(|v| v.as_bytes()))
-                    .map_err(ApiError::invalid)?;
+                let value = |name: &str| metadata.get(name).map(|v| v.as_bytes());
+                let tenant = auth.tenant(value("authorization"), value(tenant::HEADER)).await?;
                 let conversion = K::decode(request.get_ref(), metadata)?;
                 exporter
                     .export(tenant, conversion, K::PROTOCOL, request.get_ref().len())

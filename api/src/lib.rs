@@ -1,5 +1,6 @@
 //! HTTP and gRPC servers, configuration and the `stackhouse` binary.
 
+pub mod auth;
 pub mod config;
 pub mod config_file;
 pub mod connect;
@@ -14,3 +15,4 @@ pub mod server;
 pub mod telemetry;
 pub mod tenant;
 pub mod time_param;
+pub mod tokens;

@@ -8,6 +8,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use stackhouse_api::config::ServeArgs;
 use stackhouse_api::config_file;
 use stackhouse_api::import::ImportArgs;
+use stackhouse_api::tokens::TokenArgs;
 
 #[derive(Parser, Debug)]
 #[command(name = "stackhouse", version, about = "Profile storage and query backend")]
@@ -30,6 +31,17 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Tenants' access tokens, for `serve --auth required`.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TenantCommand {
+    /// Create, list and revoke tokens.
+    Token(TokenArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -65,6 +77,17 @@ fn main() -> anyhow::Result<()> {
             stackhouse_api::telemetry::init(args.log_format);
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             runtime.block_on(stackhouse_api::server::run(*args))
+        }
+        Command::Tenant {
+            command: TenantCommand::Token(args),
+        } => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            if !runtime.block_on(stackhouse_api::tokens::run(args))? {
+                std::process::exit(1);
+            }
+            Ok(())
         }
         Command::Import(args) => {
             let runtime = tokio::runtime::Builder::new_current_thread()

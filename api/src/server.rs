@@ -11,6 +11,7 @@ use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::{Writer, WriterConfig};
 use tokio::sync::watch;
 
+use crate::auth::Auth;
 use crate::config::ServeArgs;
 use crate::export::Exporter;
 use crate::{grpc, http};
@@ -50,6 +51,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
     ));
     let exporter = Arc::new(Exporter::new(writer.clone()));
+    let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let roles = args.lifecycle.roles();
@@ -67,6 +69,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         catalog,
         store,
         max_message_bytes: args.max_message_bytes,
+        auth: auth.clone(),
     };
     let http_listener = tokio::net::TcpListener::bind(args.http_addr)
         .await
@@ -84,6 +87,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         http = %http_listener.local_addr()?,
         grpc = ?grpc_listener.as_ref().map(|l| l.local_addr()).transpose()?,
         ?roles,
+        auth = ?args.auth,
         storage = %storage_url,
         catalog = %redact(&catalog_url),
         "stackhouse listening"
@@ -99,10 +103,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .layer(tower::util::MapResponseLayer::new(grpc::remap_too_large))
             .add_service(grpc::service::<grpc::Development>(
                 exporter.clone(),
+                auth.clone(),
                 args.max_message_bytes,
             ))
             .add_service(grpc::service::<grpc::Experimental>(
                 exporter,
+                auth,
                 args.max_message_bytes,
             ))
             .serve_with_incoming_shutdown(
@@ -151,7 +157,7 @@ async fn shutdown_signal() {
 }
 
 /// Hides a password in a catalog URL before it is logged.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut u) if u.password().is_some() => {
             let _ = u.set_password(Some("***"));

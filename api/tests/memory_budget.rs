@@ -11,6 +11,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use prost::Message;
+use stackhouse_api::auth::Auth;
 use stackhouse_api::export::Exporter;
 use stackhouse_api::grpc;
 use stackhouse_api::http::{AppState, router};
@@ -73,6 +74,7 @@ async fn server(budget: usize) -> Server {
         catalog: catalog.clone(),
         store,
         max_message_bytes: 1 << 20,
+        auth: Arc::new(Auth::off(catalog.clone())),
     };
     Server {
         _dir: dir,
@@ -156,7 +158,8 @@ fn pyroscope_ingest() -> Request<Body> {
 async fn grpc_client(s: &Server) -> ProfilesServiceClient<tonic::transport::Channel> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let service = grpc::service::<grpc::Development>(s.exporter.clone(), 1 << 20);
+    let auth = Arc::new(Auth::off(s.catalog.clone()));
+    let service = grpc::service::<grpc::Development>(s.exporter.clone(), auth, 1 << 20);
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)

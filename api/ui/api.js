@@ -9,9 +9,13 @@ export class ApiError extends Error {
 }
 
 export class Api {
-  /** `tenant()` names the tenant of each request; empty means the server's default. */
-  constructor(tenant) {
+  /**
+   * `tenant()` names the tenant of each request (empty: the server's default); `token()`
+   * is the tenant token a server with `--auth required` asks for (empty: none sent).
+   */
+  constructor(tenant, token) {
     this.tenant = tenant;
+    this.token = token;
   }
 
   url(path, params = {}) {
@@ -27,6 +31,8 @@ export class Api {
     const headers = {};
     const tenant = this.tenant();
     if (tenant) headers["X-Scope-OrgID"] = tenant;
+    const token = this.token();
+    if (token) headers.Authorization = `Bearer ${token}`;
     let response;
     try {
       response = await fetch(this.url(path, params), { headers, signal });
@@ -39,6 +45,7 @@ export class Api {
       try {
         const body = await response.json();
         if (body.error) message = body.error;
+        if (response.status === 401) message += " (enter a tenant token in the Token field)";
       } catch {
         // Not our JSON error body (a proxy's page, say): the status line says enough.
       }

@@ -42,7 +42,10 @@ function writeUrl(push) {
 }
 
 const state = readUrl();
-const api = new Api(() => state.tenant);
+const api = new Api(
+  () => state.tenant,
+  () => $("token").value.trim(),
+);
 const tooltip = $("tooltip");
 const flame = new FlameGraph($("flamegraph"), tooltip, (node) => ($("reset-zoom").disabled = !node));
 const chart = new TimeChart($("chart"), tooltip, brushed);
@@ -440,6 +443,12 @@ function bind() {
     if (!$("preset").value) return;
     $("from").value = $("preset").value;
     $("to").value = "now";
+    run();
+  });
+  $("token").value = localStorage.getItem("stackhouse.token") || "";
+  $("token").addEventListener("change", () => {
+    localStorage.setItem("stackhouse.token", $("token").value.trim());
+    labels.cache.clear();
     run();
   });
   $("tenant").addEventListener("change", () => {

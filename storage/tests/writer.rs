@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use common::*;
 use stackhouse_storage::catalog::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentReplacement, Setting, TableKind,
+    SegmentReplacement, Setting, TableKind, TenantToken,
 };
 use stackhouse_storage::model::{Batch, ProfileRecord, ProfileType, Series, TimeRange};
 use stackhouse_storage::segment::symbols_key;
@@ -376,6 +376,22 @@ impl Catalog for FailingCatalog {
 
     async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
         self.inner.delete_setting(tenant, name).await
+    }
+
+    async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {
+        self.inner.create_token(token, sha256_hex).await
+    }
+
+    async fn tokens(&self, tenant: Option<&str>) -> CatalogResult<Vec<TenantToken>> {
+        self.inner.tokens(tenant).await
+    }
+
+    async fn revoke_token(&self, id: &str, at_millis: i64) -> CatalogResult<bool> {
+        self.inner.revoke_token(id, at_millis).await
+    }
+
+    async fn token_by_hash(&self, sha256_hex: &str) -> CatalogResult<Option<TenantToken>> {
+        self.inner.token_by_hash(sha256_hex).await
     }
 }
 

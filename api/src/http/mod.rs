@@ -18,6 +18,7 @@ use stackhouse_query::QueryEngine;
 use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::store::Store;
 
+use crate::auth::{self, Auth};
 use crate::export::Exporter;
 use crate::lifecycle::Roles;
 
@@ -28,6 +29,7 @@ pub struct AppState {
     pub catalog: Arc<dyn Catalog>,
     pub store: Store,
     pub max_message_bytes: usize,
+    pub auth: Arc<Auth>,
 }
 
 /// Every route under `/api/v1`, all GET; a test checks each is in the OpenAPI document.
@@ -57,7 +59,8 @@ pub fn router(state: AppState) -> Router {
     router_for(state, &Roles::ALL)
 }
 
-/// The routes of `roles`; health and readiness are always served.
+/// The routes of `roles`; health, readiness and metrics are always served. Everything but
+/// those and the web UI's files passes [`auth::require`].
 pub fn router_for(state: AppState, roles: &Roles) -> Router {
     let mut router = Router::new();
     if roles.ingest {
@@ -69,11 +72,19 @@ pub fn router_for(state: AppState, roles: &Roles) -> Router {
             .route("/push.v1.PusherService/Push", post(push::push));
     }
     if roles.query {
-        for (path, route) in api_routes()
-            .into_iter()
-            .chain(crate::connect::routes())
-            .chain(ui::routes())
-        {
+        for (path, route) in api_routes().into_iter().chain(crate::connect::routes()) {
+            router = router.route(path, route);
+        }
+    }
+    if roles.ingest || roles.query {
+        // A route layer needs routes to wrap (the compactor alone has none).
+        router = router.route_layer(axum::middleware::from_fn_with_state(
+            state.auth.clone(),
+            auth::require,
+        ));
+    }
+    if roles.query {
+        for (path, route) in ui::routes() {
             router = router.route(path, route);
         }
     }

@@ -255,6 +255,29 @@ pub trait Catalog: Send + Sync + 'static {
 
     /// Removes a setting; removing a missing one is not an error.
     async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()>;
+
+    /// Stores a new access token of `token.tenant`; only the SHA-256 of its secret (hex).
+    async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()>;
+
+    /// The tokens of `tenant` (every tenant's when `None`), oldest first, revoked included.
+    async fn tokens(&self, tenant: Option<&str>) -> CatalogResult<Vec<TenantToken>>;
+
+    /// Marks a token revoked (a second revocation keeps the first time); false when no
+    /// token has this id.
+    async fn revoke_token(&self, id: &str, at_millis: i64) -> CatalogResult<bool>;
+
+    /// The token whose secret hashes to `sha256_hex`, revoked or not.
+    async fn token_by_hash(&self, sha256_hex: &str) -> CatalogResult<Option<TenantToken>>;
+}
+
+/// An access token of one tenant, as listed: never the secret.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct TenantToken {
+    pub id: String,
+    pub tenant: String,
+    pub name: String,
+    pub created_at_millis: i64,
+    pub revoked_at_millis: Option<i64>,
 }
 
 /// A named value a tenant keeps, as Grafana's settings API stores its plugin settings.

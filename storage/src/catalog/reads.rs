@@ -7,7 +7,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 use super::common::{
     ObjectRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow, assemble_segments, sorted_distinct,
 };
-use super::{CatalogResult, SegmentMeta, Setting, sql};
+use super::{CatalogResult, SegmentMeta, Setting, TenantToken, sql};
 use crate::model::{ProfileType, Series, TimeRange};
 
 pub(crate) struct Reads<'p, DB: Database>(pub &'p Pool<DB>);
@@ -26,6 +26,7 @@ where
     for<'r> ObjectRow: FromRow<'r, DB::Row>,
     for<'r> SegmentSeriesRow: FromRow<'r, DB::Row>,
     for<'r> Setting: FromRow<'r, DB::Row>,
+    for<'r> TenantToken: FromRow<'r, DB::Row>,
     for<'r> (Option<i64>, Option<i64>): FromRow<'r, DB::Row>,
 {
     /// Segments overlapping `range`, in three queries on `conn`: the caller opens the read
@@ -168,5 +169,41 @@ where
             .execute(self.0)
             .await?;
         Ok(())
+    }
+
+    pub(crate) async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {
+        sqlx::query::<DB>(sql::CREATE_TOKEN)
+            .bind(token.id.as_str())
+            .bind(token.tenant.as_str())
+            .bind(token.name.as_str())
+            .bind(sha256_hex)
+            .bind(token.created_at_millis)
+            .execute(self.0)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn tokens(&self, tenant: Option<&str>) -> CatalogResult<Vec<TenantToken>> {
+        let query = match tenant {
+            Some(tenant) => sqlx::query_as::<DB, TenantToken>(sql::TOKENS_OF_TENANT).bind(tenant),
+            None => sqlx::query_as::<DB, TenantToken>(sql::TOKENS),
+        };
+        Ok(query.fetch_all(self.0).await?)
+    }
+
+    pub(crate) async fn revoke_token(&self, id: &str, at_millis: i64) -> CatalogResult<bool> {
+        let row: Option<(String,)> = sqlx::query_as::<DB, (String,)>(sql::REVOKE_TOKEN)
+            .bind(id)
+            .bind(at_millis)
+            .fetch_optional(self.0)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    pub(crate) async fn token_by_hash(&self, sha256_hex: &str) -> CatalogResult<Option<TenantToken>> {
+        Ok(sqlx::query_as::<DB, TenantToken>(sql::TOKEN_BY_HASH)
+            .bind(sha256_hex)
+            .fetch_optional(self.0)
+            .await?)
     }
 }

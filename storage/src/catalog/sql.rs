@@ -82,3 +82,19 @@ pub(crate) const PUT_SETTING: &str =
     WHERE settings.modified_at_millis <= excluded.modified_at_millis";
 
 pub(crate) const DELETE_SETTING: &str = "DELETE FROM settings WHERE tenant = $1 AND name = $2";
+
+pub(crate) const CREATE_TOKEN: &str = "INSERT INTO tenant_tokens
+    (id, tenant, name, token_sha256, created_at_millis) VALUES ($1, $2, $3, $4, $5)";
+
+pub(crate) const TOKENS: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis
+    FROM tenant_tokens ORDER BY created_at_millis, id";
+
+pub(crate) const TOKENS_OF_TENANT: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis
+    FROM tenant_tokens WHERE tenant = $1 ORDER BY created_at_millis, id";
+
+pub(crate) const TOKEN_BY_HASH: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis
+    FROM tenant_tokens WHERE token_sha256 = $1";
+
+/// Revoking twice keeps the first time; `RETURNING` tells whether the id exists.
+pub(crate) const REVOKE_TOKEN: &str = "UPDATE tenant_tokens
+    SET revoked_at_millis = COALESCE(revoked_at_millis, $2) WHERE id = $1 RETURNING id";

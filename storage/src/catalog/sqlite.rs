@@ -19,7 +19,7 @@ use super::reads::Reads;
 use super::sql;
 use super::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentReplacement, Setting,
+    SegmentReplacement, Setting, TenantToken,
 };
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
 
@@ -562,5 +562,21 @@ impl Catalog for SqliteCatalog {
 
     async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
         Reads(&self.pool).delete_setting(tenant, name).await
+    }
+
+    async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {
+        Reads(&self.pool).create_token(token, sha256_hex).await
+    }
+
+    async fn tokens(&self, tenant: Option<&str>) -> CatalogResult<Vec<TenantToken>> {
+        Reads(&self.pool).tokens(tenant).await
+    }
+
+    async fn revoke_token(&self, id: &str, at_millis: i64) -> CatalogResult<bool> {
+        Reads(&self.pool).revoke_token(id, at_millis).await
+    }
+
+    async fn token_by_hash(&self, sha256_hex: &str) -> CatalogResult<Option<TenantToken>> {
+        Reads(&self.pool).token_by_hash(sha256_hex).await
     }
 }

@@ -46,9 +46,10 @@ async fn fixture(limits: QueryLimits) -> Fixture {
     let state = AppState {
         exporter: Arc::new(Exporter::new(writer)),
         engine,
-        catalog,
+        catalog: catalog.clone(),
         store,
         max_message_bytes: 1 << 20,
+        auth: Arc::new(crate::auth::Auth::off(catalog.clone())),
     };
     Fixture {
         router: router(state),

@@ -1,0 +1,286 @@
+//! Tenant authentication (`serve --auth required`): every ingest and query request carries a
+//! tenant token, as `Authorization: Bearer <token>` or as HTTP basic auth with the tenant as
+//! user and the token as password (what Grafana's datasources send), on HTTP headers or gRPC
+//! metadata alike. The token decides the tenant; an `X-Scope-OrgID` naming another tenant is
+//! refused. Tokens live in the catalog as SHA-256 hashes (`stackhouse tenant token …`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use clap::ValueEnum;
+use sha2::{Digest, Sha256};
+use stackhouse_storage::catalog::{Catalog, TenantToken};
+
+use crate::error::{ApiError, ErrorKind};
+use crate::tenant;
+
+/// Every token starts with this, so a leaked one is recognisable in logs and scanners.
+pub const TOKEN_PREFIX: &str = "shk_";
+/// Most cached token lookups; past it the cache starts over.
+const CACHE_ENTRIES: usize = 10_000;
+
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    /// Anyone may send and read; the tenant is `X-Scope-OrgID` (a laptop, or behind a
+    /// proxy that authenticates).
+    #[default]
+    Off,
+    /// Every request but health, metrics and the web UI's files needs a tenant token.
+    Required,
+}
+
+/// A new token's secret (shown once) and what is stored about it.
+pub struct IssuedToken {
+    pub secret: String,
+    pub token: TenantToken,
+    pub sha256_hex: String,
+}
+
+/// Makes a token for `tenant`: 32 random bytes from the operating system.
+pub fn issue(tenant: &str, name: &str, now_millis: i64) -> anyhow::Result<IssuedToken> {
+    let mut secret = [0u8; 32];
+    let mut id = [0u8; 8];
+    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness from the os: {e}"))?;
+    getrandom::fill(&mut id).map_err(|e| anyhow::anyhow!("no randomness from the os: {e}"))?;
+    let secret = format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+    );
+    Ok(IssuedToken {
+        sha256_hex: hash(&secret),
+        token: TenantToken {
+            id: hex::encode(id),
+            tenant: tenant.to_string(),
+            name: name.to_string(),
+            created_at_millis: now_millis,
+            revoked_at_millis: None,
+        },
+        secret,
+    })
+}
+
+fn hash(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// Credentials as sent: the token, and the tenant basic auth names as its user.
+#[derive(Debug, PartialEq, Eq)]
+struct Credentials {
+    token: String,
+    user: Option<String>,
+}
+
+fn credentials(authorization: &[u8]) -> Result<Credentials, ApiError> {
+    let unauthenticated = |why: &str| ApiError::new(ErrorKind::Unauthenticated, why);
+    let value = std::str::from_utf8(authorization)
+        .map_err(|_| unauthenticated("authorization header is not valid utf-8"))?
+        .trim();
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("bearer") && !rest.is_empty() {
+        return Ok(Credentials {
+            token: rest.to_string(),
+            user: None,
+        });
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .ok()
+            .and_then(|d| String::from_utf8(d).ok())
+            .ok_or_else(|| unauthenticated("basic credentials are not base64 of user:password"))?;
+        let (user, password) = decoded
+            .split_once(':')
+            .ok_or_else(|| unauthenticated("basic credentials are not base64 of user:password"))?;
+        return Ok(Credentials {
+            token: password.to_string(),
+            user: (!user.is_empty()).then(|| user.to_string()),
+        });
+    }
+    Err(unauthenticated(
+        "unsupported authorization scheme: expected Bearer <token> or Basic (tenant:token)",
+    ))
+}
+
+/// Decides the tenant of each request.
+pub struct Auth {
+    mode: AuthMode,
+    catalog: Arc<dyn Catalog>,
+    /// How long a token found valid is trusted without asking the catalog: a revocation
+    /// takes effect within this time.
+    cache_ttl: Duration,
+    cache: Mutex<HashMap<String, (Instant, TenantToken)>>,
+}
+
+impl Auth {
+    pub fn new(mode: AuthMode, catalog: Arc<dyn Catalog>, cache_ttl: Duration) -> Auth {
+        Auth {
+            mode,
+            catalog,
+            cache_ttl,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// No authentication: the tenant header decides, as in tests and on a laptop.
+    pub fn off(catalog: Arc<dyn Catalog>) -> Auth {
+        Auth::new(AuthMode::Off, catalog, Duration::ZERO)
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.mode
+    }
+
+    /// The tenant of a request with these `Authorization` and `X-Scope-OrgID` values.
+    pub async fn tenant(&self, authorization: Option<&[u8]>, org: Option<&[u8]>) -> Result<String, ApiError> {
+        if self.mode == AuthMode::Off {
+            return tenant::parse(org).map_err(ApiError::invalid);
+        }
+        let Some(authorization) = authorization else {
+            return Err(ApiError::new(
+                ErrorKind::Unauthenticated,
+                "missing credentials: send Authorization: Bearer <token>, or basic auth with the tenant \
+                 as user and the token as password",
+            ));
+        };
+        let credentials = credentials(authorization)?;
+        let token = self.lookup(&credentials.token).await?;
+        if let Some(user) = credentials.user
+            && user != token.tenant
+        {
+            return Err(not_for(&user));
+        }
+        if let Some(org) = org {
+            let org = tenant::parse(Some(org)).map_err(ApiError::invalid)?;
+            if org != token.tenant {
+                return Err(not_for(&org));
+            }
+        }
+        Ok(token.tenant)
+    }
+
+    async fn lookup(&self, secret: &str) -> Result<TenantToken, ApiError> {
+        let sha = hash(secret);
+        if let Some((at, token)) = self.cache.lock().expect("auth cache lock").get(&sha)
+            && at.elapsed() < self.cache_ttl
+        {
+            return Ok(token.clone());
+        }
+        let found = self.catalog.token_by_hash(&sha).await.map_err(ApiError::from)?;
+        let token = found
+            .filter(|t| t.revoked_at_millis.is_none())
+            .ok_or_else(|| ApiError::new(ErrorKind::Unauthenticated, "invalid or revoked token"))?;
+        if !self.cache_ttl.is_zero() {
+            let mut cache = self.cache.lock().expect("auth cache lock");
+            if cache.len() >= CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(sha, (Instant::now(), token.clone()));
+        }
+        Ok(token)
+    }
+}
+
+fn not_for(tenant: &str) -> ApiError {
+    ApiError::new(
+        ErrorKind::PermissionDenied,
+        format!("the token is not valid for tenant {tenant:?}"),
+    )
+}
+
+/// HTTP middleware: authenticates the request and sets `X-Scope-OrgID` to its tenant, so
+/// the handlers behind it read the tenant as they always have. Errors come in the format of
+/// the route: Connect's for `/<package>.<Service>/<Method>`, OTLP's Status for OTLP/HTTP,
+/// the JSON API's for the rest.
+pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
+    if auth.mode == AuthMode::Off {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let outcome = auth
+        .tenant(
+            headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
+            headers.get(tenant::HEADER).map(|v| v.as_bytes()),
+        )
+        .await;
+    match outcome {
+        Ok(tenant) => {
+            let value = HeaderValue::from_str(&tenant).expect("tenant names are header-safe");
+            request.headers_mut().insert(tenant::HEADER, value);
+            next.run(request).await
+        }
+        Err(error) => {
+            let path = request.uri().path();
+            let mut response = if path.split('/').nth(1).is_some_and(|first| first.contains('.')) {
+                error.into_connect()
+            } else if path.starts_with("/v1development/") || path.starts_with("/v1experimental/") {
+                let protobuf =
+                    crate::http::body::content_type_essence(request.headers()) != "application/json";
+                error.into_rpc_status(protobuf)
+            } else {
+                error.into_response()
+            };
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"stackhouse\""),
+            );
+            response
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_and_basic_credentials() {
+        assert_eq!(
+            credentials(b"Bearer shk_abc").unwrap(),
+            Credentials {
+                token: "shk_abc".into(),
+                user: None
+            }
+        );
+        let basic = format!(
+            "basic {}",
+            base64::engine::general_purpose::STANDARD.encode("team-a:shk_x:y")
+        );
+        assert_eq!(
+            credentials(basic.as_bytes()).unwrap(),
+            Credentials {
+                token: "shk_x:y".into(),
+                user: Some("team-a".into())
+            }
+        );
+        for bad in [
+            &b"Bearer"[..],
+            b"Bearer   ",
+            b"Token abc",
+            b"Basic !!",
+            b"Basic Zm9v",
+            b"\xff",
+        ] {
+            let error = credentials(bad).unwrap_err();
+            assert_eq!(error.kind, ErrorKind::Unauthenticated, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn issued_tokens_differ_and_hash_to_what_is_stored() {
+        let a = issue("t", "ci", 1).unwrap();
+        let b = issue("t", "ci", 1).unwrap();
+        assert_ne!(a.secret, b.secret);
+        assert_ne!(a.token.id, b.token.id);
+        assert!(a.secret.starts_with(TOKEN_PREFIX));
+        assert_eq!(a.secret.len(), TOKEN_PREFIX.len() + 43);
+        assert_eq!(hash(&a.secret), a.sha256_hex);
+        assert_eq!(a.token.tenant, "t");
+    }
+}

@@ -73,6 +73,14 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOUSE_AUTH", value_enum, default_value_t = crate::auth::AuthMode::Off)]
     pub auth: crate::auth::AuthMode,
 
+    /// PEM certificate chain: serve HTTPS and gRPC over TLS (with `--tls-key-file`).
+    #[arg(long, env = "STACKHOUSE_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of `--tls-cert-file`.
+    #[arg(long, env = "STACKHOUSE_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+
     /// How long a valid token is trusted before the catalog is asked again: a revoked token
     /// stops working within this time. `0s` asks every time.
     #[arg(long, env = "STACKHOUSE_AUTH_CACHE_TTL", default_value = "10s", value_parser = humantime::parse_duration)]

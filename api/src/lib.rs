@@ -15,4 +15,5 @@ pub mod server;
 pub mod telemetry;
 pub mod tenant;
 pub mod time_param;
+pub mod tls;
 pub mod tokens;

@@ -14,11 +14,23 @@ use tokio::sync::watch;
 use crate::auth::Auth;
 use crate::config::ServeArgs;
 use crate::export::Exporter;
+use crate::tls::{TlsFiles, TlsListener};
 use crate::{grpc, http};
+use tonic::transport::{Identity, ServerTlsConfig};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Before anything records: values set earlier (the ingest budget) would be lost.
     crate::monitoring::install();
+    let tls = TlsFiles::from_flags(args.tls_cert_file.as_deref(), args.tls_key_file.as_deref())?;
+    // Read before binding: a bad certificate stops the server with the file's name.
+    let http_tls = tls.as_ref().map(TlsFiles::server_config).transpose()?;
+    let grpc_tls = match &tls {
+        Some(files) => {
+            let (cert, key) = files.read()?;
+            Some(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))
+        }
+        None => None,
+    };
     let storage_url = args.storage_url()?;
     let catalog_url = args.catalog_url()?;
     if args.storage.is_none() || args.catalog.is_none() {
@@ -88,18 +100,38 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         grpc = ?grpc_listener.as_ref().map(|l| l.local_addr()).transpose()?,
         ?roles,
         auth = ?args.auth,
+        tls = tls.is_some(),
         storage = %storage_url,
         catalog = %redact(&catalog_url),
         "stackhouse listening"
     );
 
-    let http_server = axum::serve(http_listener, http::router_for(state, &roles))
-        .with_graceful_shutdown(stopped(stop_rx.clone()));
+    let app = http::router_for(state, &roles);
+    let http_stopped = stopped(stop_rx.clone());
+    let http_server = async {
+        match http_tls {
+            Some(config) => {
+                let listener = TlsListener::new(http_listener, config)?;
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(http_stopped)
+                    .await
+            }
+            None => {
+                axum::serve(http_listener, app)
+                    .with_graceful_shutdown(http_stopped)
+                    .await
+            }
+        }
+    };
     let grpc_server = async {
         let Some(listener) = grpc_listener else {
             return Ok(());
         };
-        tonic::transport::Server::builder()
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(config) = grpc_tls {
+            builder = builder.tls_config(config)?;
+        }
+        builder
             .layer(tower::util::MapResponseLayer::new(grpc::remap_too_large))
             .add_service(grpc::service::<grpc::Development>(
                 exporter.clone(),
@@ -116,6 +148,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 stopped(stop_rx),
             )
             .await
+            .map_err(anyhow::Error::from)
     };
 
     let signal = tokio::spawn(async move {

@@ -32,6 +32,17 @@ pub fn http_client() -> reqwest::Client {
         .expect("building the HTTP client")
 }
 
+/// [`http_client`] trusting only the CA in the PEM file `ca`.
+pub fn https_client(ca: &std::path::Path) -> reqwest::Client {
+    let pem = std::fs::read(ca).unwrap_or_else(|e| panic!("reading {}: {e}", ca.display()));
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(120))
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a PEM certificate"))
+        .build()
+        .expect("building the HTTPS client")
+}
+
 /// State shared by every test of one test binary (a server and what was sent to it), built
 /// by the first test that asks. It is built on a thread and runtime of its own: each
 /// `#[tokio::test]` runs its own runtime, and nothing shared may depend on one of them.

@@ -47,6 +47,9 @@ pub struct Options {
     pub storage: Option<String>,
     pub extra_args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// The CA that signed the server's certificate, when it serves TLS (the test passes
+    /// `--tls-cert-file` and `--tls-key-file`): URLs become `https://localhost:…`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 pub struct Server {
@@ -95,11 +98,25 @@ impl Server {
     }
 
     pub fn http(&self) -> String {
-        format!("http://127.0.0.1:{}", self.http_port)
+        match self.options.tls_ca {
+            Some(_) => format!("https://localhost:{}", self.http_port),
+            None => format!("http://127.0.0.1:{}", self.http_port),
+        }
     }
 
     pub fn grpc(&self) -> String {
-        format!("http://127.0.0.1:{}", self.grpc_port)
+        match self.options.tls_ca {
+            Some(_) => format!("https://localhost:{}", self.grpc_port),
+            None => format!("http://127.0.0.1:{}", self.grpc_port),
+        }
+    }
+
+    /// An HTTP client that trusts this server (its CA when it serves TLS).
+    pub fn client(&self) -> reqwest::Client {
+        match &self.options.tls_ca {
+            Some(ca) => crate::https_client(ca),
+            None => crate::http_client(),
+        }
     }
 
     /// Starts the binary on fresh ports. A port found free can be taken by another test's
@@ -151,7 +168,8 @@ impl Server {
         }
         let child = cmd.spawn().expect("starting stackhouse");
         self.child = Some(child);
-        let ready = wait_ready(&self.http(), self.child.as_mut().unwrap()).await;
+        let client = self.client();
+        let ready = wait_ready(&client, &self.http(), self.child.as_mut().unwrap()).await;
         if ready.is_err() {
             self.child = None;
         }
@@ -206,8 +224,11 @@ impl Drop for Server {
 }
 
 /// Waits until `/readyz` answers; `Err` with the exit status if the process ended first.
-async fn wait_ready(http: &str, child: &mut Child) -> Result<(), std::process::ExitStatus> {
-    let client = crate::http_client();
+async fn wait_ready(
+    client: &reqwest::Client,
+    http: &str,
+    child: &mut Child,
+) -> Result<(), std::process::ExitStatus> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().expect("polling stackhouse") {

@@ -90,6 +90,9 @@ pub struct ServeArgs {
     pub query_limits: QueryLimitArgs,
 
     #[command(flatten)]
+    pub rate_limits: crate::rate_limit::RateLimitArgs,
+
+    #[command(flatten)]
     pub lifecycle: crate::lifecycle::LifecycleArgs,
 }
 

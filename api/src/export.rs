@@ -14,6 +14,7 @@ use stackhouse_storage::writer::Writer;
 
 use crate::error::ApiError;
 use crate::monitoring::{self, Protocol};
+use crate::rate_limit::RateLimiter;
 use crate::time_param::now_nanos;
 
 /// What one export stored and refused.
@@ -62,11 +63,22 @@ pub fn unconverted(request: ExportProfilesServiceRequest) -> Conversion {
 
 pub struct Exporter {
     writer: Arc<Writer>,
+    limiter: Option<Arc<RateLimiter>>,
 }
 
 impl Exporter {
+    /// An exporter without ingestion rate limits.
     pub fn new(writer: Arc<Writer>) -> Exporter {
-        Exporter { writer }
+        Exporter {
+            writer,
+            limiter: None,
+        }
+    }
+
+    /// Requests over a tenant's rate are refused before anything is stored.
+    pub fn with_rate_limiter(mut self, limiter: Arc<RateLimiter>) -> Exporter {
+        self.limiter = Some(limiter);
+        self
     }
 
     /// Stores what `conversion` holds; `bytes` is the request's size as sent, for metrics.
@@ -83,6 +95,7 @@ impl Exporter {
             rejected_profiles,
             mut errors,
         } = conversion;
+        let limited = self.limiter.clone().map(|limiter| (limiter, tenant.clone()));
         // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
         let normalized = tokio::task::spawn_blocking(move || normalize(&tenant, &request, received_at))
             .await?
@@ -92,6 +105,9 @@ impl Exporter {
                 ApiError::invalid(all.join("; "))
             })?;
         let stored_samples = normalized.batch.samples.len();
+        if let Some((limiter, tenant)) = limited {
+            limiter.admit(&tenant, stored_samples, bytes)?;
+        }
         if !normalized.batch.is_empty() {
             self.writer.write(normalized.batch).await?;
         }

@@ -11,6 +11,7 @@ pub mod http;
 pub mod import;
 pub mod lifecycle;
 pub mod monitoring;
+pub mod rate_limit;
 pub mod server;
 pub mod telemetry;
 pub mod tenant;

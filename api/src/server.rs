@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::auth::Auth;
 use crate::config::ServeArgs;
 use crate::export::Exporter;
+use crate::rate_limit::RateLimiter;
 use crate::tls::{TlsFiles, TlsListener};
 use crate::{grpc, http};
 use tonic::transport::{Identity, ServerTlsConfig};
@@ -62,7 +63,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             ..QueryConfig::default()
         },
     ));
-    let exporter = Arc::new(Exporter::new(writer.clone()));
+    let limiter = Arc::new(RateLimiter::new(&args.rate_limits));
+    let exporter = Arc::new(Exporter::new(writer.clone()).with_rate_limiter(limiter));
     let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -73,6 +73,11 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOUSE_AUTH", value_enum, default_value_t = crate::auth::AuthMode::Off)]
     pub auth: crate::auth::AuthMode,
 
+    /// Profiles with times further ahead of the server's clock than this are refused (in
+    /// partial_success), as are times older than the tenant's `--retention`.
+    #[arg(long, env = "STACKHOUSE_INGEST_MAX_FUTURE", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub ingest_max_future: Duration,
+
     /// PEM certificate chain: serve HTTPS and gRPC over TLS (with `--tls-key-file`).
     #[arg(long, env = "STACKHOUSE_TLS_CERT_FILE")]
     pub tls_cert_file: Option<PathBuf>,

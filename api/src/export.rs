@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use stackhouse_ingest::convert::Conversion;
 use stackhouse_ingest::otlp::layout::Layout;
-use stackhouse_ingest::otlp::normalize::normalize;
+use stackhouse_ingest::otlp::{TimeWindow, normalize_within};
 use stackhouse_proto::otlp_collector::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
+use stackhouse_storage::retention::RetentionConfig;
 use stackhouse_storage::writer::Writer;
 
 use crate::error::ApiError;
@@ -64,14 +65,46 @@ pub fn unconverted(request: ExportProfilesServiceRequest) -> Conversion {
 pub struct Exporter {
     writer: Arc<Writer>,
     limiter: Option<Arc<RateLimiter>>,
+    /// Retention per tenant and how far ahead of now a time may be; `None` accepts any time.
+    window: Option<(RetentionConfig, i64)>,
 }
 
 impl Exporter {
-    /// An exporter without ingestion rate limits.
+    /// An exporter without ingestion rate limits, accepting any time.
     pub fn new(writer: Arc<Writer>) -> Exporter {
         Exporter {
             writer,
             limiter: None,
+            window: None,
+        }
+    }
+
+    /// Profiles older than their tenant's retention or more than `max_future` ahead of the
+    /// server's clock are refused (in partial_success), instead of being acknowledged and
+    /// then deleted by the next retention run.
+    pub fn with_time_window(
+        mut self,
+        retention: RetentionConfig,
+        max_future: std::time::Duration,
+    ) -> Exporter {
+        let max_future = i64::try_from(max_future.as_nanos()).unwrap_or(i64::MAX);
+        self.window = Some((retention, max_future));
+        self
+    }
+
+    fn window(&self, tenant: &str, now: i64) -> TimeWindow {
+        let Some((retention, max_future)) = &self.window else {
+            return TimeWindow::ANY;
+        };
+        let kept = i64::try_from(retention.of(tenant).as_nanos()).unwrap_or(i64::MAX);
+        TimeWindow {
+            // Zero retention keeps everything.
+            oldest: if kept == 0 {
+                i64::MIN
+            } else {
+                now.saturating_sub(kept)
+            },
+            newest: now.saturating_add(*max_future),
         }
     }
 
@@ -96,14 +129,16 @@ impl Exporter {
             mut errors,
         } = conversion;
         let limited = self.limiter.clone().map(|limiter| (limiter, tenant.clone()));
+        let window = self.window(&tenant, received_at);
         // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
-        let normalized = tokio::task::spawn_blocking(move || normalize(&tenant, &request, received_at))
-            .await?
-            .map_err(|e| {
-                let mut all = errors.clone();
-                all.push(e.to_string());
-                ApiError::invalid(all.join("; "))
-            })?;
+        let normalized =
+            tokio::task::spawn_blocking(move || normalize_within(&tenant, &request, received_at, window))
+                .await?
+                .map_err(|e| {
+                    let mut all = errors.clone();
+                    all.push(e.to_string());
+                    ApiError::invalid(all.join("; "))
+                })?;
         let stored_samples = normalized.batch.samples.len();
         if let Some((limiter, tenant)) = limited {
             limiter.admit(&tenant, stored_samples, bytes)?;

@@ -64,7 +64,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
     ));
     let limiter = Arc::new(RateLimiter::new(&args.rate_limits));
-    let exporter = Arc::new(Exporter::new(writer.clone()).with_rate_limiter(limiter));
+    let exporter = Arc::new(
+        Exporter::new(writer.clone())
+            .with_rate_limiter(limiter)
+            .with_time_window(args.lifecycle.maintenance().retention, args.ingest_max_future),
+    );
     let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -33,7 +33,12 @@ async fn serve_runs_with_embedded_defaults() {
         assert!(Instant::now() < deadline, "not ready within 60 s");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let t0 = 1_700_000_000_000_000_000;
+    // A minute ago: the default retention (30 days) refuses older profiles at ingest.
+    let t0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        - 60_000_000_000;
     let req = request(
         "quickstart",
         vec![profile(t0, 2, 3), profile(t0 + 1, 1, 4)],

@@ -9,5 +9,5 @@ pub mod normalize;
 mod validate;
 
 pub use decode::{DecodeError, decode_json, decode_protobuf};
-pub use normalize::{Normalized, normalize};
-pub use validate::{ProfileError, RequestError};
+pub use normalize::{Normalized, normalize, normalize_within};
+pub use validate::{ProfileError, RequestError, TimeWindow};

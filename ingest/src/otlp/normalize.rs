@@ -12,7 +12,7 @@ use stackhouse_storage::model::{
 
 use super::attributes::{dictionary_pair, key_value_pair, string, value_string};
 pub use super::validate::RequestError;
-use super::validate::{ProfileError, Validator, check_dictionary};
+use super::validate::{ProfileError, TimeWindow, Validator, check_dictionary};
 
 /// Enough to tell a sender what is wrong without letting a request of thousands of bad
 /// profiles build an enormous error message.
@@ -42,10 +42,20 @@ pub fn normalize(
     request: &ExportProfilesServiceRequest,
     received_at_nanos: i64,
 ) -> Result<Normalized, RequestError> {
+    normalize_within(tenant, request, received_at_nanos, TimeWindow::ANY)
+}
+
+/// [`normalize`], refusing every profile with a time outside `window`.
+pub fn normalize_within(
+    tenant: &str,
+    request: &ExportProfilesServiceRequest,
+    received_at_nanos: i64,
+    window: TimeWindow,
+) -> Result<Normalized, RequestError> {
     let empty = ProfilesDictionary::default();
     let dict = request.dictionary.as_ref().unwrap_or(&empty);
     check_dictionary(dict)?;
-    let mut validator = Validator::new(dict);
+    let mut validator = Validator::new(dict).within(window);
     let mut interner = Interner::new(dict);
     let mut out = Normalized {
         batch: Batch::new(tenant),

@@ -42,6 +42,23 @@ pub enum ProfileError {
     TimeOutOfRange { field: &'static str, value: u64 },
     #[error("time_unix_nano {time} + duration_nano {duration} overflows a signed 64-bit nanosecond time")]
     DurationOverflow { time: u64, duration: u64 },
+    #[error(
+        "{field} {time} is older than the tenant's retention allows (oldest accepted now: {oldest}); \
+         it would be deleted at the next retention run"
+    )]
+    TooOld {
+        field: &'static str,
+        time: i64,
+        oldest: i64,
+    },
+    #[error(
+        "{field} {time} is too far in the future (newest accepted now: {newest}); check the sender's clock"
+    )]
+    TooNew {
+        field: &'static str,
+        time: i64,
+        newest: i64,
+    },
     #[error("{at}: {source}")]
     At { at: String, source: Box<ProfileError> },
 }
@@ -135,6 +152,39 @@ fn time(field: &'static str, value: u64) -> Result<i64, ProfileError> {
     i64::try_from(value).map_err(|_| ProfileError::TimeOutOfRange { field, value })
 }
 
+/// The times a tenant may send now, inclusive: older samples would be deleted by retention
+/// within a minute of being acknowledged, and times far ahead are a sender's clock bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeWindow {
+    pub oldest: i64,
+    pub newest: i64,
+}
+
+impl TimeWindow {
+    pub const ANY: TimeWindow = TimeWindow {
+        oldest: i64::MIN,
+        newest: i64::MAX,
+    };
+
+    fn check(&self, field: &'static str, time: i64) -> Result<(), ProfileError> {
+        if time < self.oldest {
+            return Err(ProfileError::TooOld {
+                field,
+                time,
+                oldest: self.oldest,
+            });
+        }
+        if time > self.newest {
+            return Err(ProfileError::TooNew {
+                field,
+                time,
+                newest: self.newest,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Checks profiles against one dictionary, remembering which dictionary entries were
 /// already found valid: many profiles and samples share the same stacks.
 pub(crate) struct Validator<'a> {
@@ -144,18 +194,26 @@ pub(crate) struct Validator<'a> {
     function_ok: Vec<bool>,
     mapping_ok: Vec<bool>,
     attribute_ok: Vec<bool>,
+    window: TimeWindow,
 }
 
 impl<'a> Validator<'a> {
     pub(crate) fn new(dict: &'a ProfilesDictionary) -> Self {
         Validator {
             dict,
+            window: TimeWindow::ANY,
             stack_ok: vec![false; dict.stack_table.len()],
             location_ok: vec![false; dict.location_table.len()],
             function_ok: vec![false; dict.function_table.len()],
             mapping_ok: vec![false; dict.mapping_table.len()],
             attribute_ok: vec![false; dict.attribute_table.len()],
         }
+    }
+
+    /// Refuses profiles with a time outside `window`.
+    pub(crate) fn within(mut self, window: TimeWindow) -> Self {
+        self.window = window;
+        self
     }
 
     pub(crate) fn check_profile(
@@ -184,6 +242,10 @@ impl<'a> Validator<'a> {
         self.string("unit_strindex", period_type.unit_strindex)
             .at(|| "period_type".into())?;
         let start = time("time_unix_nano", profile.time_unix_nano)?;
+        // 0 is "not set": the profile then sits at the time it was received.
+        if profile.time_unix_nano != 0 {
+            self.window.check("time_unix_nano", start)?;
+        }
         if i64::try_from(profile.duration_nano)
             .ok()
             .and_then(|d| start.checked_add(d))
@@ -211,7 +273,8 @@ impl<'a> Validator<'a> {
             return Err(ProfileError::ShapeMismatch { values, timestamps });
         }
         for &t in &sample.timestamps_unix_nano {
-            time("timestamps_unix_nano", t)?;
+            self.window
+                .check("timestamps_unix_nano", time("timestamps_unix_nano", t)?)?;
         }
         Ok(())
     }

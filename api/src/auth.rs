@@ -133,10 +133,6 @@ impl Auth {
         Auth::new(AuthMode::Off, catalog, Duration::ZERO)
     }
 
-    pub fn mode(&self) -> AuthMode {
-        self.mode
-    }
-
     /// The tenant of a request with these `Authorization` and `X-Scope-OrgID` values.
     pub async fn tenant(&self, authorization: Option<&[u8]>, org: Option<&[u8]>) -> Result<String, ApiError> {
         if self.mode == AuthMode::Off {

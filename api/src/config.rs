@@ -215,6 +215,17 @@ impl ServeArgs {
     }
 }
 
+/// A per-tenant flag value, `tenant=value`: the tenant and the value, unparsed.
+pub fn tenant_override(s: &str) -> Result<(&str, &str), String> {
+    let (tenant, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected tenant=value, got {s:?}"))?;
+    if tenant.is_empty() {
+        return Err(format!("empty tenant in {s:?}"));
+    }
+    Ok((tenant, value))
+}
+
 /// The catalog `--catalog` names, else the SQLite file under `--data-dir`.
 pub fn catalog_url(catalog: Option<&str>, data_dir: &std::path::Path) -> anyhow::Result<String> {
     match catalog {

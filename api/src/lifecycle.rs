@@ -109,12 +109,7 @@ pub struct LifecycleArgs {
 }
 
 fn parse_tenant_retention(s: &str) -> Result<(String, Duration), String> {
-    let (tenant, duration) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected tenant=duration, got {s:?}"))?;
-    if tenant.is_empty() {
-        return Err(format!("empty tenant in {s:?}"));
-    }
+    let (tenant, duration) = crate::config::tenant_override(s)?;
     let duration = parse_retention(duration).map_err(|e| format!("bad duration in {s:?}: {e}"))?;
     Ok((tenant.to_string(), duration))
 }

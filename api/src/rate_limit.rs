@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::config::parse_size;
+use crate::config::{parse_size, tenant_override};
 use crate::error::{ApiError, ErrorKind};
 
 #[derive(Args, Debug, Clone)]
@@ -36,24 +36,14 @@ pub struct RateLimitArgs {
     pub tenant_ingest_rate_bytes: Vec<(String, usize)>,
 }
 
-fn split_override(s: &str) -> Result<(&str, &str), String> {
-    let (tenant, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected tenant=value, got {s:?}"))?;
-    if tenant.is_empty() {
-        return Err(format!("empty tenant in {s:?}"));
-    }
-    Ok((tenant, value))
-}
-
 fn parse_override<T: std::str::FromStr>(s: &str) -> Result<(String, T), String> {
-    let (tenant, value) = split_override(s)?;
+    let (tenant, value) = tenant_override(s)?;
     let value = value.parse().map_err(|_| format!("bad number in {s:?}"))?;
     Ok((tenant.to_string(), value))
 }
 
 fn parse_size_override(s: &str) -> Result<(String, usize), String> {
-    let (tenant, value) = split_override(s)?;
+    let (tenant, value) = tenant_override(s)?;
     Ok((tenant.to_string(), parse_size(value)?))
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use stackhouse_query::{QueryConfig, QueryEngine};
-use stackhouse_storage::catalog::open_catalog;
+use stackhouse_storage::catalog::{open_catalog, redact_password};
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::{Writer, WriterConfig};
@@ -41,7 +41,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = Store::open(&storage_url).with_context(|| format!("opening storage {storage_url}"))?;
     let catalog = open_catalog(&catalog_url)
         .await
-        .with_context(|| format!("opening catalog {}", redact(&catalog_url)))?;
+        .with_context(|| format!("opening catalog {}", redact_password(&catalog_url)))?;
     let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
     let writer = Arc::new(Writer::start(
         store.clone(),
@@ -108,7 +108,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         auth = ?args.auth,
         tls = tls.is_some(),
         storage = %storage_url,
-        catalog = %redact(&catalog_url),
+        catalog = %redact_password(&catalog_url),
         "stackhouse listening"
     );
 
@@ -193,15 +193,4 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-/// Hides a password in a catalog URL before it is logged.
-pub(crate) fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
 }

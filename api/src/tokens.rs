@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use stackhouse_storage::catalog::{Catalog, open_catalog};
+use stackhouse_storage::catalog::{Catalog, open_catalog, redact_password};
 
 use crate::auth;
 
@@ -54,7 +54,7 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<bool> {
     }
     let catalog = open_catalog(&url)
         .await
-        .with_context(|| format!("opening catalog {}", crate::server::redact(&url)))?;
+        .with_context(|| format!("opening catalog {}", redact_password(&url)))?;
     match args.command {
         TokenCommand::Create { tenant, name } => create(catalog.as_ref(), &tenant, &name).await,
         TokenCommand::List { tenant } => list(catalog.as_ref(), tenant.as_deref()).await,

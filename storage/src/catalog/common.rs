@@ -376,7 +376,7 @@ pub(crate) fn add_table_stats(
 }
 
 /// Connection urls carry passwords; error messages must not.
-pub(crate) fn redact_password(url: &str) -> String {
+pub fn redact_password(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) if parsed.password().is_some() => {
             let _ = parsed.set_password(Some("redacted"));

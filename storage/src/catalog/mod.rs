@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
 
+pub use common::redact_password;
 pub use postgres::PostgresCatalog;
 pub use sqlite::SqliteCatalog;
 

@@ -50,6 +50,11 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOUSE_MAX_MESSAGE_BYTES", default_value_t = 64 << 20)]
     pub max_message_bytes: usize,
 
+    /// A flush that has not stored its segment after this long fails: the requests waiting
+    /// for it are answered 503 / UNAVAILABLE (retry) instead of waiting out an outage.
+    #[arg(long, env = "STACKHOUSE_FLUSH_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub flush_timeout: Duration,
+
     /// Flush a tenant early once this many samples wait.
     #[arg(long, env = "STACKHOUSE_MAX_PENDING_SAMPLES", default_value_t = 1_000_000)]
     pub max_pending_samples: usize,
@@ -96,6 +101,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub rate_limits: crate::rate_limit::RateLimitArgs,
+
+    #[command(flatten)]
+    pub ingest_limits: crate::ingest_limits::IngestLimitArgs,
 
     #[command(flatten)]
     pub lifecycle: crate::lifecycle::LifecycleArgs,
@@ -200,6 +208,17 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 impl ServeArgs {
+    /// `serve`'s flags from `flags` (no program name first), the environment and defaults:
+    /// for embedding a server's services without its command line.
+    pub fn from_flags<T: Into<std::ffi::OsString> + Clone>(
+        flags: impl IntoIterator<Item = T>,
+    ) -> Result<ServeArgs, clap::Error> {
+        use clap::FromArgMatches;
+        let argv =
+            std::iter::once(std::ffi::OsString::from("serve")).chain(flags.into_iter().map(Into::into));
+        ServeArgs::from_arg_matches(&crate::config_file::serve_command().try_get_matches_from(argv)?)
+    }
+
     pub fn storage_url(&self) -> anyhow::Result<String> {
         match &self.storage {
             Some(url) => Ok(url.clone()),

@@ -38,6 +38,13 @@ pub fn flags(serve: &Command, matches: &ArgMatches, path: &Path) -> anyhow::Resu
         })?;
     let mut out = Vec::new();
     for (key, value) in map.unwrap_or_default() {
+        if key == TENANTS {
+            out.extend(
+                tenant_flags(serve, matches, &value)
+                    .with_context(|| format!("config file {}", path.display()))?,
+            );
+            continue;
+        }
         let arg = serve
             .get_arguments()
             .find(|a| a.get_long() == Some(key.as_str()) && !NOT_IN_FILE.contains(&key.as_str()))
@@ -56,6 +63,54 @@ pub fn flags(serve: &Command, matches: &ArgMatches, path: &Path) -> anyhow::Resu
         }
         for v in scalars(&value).with_context(|| format!("config file {}: key {key:?}", path.display()))? {
             out.push(format!("--{key}={v}"));
+        }
+    }
+    Ok(out)
+}
+
+/// The key of the per-tenant exceptions.
+const TENANTS: &str = "tenants";
+
+/// `--tenant-<key>=<tenant>=<value>` for each tenant's keys, unless the command line or the
+/// environment sets that flag.
+fn tenant_flags(
+    serve: &Command,
+    matches: &ArgMatches,
+    value: &serde_yaml::Value,
+) -> anyhow::Result<Vec<String>> {
+    let tenants: BTreeMap<String, BTreeMap<String, serde_yaml::Value>> =
+        serde_yaml::from_value(value.clone())
+            .context("tenants: expected a map of tenant names to maps of settings")?;
+    let mut out = Vec::new();
+    for (tenant, settings) in tenants {
+        for (key, value) in settings {
+            let flag = format!("tenant-{key}");
+            let arg = serve
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag.as_str()))
+                .ok_or_else(|| {
+                    let known: Vec<&str> = serve
+                        .get_arguments()
+                        .filter_map(|a| a.get_long()?.strip_prefix("tenant-"))
+                        .collect();
+                    anyhow!(
+                        "tenants.{tenant}: unknown key {key:?}; per-tenant keys are {}",
+                        known.join(", ")
+                    )
+                })?;
+            if matches!(
+                matches.value_source(arg.get_id().as_str()),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            ) {
+                continue;
+            }
+            match scalars(&value)
+                .with_context(|| format!("tenants.{tenant}.{key}"))?
+                .as_slice()
+            {
+                [one] => out.push(format!("--{flag}={tenant}={one}")),
+                _ => bail!("tenants.{tenant}.{key}: expected one value"),
+            }
         }
     }
     Ok(out)
@@ -117,6 +172,14 @@ pub fn example(serve: &Command) -> String {
             many => out.push_str(&format!("{long}: ['{}']\n", many.join("', '"))),
         }
     }
+    out.push_str(
+        "\n# Per-tenant exceptions: under each tenant, any tenant-* flag without `tenant-`.\n\
+         # tenants:\n\
+         #   team-a:\n\
+         #     retention: 30d\n\
+         #     ingest-rate-samples: 100000\n\
+         #     ingest-max-series: 500000\n",
+    );
     out
 }
 
@@ -167,6 +230,40 @@ mod tests {
         let matches = parse(&["--query-max-points", "30"]);
         let flags = flags(&serve_command(), &matches, file.path()).unwrap();
         assert_eq!(flags, ["--query-max-nodes=10", "--role=ingest", "--role=query"]);
+    }
+
+    #[test]
+    fn tenants_set_the_tenant_flags() {
+        let file = write(
+            "tenants:\n  team-a:\n    retention: 30d\n    ingest-max-series: 5\n  b:\n    ingest-rate-bytes: 1MiB\n",
+        );
+        let matches = parse(&["--tenant-retention", "c=1d"]);
+        let added = flags(&serve_command(), &matches, file.path()).unwrap();
+        // The command line's --tenant-retention replaces the file's, as for any flag.
+        assert_eq!(
+            added,
+            [
+                "--tenant-ingest-rate-bytes=b=1MiB",
+                "--tenant-ingest-max-series=team-a=5"
+            ]
+        );
+        let with: Vec<&str> = added.iter().map(String::as_str).collect();
+        let args = ServeArgs::from_arg_matches(&parse(&with)).unwrap();
+        assert_eq!(args.ingest_limits.limits().max_series.of("team-a"), 5);
+        assert_eq!(
+            args.rate_limits.tenant_ingest_rate_bytes,
+            [("b".to_string(), 1 << 20)]
+        );
+
+        let unknown = write("tenants:\n  a:\n    max-nodes: 5\n");
+        let err = flags(&serve_command(), &parse(&[]), unknown.path()).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("tenants.a: unknown key \"max-nodes\""),
+            "{err:#}"
+        );
+        assert!(format!("{err:#}").contains("retention"), "{err:#}");
+        let list = write("tenants:\n  a:\n    retention: [1d, 2d]\n");
+        assert!(flags(&serve_command(), &parse(&[]), list.path()).is_err());
     }
 
     #[test]

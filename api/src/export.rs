@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use stackhouse_ingest::convert::Conversion;
 use stackhouse_ingest::otlp::layout::Layout;
-use stackhouse_ingest::otlp::{TimeWindow, normalize_within};
+use stackhouse_ingest::otlp::{AnySeries, Limits, SeriesAdmission, TimeWindow, normalize_within};
 use stackhouse_proto::otlp_collector::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
@@ -14,6 +14,7 @@ use stackhouse_storage::retention::RetentionConfig;
 use stackhouse_storage::writer::Writer;
 
 use crate::error::ApiError;
+use crate::ingest_limits::{IngestLimits, SeriesCounter};
 use crate::monitoring::{self, Protocol};
 use crate::rate_limit::RateLimiter;
 use crate::time_param::now_nanos;
@@ -27,15 +28,26 @@ pub struct Exported {
     pub rejected_profiles: usize,
     /// Conversion's messages first, then normalization's, in request order.
     pub errors: Vec<String>,
+    /// What was stored other than sent (stacks cut to the depth limit).
+    pub warnings: Vec<String>,
+    pub truncated_stacks: usize,
 }
 
 impl Exported {
-    /// OTLP's answer: `partial_success` only when something was refused.
+    /// OTLP's answer: `partial_success` when something was refused, or with
+    /// `rejected_profiles: 0` when all was stored but not quite as sent (OTLP's warnings).
     pub fn response(&self) -> ExportProfilesServiceResponse {
-        let partial_success = (self.rejected_profiles > 0).then(|| ExportProfilesPartialSuccess {
-            rejected_profiles: self.rejected_profiles as i64,
-            error_message: self.errors.join("; "),
-        });
+        let partial_success =
+            (self.rejected_profiles > 0 || !self.warnings.is_empty()).then(|| ExportProfilesPartialSuccess {
+                rejected_profiles: self.rejected_profiles as i64,
+                error_message: self
+                    .errors
+                    .iter()
+                    .chain(&self.warnings)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
         ExportProfilesServiceResponse { partial_success }
     }
 }
@@ -67,6 +79,9 @@ pub struct Exporter {
     limiter: Option<Arc<RateLimiter>>,
     /// Retention per tenant and how far ahead of now a time may be; `None` accepts any time.
     window: Option<(RetentionConfig, i64)>,
+    limits: IngestLimits,
+    /// Counts series for `limits.max_series`; `None`: no series limit.
+    series: Option<SeriesCounter>,
 }
 
 impl Exporter {
@@ -76,6 +91,22 @@ impl Exporter {
             writer,
             limiter: None,
             window: None,
+            limits: IngestLimits::default(),
+            series: None,
+        }
+    }
+
+    /// Holds each tenant to its series, label and stack depth bounds.
+    pub fn with_limits(mut self, limits: IngestLimits, series: SeriesCounter) -> Exporter {
+        self.limits = limits;
+        self.series = Some(series);
+        self
+    }
+
+    async fn series_gate(&self, tenant: &str) -> Result<Box<dyn SeriesAdmission + Send>, ApiError> {
+        match &self.series {
+            Some(counter) => Ok(counter.gate(tenant, self.limits.max_series.of(tenant)).await?),
+            None => Ok(Box::new(AnySeries)),
         }
     }
 
@@ -129,16 +160,22 @@ impl Exporter {
             mut errors,
         } = conversion;
         let limited = self.limiter.clone().map(|limiter| (limiter, tenant.clone()));
-        let window = self.window(&tenant, received_at);
+        let limits = Limits {
+            window: self.window(&tenant, received_at),
+            max_stack_depth: self.limits.max_stack_depth.of(&tenant),
+            max_label_names: self.limits.max_label_names.of(&tenant),
+        };
+        let mut series = self.series_gate(&tenant).await?;
         // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
-        let normalized =
-            tokio::task::spawn_blocking(move || normalize_within(&tenant, &request, received_at, window))
-                .await?
-                .map_err(|e| {
-                    let mut all = errors.clone();
-                    all.push(e.to_string());
-                    ApiError::invalid(all.join("; "))
-                })?;
+        let normalized = tokio::task::spawn_blocking(move || {
+            normalize_within(&tenant, &request, received_at, &limits, series.as_mut())
+        })
+        .await?
+        .map_err(|e| {
+            let mut all = errors.clone();
+            all.push(e.to_string());
+            ApiError::invalid(all.join("; "))
+        })?;
         let stored_samples = normalized.batch.samples.len();
         if let Some((limiter, tenant)) = limited {
             limiter.admit(&tenant, stored_samples, bytes)?;
@@ -147,11 +184,21 @@ impl Exporter {
             self.writer.write(normalized.batch).await?;
         }
         errors.extend(normalized.errors);
+        let mut warnings = Vec::new();
+        if normalized.truncated_stacks > 0 {
+            warnings.push(format!(
+                "{} stacks deeper than {} frames (--ingest-max-stack-depth) were stored cut to \
+                 their root-most frames below a marker frame",
+                normalized.truncated_stacks, limits.max_stack_depth
+            ));
+        }
         let exported = Exported {
             stored_profiles: normalized.accepted_profiles,
             stored_samples,
             rejected_profiles: rejected_profiles + normalized.rejected_profiles,
             errors,
+            warnings,
+            truncated_stacks: normalized.truncated_stacks,
         };
         monitoring::ingest_volume(protocol, bytes, &exported);
         Ok(exported)

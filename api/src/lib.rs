@@ -9,6 +9,7 @@ pub mod export;
 pub mod grpc;
 pub mod http;
 pub mod import;
+pub mod ingest_limits;
 pub mod lifecycle;
 pub mod monitoring;
 pub mod rate_limit;

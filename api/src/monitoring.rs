@@ -103,6 +103,14 @@ fn describe() {
         "stackhouse_ingest_bytes_total",
         "Request bytes of decoded ingest requests, as sent, by protocol."
     );
+    describe_counter!(
+        "stackhouse_ingest_repeated_profiles_total",
+        "Profiles left out because the same profile (id, series, start) was stored before: retried exports."
+    );
+    describe_counter!(
+        "stackhouse_ingest_truncated_stacks_total",
+        "Stacks stored cut to --ingest-max-stack-depth."
+    );
     describe_gauge!(
         "stackhouse_ingest_pending_bytes",
         "Ingested data accepted but not yet stored (estimated bytes)."
@@ -196,5 +204,9 @@ pub fn ingest_volume(protocol: Protocol, bytes: usize, exported: &Exported) {
     if exported.rejected_profiles > 0 {
         counter!("stackhouse_ingest_rejections_total", "protocol" => p, "reason" => "invalid_profile")
             .increment(exported.rejected_profiles as u64);
+    }
+    if exported.truncated_stacks > 0 {
+        counter!("stackhouse_ingest_truncated_stacks_total", "protocol" => p)
+            .increment(exported.truncated_stacks as u64);
     }
 }

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::auth::Auth;
 use crate::config::ServeArgs;
 use crate::export::Exporter;
+use crate::ingest_limits::SeriesCounter;
 use crate::rate_limit::RateLimiter;
 use crate::tls::{TlsFiles, TlsListener};
 use crate::{grpc, http};
@@ -32,63 +33,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let storage_url = args.storage_url()?;
-    let catalog_url = args.catalog_url()?;
-    if args.storage.is_none() || args.catalog.is_none() {
-        std::fs::create_dir_all(&args.data_dir)
-            .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
-    }
-    let store = Store::open(&storage_url).with_context(|| format!("opening storage {storage_url}"))?;
-    let catalog = open_catalog(&catalog_url)
-        .await
-        .with_context(|| format!("opening catalog {}", redact_password(&catalog_url)))?;
-    let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
-    let writer = Arc::new(Writer::start(
-        store.clone(),
-        catalog.clone(),
-        symbols.clone(),
-        WriterConfig {
-            flush_interval: args.flush_interval,
-            max_pending_samples: args.max_pending_samples,
-            max_buffered_bytes: args.ingest_memory_budget,
-        },
-    ));
-    let engine = Arc::new(QueryEngine::new(
-        store.clone(),
-        catalog.clone(),
-        symbols,
-        QueryConfig {
-            limits: args.query_limits.limits(),
-            memory_limit_bytes: Some(args.query_memory_budget),
-            ..QueryConfig::default()
-        },
-    ));
-    let limiter = Arc::new(RateLimiter::new(&args.rate_limits));
-    let exporter = Arc::new(
-        Exporter::new(writer.clone())
-            .with_rate_limiter(limiter)
-            .with_time_window(args.lifecycle.maintenance().retention, args.ingest_max_future),
-    );
-    let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
+    let Services { state, writer } = services(&args).await?;
+    let (exporter, auth) = (state.exporter.clone(), state.auth.clone());
+    let (storage_url, catalog_url) = (args.storage_url()?, args.catalog_url()?);
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let roles = args.lifecycle.roles();
     let maintenance = roles.compactor.then(|| {
         tokio::spawn(stackhouse_storage::maintenance::run(
-            store.clone(),
-            catalog.clone(),
+            state.store.clone(),
+            state.catalog.clone(),
             args.lifecycle.maintenance(),
             stop_rx.clone(),
         ))
     });
-    let state = http::AppState {
-        exporter: exporter.clone(),
-        engine,
-        catalog,
-        store,
-        max_message_bytes: args.max_message_bytes,
-        auth: auth.clone(),
-    };
     let http_listener = tokio::net::TcpListener::bind(args.http_addr)
         .await
         .with_context(|| format!("binding http address {}", args.http_addr))?;
@@ -174,6 +132,67 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     grpc_result.context("grpc server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What a server process serves, built from its flags; the listeners come on top.
+pub struct Services {
+    pub state: http::AppState,
+    /// The group-commit writer, to flush and acknowledge pending data on shutdown.
+    pub writer: Arc<Writer>,
+}
+
+/// Opens storage and catalog and builds the writer, query engine, limits and auth that
+/// `args` ask for.
+pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
+    let storage_url = args.storage_url()?;
+    let catalog_url = args.catalog_url()?;
+    if args.storage.is_none() || args.catalog.is_none() {
+        std::fs::create_dir_all(&args.data_dir)
+            .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
+    }
+    let store = Store::open(&storage_url).with_context(|| format!("opening storage {storage_url}"))?;
+    let catalog = open_catalog(&catalog_url)
+        .await
+        .with_context(|| format!("opening catalog {}", redact_password(&catalog_url)))?;
+    let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
+    let writer = Arc::new(Writer::start(
+        store.clone(),
+        catalog.clone(),
+        symbols.clone(),
+        WriterConfig {
+            flush_interval: args.flush_interval,
+            flush_timeout: args.flush_timeout,
+            max_pending_samples: args.max_pending_samples,
+            max_buffered_bytes: args.ingest_memory_budget,
+        },
+    ));
+    let engine = Arc::new(QueryEngine::new(
+        store.clone(),
+        catalog.clone(),
+        symbols,
+        QueryConfig {
+            limits: args.query_limits.limits(),
+            memory_limit_bytes: Some(args.query_memory_budget),
+            ..QueryConfig::default()
+        },
+    ));
+    let limiter = Arc::new(RateLimiter::new(&args.rate_limits));
+    let exporter = Arc::new(
+        Exporter::new(writer.clone())
+            .with_rate_limiter(limiter)
+            .with_time_window(args.lifecycle.maintenance().retention, args.ingest_max_future)
+            .with_limits(args.ingest_limits.limits(), SeriesCounter::new(catalog.clone())),
+    );
+    let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
+    let state = http::AppState {
+        exporter,
+        engine,
+        catalog,
+        store,
+        max_message_bytes: args.max_message_bytes,
+        auth,
+    };
+    Ok(Services { state, writer })
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {

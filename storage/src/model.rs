@@ -1,7 +1,7 @@
 //! The normalized profile model every wire format converts into, and the content-derived
 //! identities that let independent ingest replicas agree on ids without coordinating.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
@@ -321,6 +321,16 @@ pub struct ProfileRecord {
     pub attributes: Labels,
 }
 
+/// What tells one stored profile from another: a retried export carries the same profile
+/// id, series and start time, and is not stored twice.
+pub type ProfileKey = ([u8; 16], i64, i64);
+
+impl ProfileRecord {
+    pub fn key(&self) -> ProfileKey {
+        (self.profile_id, self.series_id, self.start_nanos)
+    }
+}
+
 /// Normalized data of one or more requests of one tenant, symbols deduplicated by id.
 #[derive(Clone, Debug, Default)]
 pub struct Batch {
@@ -459,6 +469,39 @@ impl Batch {
     }
 
     /// Moves everything of `other` (same tenant) into `self`.
+    /// Removes the profiles whose keys are in `keys`, with their samples, and returns how
+    /// many profiles went. Samples know their profile by id and series only, so a profile
+    /// stays when another one of the batch has its id and series but not its key.
+    pub fn remove_profiles(&mut self, keys: &HashSet<ProfileKey>) -> usize {
+        if keys.is_empty() {
+            return 0;
+        }
+        let pair = |p: &ProfileRecord| (p.profile_id, p.series_id);
+        let kept: HashSet<([u8; 16], i64)> = self
+            .profiles
+            .iter()
+            .filter(|p| !keys.contains(&p.key()))
+            .map(pair)
+            .collect();
+        let removed: HashSet<([u8; 16], i64)> = self
+            .profiles
+            .iter()
+            .filter(|p| keys.contains(&p.key()))
+            .map(pair)
+            .filter(|p| !kept.contains(p))
+            .collect();
+        if removed.is_empty() {
+            return 0;
+        }
+        let before = self.profiles.len();
+        self.profiles.retain(|p| !removed.contains(&pair(p)));
+        self.samples.retain(|s| {
+            !s.profile_id
+                .is_some_and(|id| removed.contains(&(id, s.series_id)))
+        });
+        before - self.profiles.len()
+    }
+
     pub fn merge(&mut self, other: Batch) {
         debug_assert_eq!(self.tenant, other.tenant);
         self.series.extend(other.series);

@@ -12,7 +12,7 @@ use tokio::task::{Id, JoinSet};
 use tokio::time::MissedTickBehavior;
 
 use crate::catalog::{Catalog, SegmentCommit};
-use crate::model::Batch;
+use crate::model::{Batch, ProfileKey, ProfileRecord};
 use crate::segment::{WrittenSegment, write_segment};
 use crate::store::Store;
 use crate::symbols::SymbolCache;
@@ -30,6 +30,10 @@ pub struct WriterConfig {
     /// with [`WriteError::Overloaded`]; a batch larger than the whole budget with
     /// [`WriteError::TooLarge`].
     pub max_buffered_bytes: usize,
+    /// A flush (objects written and committed) that takes longer fails, and its requests
+    /// get [`WriteError::Unavailable`]: with the object store or catalog unreachable,
+    /// senders hear so and retry instead of waiting out every retry of the store client.
+    pub flush_timeout: Duration,
 }
 
 impl Default for WriterConfig {
@@ -38,6 +42,7 @@ impl Default for WriterConfig {
             flush_interval: Duration::from_secs(1),
             max_pending_samples: 1_000_000,
             max_buffered_bytes: 512 << 20,
+            flush_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -299,6 +304,19 @@ impl WriterTask {
         let tenant = batch.tenant.clone();
         match self.pending.get_mut(&tenant) {
             Some(pending) => {
+                // A retry that arrives while its first attempt still waits here.
+                let mut batch = batch;
+                if !batch.profiles.is_empty() {
+                    let waiting: HashSet<ProfileKey> =
+                        pending.batch.profiles.iter().map(ProfileRecord::key).collect();
+                    let repeats = batch
+                        .profiles
+                        .iter()
+                        .map(ProfileRecord::key)
+                        .filter(|k| waiting.contains(k))
+                        .collect();
+                    batch.remove_profiles(&repeats);
+                }
                 pending.batch.merge(batch);
                 pending.acks.push(ack);
                 pending.reservations.push(reservation);
@@ -350,9 +368,23 @@ impl WriterTask {
             return;
         };
         let flusher = self.flusher.clone();
+        let timeout = self.config.flush_timeout;
+        let tenant_name = tenant.to_string();
         let handle = self.tasks.spawn(async move {
             let started = std::time::Instant::now();
-            let result = flusher.flush(batch).await;
+            // Dropping a flush midway leaves at most objects no commit names (the cleanup
+            // deletes them) or a commit whose answer was lost (retries are deduplicated by
+            // profile id); nothing acknowledged depends on it.
+            let result = tokio::time::timeout(timeout, flusher.flush(batch))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(FlushError {
+                        tenant: tenant_name,
+                        message: format!(
+                            "the object store or catalog did not answer within the flush timeout of {timeout:?}"
+                        ),
+                    })
+                });
             let outcome = if result.is_ok() { "ok" } else { "error" };
             metrics::histogram!("stackhouse_flush_duration_seconds", "outcome" => outcome)
                 .record(started.elapsed().as_secs_f64());
@@ -391,6 +423,23 @@ impl Flusher {
             tenant: tenant.clone(),
             message,
         };
+        // A retried export whose first attempt was stored (and its answer lost) is left out.
+        let keys: Vec<ProfileKey> = batch.profiles.iter().map(ProfileRecord::key).collect();
+        let stored = self
+            .catalog
+            .stored_profiles(&tenant, &keys)
+            .await
+            .map_err(|e| fail(format!("looking up profile ids: {e}")))?;
+        let repeated = batch.remove_profiles(&stored.into_iter().collect());
+        if repeated > 0 {
+            metrics::counter!("stackhouse_ingest_repeated_profiles_total").increment(repeated as u64);
+            tracing::debug!(%tenant, repeated, "profiles stored before were left out");
+            if batch.is_empty() {
+                return Ok(WriteReceipt {
+                    segment_id: String::new(),
+                });
+            }
+        }
         // Before `retain_new`: the labels come from every set used, stored before or not.
         let sample_labels = sample_labels(&batch);
         self.symbols

@@ -98,6 +98,7 @@ suite!(
     stats_sum_per_table,
     data_survives_reopening,
     profile_lookup,
+    stored_profiles_by_key,
     profile_metadata_round_trips,
     symbol_objects_are_the_tenants,
     concurrent_commits_share_new_series,
@@ -837,6 +838,42 @@ async fn profile_lookup(url: String) {
     assert_eq!(found_sorted, expected);
     assert_eq!(cat.profile("t", [0xcd; 16]).await.unwrap().len(), 1);
     assert!(cat.profile("t", [0xef; 16]).await.unwrap().is_empty());
+}
+
+async fn stored_profiles_by_key(url: String) {
+    let cat = open(&url).await;
+    let cpu_s = series(cpu(), &[("service.name", "web")]);
+    let off_s = series(off_cpu(), &[("service.name", "web")]);
+    let record = |profile_id, series_id, start_nanos| ProfileRecord {
+        profile_id,
+        series_id,
+        start_nanos,
+        end_nanos: start_nanos + 10,
+        sample_count: 1,
+        resource: Labels::new(),
+        attributes: Labels::new(),
+    };
+    let mut c = commit("t", "seg-1", &[(&cpu_s, 100, 110), (&off_s, 100, 110)]);
+    c.profiles = vec![record([1; 16], cpu_s.id, 100), record([2; 16], off_s.id, 100)];
+    cat.commit_segment(&c).await.unwrap();
+    let asked = [
+        ([1; 16], cpu_s.id, 100),
+        ([1; 16], cpu_s.id, 101), // another start
+        ([1; 16], off_s.id, 100), // another series
+        ([2; 16], off_s.id, 100),
+        ([3; 16], cpu_s.id, 100), // never stored
+    ];
+    let mut found = cat.stored_profiles("t", &asked).await.unwrap();
+    found.sort();
+    assert_eq!(found, vec![([1; 16], cpu_s.id, 100), ([2; 16], off_s.id, 100)]);
+    assert!(cat.stored_profiles("other", &asked).await.unwrap().is_empty());
+    assert!(cat.stored_profiles("t", &[]).await.unwrap().is_empty());
+    // More keys than SQLite binds parameters.
+    let many: Vec<_> = (0..40_000i64)
+        .map(|i| ([9; 16], i, i))
+        .chain([asked[0]])
+        .collect();
+    assert_eq!(cat.stored_profiles("t", &many).await.unwrap(), vec![asked[0]]);
 }
 
 async fn profile_metadata_round_trips(url: String) {

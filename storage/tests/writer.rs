@@ -12,7 +12,7 @@ use stackhouse_storage::catalog::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
     SegmentReplacement, Setting, TableKind, TenantToken,
 };
-use stackhouse_storage::model::{Batch, ProfileRecord, ProfileType, Series, TimeRange};
+use stackhouse_storage::model::{Batch, ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
 use stackhouse_storage::segment::symbols_key;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
@@ -106,8 +106,8 @@ async fn symbols_are_stored_once() {
     assert_eq!(stats.segments, 2);
     assert_eq!(
         rows(&stats, TableKind::Samples),
-        8,
-        "samples are not deduplicated"
+        4 + 3,
+        "samples are not deduplicated, but the one of profile PROFILE is stored once"
     );
     assert_eq!(rows(&stats, TableKind::Stacks), STACK_NODES as u64);
     assert_eq!(rows(&stats, TableKind::Locations), LOCATIONS as u64);
@@ -205,8 +205,38 @@ async fn concurrent_writers_share_a_segment() {
 
     let stats = env.catalog.stats("acme").await.unwrap();
     assert_eq!(stats.segments, ids.len() as u64);
-    assert_eq!(rows(&stats, TableKind::Samples), 40 * 4);
+    // Each batch has one sample of profile PROFILE: a repeat of one profile, stored once.
+    assert_eq!(rows(&stats, TableKind::Samples), 40 * 3 + 1);
     assert_eq!(rows(&stats, TableKind::Stacks), STACK_NODES as u64);
+    writer.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_retried_profile_is_stored_once() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    writer.write(sample_batch("acme")).await.unwrap();
+    // The same export again, as a sender retries when the answer was lost.
+    writer.write(sample_batch("acme")).await.unwrap();
+    let stats = env.catalog.stats("acme").await.unwrap();
+    // Samples without a profile id cannot be told from new ones and are stored again.
+    assert_eq!(rows(&stats, TableKind::Samples), 4 + 3);
+    assert_eq!(env.catalog.profile("acme", PROFILE).await.unwrap().len(), 1);
+
+    // Only the profile-tagged part: nothing left to store, no segment.
+    let mut only_profile = sample_batch("acme");
+    only_profile.samples.retain(|s| s.profile_id.is_some());
+    let receipt = writer.write(only_profile).await.unwrap();
+    assert!(receipt.segment_id.is_empty());
+    assert_eq!(env.catalog.stats("acme").await.unwrap().segments, 2);
+
+    // The same profile id at another time is another profile.
+    let mut later = sample_batch("acme");
+    later.samples.retain(|s| s.profile_id.is_some());
+    later.samples[0].time_nanos = 70;
+    later.profiles[0].start_nanos = 70;
+    writer.write(later).await.unwrap();
+    assert_eq!(env.catalog.profile("acme", PROFILE).await.unwrap().len(), 2);
     writer.shutdown().await;
 }
 
@@ -286,10 +316,12 @@ async fn a_dropped_request_does_not_break_the_writer() {
     writer.shutdown().await;
 }
 
-/// Delegates to a real catalog but refuses commits for one tenant.
+/// Delegates to a real catalog but refuses commits for one tenant and never answers
+/// commits of another.
 struct FailingCatalog {
     inner: Arc<dyn Catalog>,
     failing_tenant: &'static str,
+    hanging_tenant: &'static str,
     refused: AtomicUsize,
 }
 
@@ -299,6 +331,9 @@ impl Catalog for FailingCatalog {
         if commit.segment.tenant == self.failing_tenant {
             self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(CatalogError::Corrupt("injected failure".into()));
+        }
+        if commit.segment.tenant == self.hanging_tenant {
+            std::future::pending::<()>().await;
         }
         self.inner.commit_segment(commit).await
     }
@@ -352,6 +387,9 @@ impl Catalog for FailingCatalog {
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
         self.inner.label_values(tenant, name, range).await
     }
+    async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>> {
+        self.inner.stored_profiles(tenant, keys).await
+    }
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         self.inner.profile(tenant, id).await
     }
@@ -401,6 +439,7 @@ async fn a_failing_commit_fails_only_its_tenant() {
     let failing = Arc::new(FailingCatalog {
         inner: env.catalog.clone(),
         failing_tenant: "bad",
+        hanging_tenant: "",
         refused: AtomicUsize::new(0),
     });
     let writer = Arc::new(writer_on(&env, failing.clone(), config(200)));
@@ -424,9 +463,10 @@ async fn a_failing_commit_fails_only_its_tenant() {
     );
     assert_eq!(env.catalog.stats("bad").await.unwrap().segments, 0);
     assert!(env.catalog.symbol_objects("bad").await.unwrap().is_empty());
+    // Two batches; the sample of profile PROFILE, repeated, is stored once.
     assert_eq!(
         rows(&env.catalog.stats("good").await.unwrap(), TableKind::Samples),
-        8
+        4 + 3
     );
 
     // The failed symbols were never recorded: once commits work, they are written again.
@@ -444,6 +484,34 @@ async fn a_failing_commit_fails_only_its_tenant() {
     );
     writer.shutdown().await;
     healthy.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_flush_that_hangs_fails_at_the_flush_timeout() {
+    let env = env().await;
+    let hanging = Arc::new(FailingCatalog {
+        inner: env.catalog.clone(),
+        failing_tenant: "",
+        hanging_tenant: "stuck",
+        refused: AtomicUsize::new(0),
+    });
+    let config = WriterConfig {
+        flush_timeout: Duration::from_millis(300),
+        ..config(20)
+    };
+    let writer = writer_on(&env, hanging, config);
+    let started = std::time::Instant::now();
+    let stuck = writer.write(sample_batch("stuck")).await;
+    match stuck {
+        Err(WriteError::Unavailable(message)) => assert!(message.contains("flush timeout"), "{message}"),
+        other => panic!("expected a retryable error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(segments(env.catalog.as_ref(), "stuck").await.is_empty());
+    // Other tenants flush as usual.
+    writer.write(sample_batch("fine")).await.unwrap();
+    assert_eq!(segments(env.catalog.as_ref(), "fine").await.len(), 1);
+    writer.shutdown().await;
 }
 
 #[tokio::test]

@@ -50,10 +50,10 @@ async fn writes_over_the_budget_are_refused_until_a_flush_frees_room() {
 
     let started = Instant::now();
     let mut writes = JoinSet::new();
-    for _ in 0..WRITERS {
+    for n in 0..WRITERS as u8 {
         let writer = writer.clone();
         writes.spawn(async move {
-            let result = writer.write(sample_batch("acme")).await;
+            let result = writer.write(numbered_batch("acme", n)).await;
             (result, started.elapsed())
         });
     }
@@ -95,7 +95,7 @@ async fn writes_over_the_budget_are_refused_until_a_flush_frees_room() {
     );
 
     // With the room back, writes are accepted again.
-    writer.write(sample_batch("acme")).await.unwrap();
+    writer.write(numbered_batch("acme", 99)).await.unwrap();
     assert_eq!(
         stored_samples(catalog.as_ref()).await,
         (FIT as u64 + 1) * samples_per_batch

@@ -119,12 +119,17 @@ impl Server {
         }
     }
 
-    /// Starts the binary on fresh ports. A port found free can be taken by another test's
-    /// connection before the server binds it, so an exit during start-up is retried on new
-    /// ports (the server's own message is on stderr).
+    /// Starts the binary on the ports it had (a restart: senders keep their address), else
+    /// on fresh ones. A port found free can be taken by another test's connection before
+    /// the server binds it, so an exit during start-up is retried on new ports (the
+    /// server's own message is on stderr).
     async fn spawn(&mut self) {
         const ATTEMPTS: usize = 3;
         for attempt in 1..=ATTEMPTS {
+            if attempt > 1 || self.http_port == 0 {
+                self.http_port = free_port();
+                self.grpc_port = free_port();
+            }
             match self.spawn_once().await {
                 Ok(()) => return,
                 Err(status) if attempt < ATTEMPTS => {
@@ -136,8 +141,6 @@ impl Server {
     }
 
     async fn spawn_once(&mut self) -> Result<(), std::process::ExitStatus> {
-        self.http_port = free_port();
-        self.grpc_port = free_port();
         let mut cmd = Command::new(binary());
         cmd.arg("serve")
             .arg("--data-dir")
@@ -146,8 +149,6 @@ impl Server {
             .arg(format!("127.0.0.1:{}", self.http_port))
             .arg("--grpc-addr")
             .arg(format!("127.0.0.1:{}", self.grpc_port))
-            .arg("--flush-interval")
-            .arg("200ms")
             .args(&self.options.extra_args)
             .envs(self.options.env.iter().map(|(k, v)| (k, v)))
             .env(
@@ -159,6 +160,9 @@ impl Server {
         // retention would delete them under the test's feet.
         if !self.options.extra_args.iter().any(|a| a == "--retention") {
             cmd.arg("--retention").arg("0");
+        }
+        if !self.options.extra_args.iter().any(|a| a == "--flush-interval") {
+            cmd.arg("--flush-interval").arg("200ms");
         }
         if let Some(c) = &self.options.catalog {
             cmd.arg("--catalog").arg(c);

@@ -153,3 +153,144 @@ impl Drop for S3Server {
         let _ = self.child.wait();
     }
 }
+
+/// A Postgres server of the test's own (initdb into a temporary folder, on a free port),
+/// for tests that stop and restart it. As root it runs as the `postgres` user, as initdb
+/// requires.
+pub struct PostgresCluster {
+    dir: tempfile::TempDir,
+    pub port: u16,
+    bin: std::path::PathBuf,
+}
+
+impl PostgresCluster {
+    pub fn start() -> PostgresCluster {
+        let bin = postgres_bindir();
+        let dir = tempfile::Builder::new()
+            .prefix("stackhouse-pg-")
+            .tempdir()
+            .expect("temp dir");
+        if is_root() {
+            let owner = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(owner.success(), "chown of the cluster folder to postgres failed");
+        }
+        let cluster = PostgresCluster {
+            port: crate::server::free_port(),
+            dir,
+            bin,
+        };
+        cluster.run(
+            "initdb",
+            &[
+                "-D",
+                &cluster.data(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+        );
+        cluster.start_again();
+        cluster
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Fast shutdown: open connections are cut and their transactions rolled back.
+    pub fn stop(&self) {
+        self.run("pg_ctl", &["-D", &self.data(), "-m", "fast", "-w", "stop"]);
+    }
+
+    pub fn start_again(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("postgres.log");
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data(),
+                "-o",
+                &options,
+                "-l",
+                &log.to_string_lossy(),
+                "-w",
+                "start",
+            ],
+        );
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").to_string_lossy().into_owned()
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let out = self
+            .command(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for PostgresCluster {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .args(["-D", &self.data(), "-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// The server programs (initdb, pg_ctl) of the newest installed Postgres.
+fn postgres_bindir() -> std::path::PathBuf {
+    let mut found: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_string_lossy().parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .map(|(_, bin)| bin)
+        .expect("the Postgres server programs (initdb, pg_ctl) are required under /usr/lib/postgresql/<version>/bin: apt-get install postgresql")
+}

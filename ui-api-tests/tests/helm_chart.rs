@@ -8,7 +8,7 @@
 //! it) into `$CARGO_TARGET_DIR/helm-tools`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -126,6 +126,8 @@ fn bad_values_are_refused() {
         &["mode=microservices"],
         &["mode=microservices", "catalog.url=postgres://db/x"],
         &["storage.credentials.accessKeyId=a"],
+        &["auth.mode=maybe"],
+        &["tls.enabled=true"],
     ] {
         assert!(template(None, sets).is_err(), "--set {sets:?} was accepted");
     }
@@ -183,6 +185,40 @@ fn modes_and_secure_defaults() {
         .expect("an otlp-grpc port");
     assert_eq!(grpc["appProtocol"], "grpc");
 
+    // The CI values of microservices turn on auth and TLS; single keeps the defaults.
+    for (docs, auth, scheme) in [
+        (&single, "--auth=off", "HTTP"),
+        (&micro, "--auth=required", "HTTPS"),
+    ] {
+        for d in kind(docs, "Deployment") {
+            let pod = &d["spec"]["template"]["spec"];
+            let c = &pod["containers"][0];
+            let args: Vec<&str> = c["args"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .filter_map(|a| a.as_str())
+                .collect();
+            assert!(args.contains(&auth), "{} {args:?}", name(d));
+            assert_eq!(c["readinessProbe"]["httpGet"]["scheme"], scheme);
+            assert_eq!(c["livenessProbe"]["httpGet"]["scheme"], scheme);
+            let tls = args.contains(&"--tls-cert-file=/etc/stackhouse-tls/tls.crt");
+            assert_eq!(tls, scheme == "HTTPS", "{args:?}");
+            if tls {
+                assert!(args.contains(&"--tls-key-file=/etc/stackhouse-tls/tls.key"));
+                let volume = pod["volumes"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["name"] == "tls");
+                assert_eq!(volume.unwrap()["secret"]["secretName"], "stackhouse-tls");
+            }
+        }
+    }
+    for monitor in kind(&micro, "ServiceMonitor") {
+        assert_eq!(monitor["spec"]["endpoints"][0]["scheme"], "https");
+    }
+
     for (mode, docs) in [("single", &single), ("microservices", &micro)] {
         for d in kind(docs, "Deployment") {
             let pod = &d["spec"]["template"]["spec"];
@@ -229,6 +265,8 @@ fn start_as_rendered(
 ) {
     let dir = tempfile::tempdir().unwrap();
     let http_port = free_port();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let mut tls = false;
     let mut args = Vec::new();
     for arg in container["args"].as_sequence().unwrap() {
         let arg = arg.as_str().unwrap();
@@ -237,6 +275,12 @@ fn start_as_rendered(
             "--http-addr" => format!("--http-addr=127.0.0.1:{http_port}"),
             "--grpc-addr" => format!("--grpc-addr=127.0.0.1:{}", free_port()),
             "--data-dir" => format!("--data-dir={}", dir.path().display()),
+            "--tls-cert-file" => {
+                self_signed(&cert, &key);
+                tls = true;
+                format!("--tls-cert-file={}", cert.display())
+            }
+            "--tls-key-file" => format!("--tls-key-file={}", key.display()),
             "--config" => {
                 let file = dir.path().join("stackhouse.yaml");
                 std::fs::write(&file, config_maps.values().next().expect("the chart's ConfigMap")).unwrap();
@@ -266,7 +310,10 @@ fn start_as_rendered(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let url = format!("http://127.0.0.1:{http_port}/readyz");
+    let url = format!(
+        "{}://127.0.0.1:{http_port}/readyz",
+        if tls { "https" } else { "http" }
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     let ready = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -275,7 +322,7 @@ fn start_as_rendered(
             panic!("stackhouse {args:?} exited with {status}: {err}");
         }
         let ok = std::process::Command::new("curl")
-            .args(["-sf", "-o", "/dev/null", &url])
+            .args(["-sfk", "-o", "/dev/null", &url])
             .status()
             .is_ok_and(|s| s.success());
         if ok {
@@ -289,6 +336,30 @@ fn start_as_rendered(
     let _ = child.kill();
     let _ = child.wait();
     assert!(ready, "stackhouse {args:?} never became ready");
+}
+
+/// A self-signed certificate for localhost, as the chart's TLS Secret would hold.
+fn self_signed(cert: &Path, key: &Path) {
+    let (ok, out, err) = run(
+        Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=localhost",
+            ])
+            .arg("-keyout")
+            .arg(key)
+            .arg("-out")
+            .arg(cert),
+        "openssl req",
+    );
+    assert!(ok, "openssl: {out}{err}");
 }
 
 #[test]

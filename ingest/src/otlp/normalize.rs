@@ -12,7 +12,7 @@ use stackhouse_storage::model::{
 
 use super::attributes::{dictionary_pair, key_value_pair, string, value_string};
 pub use super::validate::RequestError;
-use super::validate::{ProfileError, TimeWindow, Validator, check_dictionary};
+use super::validate::{Limits, ProfileError, TRUNCATED_FRAME, Validator, check_dictionary};
 
 /// Enough to tell a sender what is wrong without letting a request of thousands of bad
 /// profiles build an enormous error message.
@@ -35,6 +35,24 @@ pub struct Normalized {
     /// One message per rejected profile, naming its position; at most
     /// [`MAX_ERROR_MESSAGES`] (`rejected_profiles` is always exact).
     pub errors: Vec<String>,
+    /// Distinct stacks cut to [`Limits::max_stack_depth`].
+    pub truncated_stacks: usize,
+}
+
+/// Decides whether a profile may create its series: the per-tenant series limit.
+pub trait SeriesAdmission {
+    /// `Err` says why `series` may not be stored. Called for every accepted profile, also
+    /// of series stored before, and only once the rest of the profile is valid.
+    fn admit(&mut self, series: &Series) -> Result<(), String>;
+}
+
+/// No series limit.
+pub struct AnySeries;
+
+impl SeriesAdmission for AnySeries {
+    fn admit(&mut self, _: &Series) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 pub fn normalize(
@@ -42,26 +60,28 @@ pub fn normalize(
     request: &ExportProfilesServiceRequest,
     received_at_nanos: i64,
 ) -> Result<Normalized, RequestError> {
-    normalize_within(tenant, request, received_at_nanos, TimeWindow::ANY)
+    normalize_within(tenant, request, received_at_nanos, &Limits::NONE, &mut AnySeries)
 }
 
-/// [`normalize`], refusing every profile with a time outside `window`.
+/// [`normalize`] holding every profile to a tenant's `limits` and series admission.
 pub fn normalize_within(
     tenant: &str,
     request: &ExportProfilesServiceRequest,
     received_at_nanos: i64,
-    window: TimeWindow,
+    limits: &Limits,
+    series: &mut dyn SeriesAdmission,
 ) -> Result<Normalized, RequestError> {
     let empty = ProfilesDictionary::default();
     let dict = request.dictionary.as_ref().unwrap_or(&empty);
     check_dictionary(dict)?;
-    let mut validator = Validator::new(dict).within(window);
-    let mut interner = Interner::new(dict);
+    let mut validator = Validator::new(dict).within(limits.window);
+    let mut interner = Interner::new(dict, limits, series);
     let mut out = Normalized {
         batch: Batch::new(tenant),
         accepted_profiles: 0,
         rejected_profiles: 0,
         errors: Vec::new(),
+        truncated_stacks: 0,
     };
     for (r, resource_profiles) in request.resource_profiles.iter().enumerate() {
         let resource = resource_profiles
@@ -98,6 +118,7 @@ pub fn normalize_within(
             }
         }
     }
+    out.truncated_stacks = interner.truncated_stacks;
     Ok(out)
 }
 
@@ -115,8 +136,13 @@ static ZERO_LOCATION: Location = Location {
 /// Maps each dictionary index to its symbol id at most once per request: the dictionary is
 /// shared by every profile of the request, and hashing content is the expensive part.
 /// Only validated entries are interned, so every cached id has its symbol in the batch.
-struct Interner<'a> {
+struct Interner<'a, 'l> {
     dict: &'a ProfilesDictionary,
+    limits: &'l Limits,
+    series: &'l mut dyn SeriesAdmission,
+    truncated_stacks: usize,
+    /// The marker frame of truncated stacks, once interned.
+    truncated_frame: Option<SymbolId>,
     functions: Vec<Option<SymbolId>>,
     mappings: Vec<Option<SymbolId>>,
     locations: Vec<Option<SymbolId>>,
@@ -155,10 +181,14 @@ fn cache(len: usize) -> Vec<Option<SymbolId>> {
     vec![None; len.max(1)]
 }
 
-impl<'a> Interner<'a> {
-    fn new(dict: &'a ProfilesDictionary) -> Self {
+impl<'a, 'l> Interner<'a, 'l> {
+    fn new(dict: &'a ProfilesDictionary, limits: &'l Limits, series: &'l mut dyn SeriesAdmission) -> Self {
         Interner {
             dict,
+            limits,
+            series,
+            truncated_stacks: 0,
+            truncated_frame: None,
             functions: cache(dict.function_table.len()),
             mappings: cache(dict.mapping_table.len()),
             locations: cache(dict.location_table.len()),
@@ -191,6 +221,13 @@ impl<'a> Interner<'a> {
             self.labels(resource, scope, &attributes),
             profile.period,
         );
+        let labels = series.labels.len();
+        if self.limits.max_label_names > 0 && labels > self.limits.max_label_names {
+            return Err(ProfileError::TooManyLabels {
+                count: labels,
+                max: self.limits.max_label_names,
+            });
+        }
         let series_id = series.id;
         let profile_id = nonzero_id::<16>(&profile.profile_id);
         // Validated: both fit in i64 and so does their sum.
@@ -200,7 +237,10 @@ impl<'a> Interner<'a> {
         let rows_before = batch.samples.len();
         // A refused profile leaves no rows and no series behind; symbols it interned are
         // content-addressed and harmless unreferenced.
-        if let Err(e) = self.add_samples(batch, profile, series_id, profile_id, time) {
+        let added = self
+            .add_samples(batch, profile, series_id, profile_id, time)
+            .and_then(|()| self.series.admit(&series).map_err(ProfileError::SeriesRefused));
+        if let Err(e) = added {
             batch.samples.truncate(rows_before);
             return Err(e);
         }
@@ -343,10 +383,37 @@ impl<'a> Interner<'a> {
                 }
             }
         }
+        let max = self.limits.max_stack_depth;
+        if max > 0 && path.len() > max {
+            // Leaf-first: the root-most frames are at the end.
+            let marker = self.truncated_frame(batch);
+            // Keep `max - 1` root-most frames and the marker in the leaf's place.
+            path.drain(..path.len() - max);
+            path[0] = marker;
+            self.truncated_stacks += 1;
+        }
         let id = batch.add_stack(&path);
         self.path = path;
         self.stacks[i] = Some(id);
         Ok(id)
+    }
+
+    fn truncated_frame(&mut self, batch: &mut Batch) -> SymbolId {
+        *self.truncated_frame.get_or_insert_with(|| {
+            let function_id = batch.add_function(model::Function {
+                name: TRUNCATED_FRAME.to_string(),
+                ..model::Function::default()
+            });
+            batch.add_location(model::Location {
+                mapping_id: SymbolId::ZERO,
+                address: 0,
+                lines: vec![model::Line {
+                    function_id,
+                    line: 0,
+                    column: 0,
+                }],
+            })
+        })
     }
 
     fn location(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {

@@ -59,6 +59,11 @@ pub enum ProfileError {
         time: i64,
         newest: i64,
     },
+    #[error("series has {count} labels, more than the tenant's limit of {max} label names per series")]
+    TooManyLabels { count: usize, max: usize },
+    /// The series would be new and the tenant may not have more (the message says why).
+    #[error("{0}")]
+    SeriesRefused(String),
     #[error("{at}: {source}")]
     At { at: String, source: Box<ProfileError> },
 }
@@ -158,6 +163,28 @@ fn time(field: &'static str, value: u64) -> Result<i64, ProfileError> {
 pub struct TimeWindow {
     pub oldest: i64,
     pub newest: i64,
+}
+
+/// What one tenant may send, checked while normalizing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub window: TimeWindow,
+    /// Stacks deeper than this keep their root-most frames below a [`TRUNCATED_FRAME`]
+    /// marker, so the total stays right and the flame graph keeps its entry points; 0: any.
+    pub max_stack_depth: usize,
+    /// A profile whose series has more labels than this is refused; 0: any number.
+    pub max_label_names: usize,
+}
+
+/// The function name of the frame standing for the frames cut off a too deep stack.
+pub const TRUNCATED_FRAME: &str = "[truncated: stack deeper than the limit]";
+
+impl Limits {
+    pub const NONE: Limits = Limits {
+        window: TimeWindow::ANY,
+        max_stack_depth: 0,
+        max_label_names: 0,
+    };
 }
 
 impl TimeWindow {

@@ -7,7 +7,7 @@ use super::{
     CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta, SegmentReplacement,
     SegmentSeries, TableKind, TableStats,
 };
-use crate::model::{Labels, ProfileRecord, ProfileType, Series};
+use crate::model::{Labels, ProfileKey, ProfileRecord, ProfileType, Series};
 
 /// Both databases store integers as signed 64-bit; a count that does not fit is refused
 /// rather than wrapped into a negative number.
@@ -44,6 +44,11 @@ pub(crate) fn profile_id(bytes: &[u8]) -> CatalogResult<[u8; 16]> {
 
 /// The series of a commit, one per id and sorted by id so concurrent commits take row locks
 /// in the same order. Two different definitions under one id are a collision.
+/// A `(profile_id, series_id, start_nanos)` row as a [`ProfileKey`].
+pub(crate) fn profile_key((id, series, start): (Vec<u8>, i64, i64)) -> CatalogResult<ProfileKey> {
+    Ok((profile_id(&id)?, series, start))
+}
+
 pub(crate) fn distinct_series(commit: &SegmentCommit) -> CatalogResult<Vec<&Series>> {
     let mut by_id: BTreeMap<i64, &Series> = BTreeMap::new();
     for series in &commit.series {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
+use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
 
 pub use common::redact_password;
 pub use postgres::PostgresCatalog;
@@ -232,6 +232,10 @@ pub trait Catalog: Send + Sync + 'static {
 
     /// Sorted values of one label name with samples in `range`.
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>>;
+
+    /// Which of `keys` (profile id, series, start) `tenant` has stored already: a retried
+    /// export finds its profiles here and is not stored twice.
+    async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>>;
 
     /// Where a profile id was stored.
     async fn profile(

@@ -11,8 +11,8 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::common::{
     ObjectColumns, ProfileRow, add_table_stats, check_replacement, distinct_sample_labels, distinct_series,
-    distinct_sorted, duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, redact_password,
-    same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
+    distinct_sorted, duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, profile_key,
+    redact_password, same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
 };
 use super::reads::Reads;
 use super::sql;
@@ -20,7 +20,7 @@ use super::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
     SegmentReplacement, Setting, TenantToken,
 };
-use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
+use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -524,6 +524,28 @@ impl Catalog for PostgresCatalog {
 
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
         Reads(&self.pool).label_values(tenant, name, range).await
+    }
+
+    async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&[u8]> = keys.iter().map(|(id, _, _)| &id[..]).collect();
+        let series: Vec<i64> = keys.iter().map(|k| k.1).collect();
+        let starts: Vec<i64> = keys.iter().map(|k| k.2).collect();
+        let rows = sqlx::query_as::<_, (Vec<u8>, i64, i64)>(
+            "SELECT DISTINCT p.profile_id, p.series_id, p.start_nanos
+             FROM UNNEST($2::BYTEA[], $3::BIGINT[], $4::BIGINT[]) AS k(id, series, start)
+             JOIN profiles p ON p.tenant = $1 AND p.profile_id = k.id
+              AND p.series_id = k.series AND p.start_nanos = k.start",
+        )
+        .bind(tenant)
+        .bind(ids)
+        .bind(series)
+        .bind(starts)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(profile_key).collect()
     }
 
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {

@@ -12,8 +12,8 @@ use sqlx::{Row, Sqlite, Transaction};
 
 use super::common::{
     ObjectColumns, ProfileRow, add_table_stats, check_replacement, distinct_sample_labels, distinct_series,
-    distinct_sorted, duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, same_identity,
-    segments_gone, series_from_columns, symbols_gone, to_i64,
+    distinct_sorted, duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, profile_key,
+    same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
 };
 use super::reads::Reads;
 use super::sql;
@@ -21,7 +21,7 @@ use super::{
     Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
     SegmentReplacement, Setting, TenantToken,
 };
-use crate::model::{ProfileRecord, ProfileType, Series, TimeRange};
+use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 
@@ -503,6 +503,30 @@ impl Catalog for SqliteCatalog {
 
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
         Reads(&self.pool).label_values(tenant, name, range).await
+    }
+
+    async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        // json_each instead of an IN list: SQLite caps the number of bound parameters.
+        let keys: Vec<serde_json::Value> = keys
+            .iter()
+            .map(|(id, series, start)| serde_json::json!([hex::encode(id), series, start]))
+            .collect();
+        let rows = sqlx::query_as::<_, (Vec<u8>, i64, i64)>(
+            "SELECT DISTINCT p.profile_id, p.series_id, p.start_nanos
+             FROM json_each(?2) j
+             JOIN profiles p ON p.tenant = ?1
+              AND p.profile_id = unhex(j.value ->> 0)
+              AND p.series_id = j.value ->> 1
+              AND p.start_nanos = j.value ->> 2",
+        )
+        .bind(tenant)
+        .bind(serde_json::Value::Array(keys).to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(profile_key).collect()
     }
 
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {

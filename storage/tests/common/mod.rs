@@ -130,6 +130,18 @@ pub fn sample_batch(tenant: &str) -> Batch {
     b
 }
 
+/// [`sample_batch`] with profile id `[n; 16]`: batches that are not retries of each other.
+pub fn numbered_batch(tenant: &str, n: u8) -> Batch {
+    let mut b = sample_batch(tenant);
+    for p in &mut b.profiles {
+        p.profile_id = [n; 16];
+    }
+    for s in b.samples.iter_mut().filter(|s| s.profile_id.is_some()) {
+        s.profile_id = Some([n; 16]);
+    }
+    b
+}
+
 pub fn local_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&format!("file://{}", dir.path().join("objects").display())).unwrap();

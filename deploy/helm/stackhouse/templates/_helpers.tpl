@@ -62,6 +62,9 @@ all
 {{- fail "mode microservices needs object storage: set storage.bucket" -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
+{{- fail "tls.enabled needs tls.secretName: a Secret of type kubernetes.io/tls" -}}
+{{- end -}}
 {{- if and .Values.storage.credentials.accessKeyId (not .Values.storage.credentials.secretAccessKey) -}}
 {{- fail "storage.credentials.accessKeyId needs storage.credentials.secretAccessKey" -}}
 {{- end -}}

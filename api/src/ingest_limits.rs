@@ -1,0 +1,230 @@
+//! Per-tenant bounds on what is stored, beyond the rates: how many series a tenant may
+//! have, how many labels a series may have, how deep a stack may be. A profile over a
+//! bound is refused alone (OTLP partial_success naming the bound); a too deep stack is
+//! kept, cut to its root-most frames below a marker frame.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use stackhouse_ingest::otlp::SeriesAdmission;
+use stackhouse_storage::catalog::{Catalog, CatalogError};
+use stackhouse_storage::model::{Series, TimeRange};
+
+use crate::config::tenant_override;
+
+#[derive(Args, Debug, Clone)]
+pub struct IngestLimitArgs {
+    /// Most series a tenant may have stored; a profile that would add one more is refused.
+    /// `0`: no limit.
+    #[arg(long, env = "STACKHOUSE_INGEST_MAX_SERIES", default_value_t = 100_000)]
+    pub ingest_max_series: usize,
+
+    /// Most labels (resource, scope and profile attributes together) of one series; a
+    /// profile with more is refused. `0`: no limit.
+    #[arg(long, env = "STACKHOUSE_INGEST_MAX_LABEL_NAMES", default_value_t = 64)]
+    pub ingest_max_label_names: usize,
+
+    /// Deepest stack stored whole; a deeper one keeps its root-most frames below a
+    /// `[truncated: …]` frame. `0`: no limit.
+    #[arg(long, env = "STACKHOUSE_INGEST_MAX_STACK_DEPTH", default_value_t = 1024)]
+    pub ingest_max_stack_depth: usize,
+
+    /// One tenant's `--ingest-max-series`, `tenant=N`; repeatable.
+    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_SERIES", value_delimiter = ',', value_parser = parse_count)]
+    pub tenant_ingest_max_series: Vec<(String, usize)>,
+
+    /// One tenant's `--ingest-max-label-names`, `tenant=N`; repeatable.
+    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_LABEL_NAMES", value_delimiter = ',', value_parser = parse_count)]
+    pub tenant_ingest_max_label_names: Vec<(String, usize)>,
+
+    /// One tenant's `--ingest-max-stack-depth`, `tenant=N`; repeatable.
+    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_STACK_DEPTH", value_delimiter = ',', value_parser = parse_count)]
+    pub tenant_ingest_max_stack_depth: Vec<(String, usize)>,
+}
+
+fn parse_count(s: &str) -> Result<(String, usize), String> {
+    let (tenant, value) = tenant_override(s)?;
+    let value = value.parse().map_err(|_| format!("bad number in {s:?}"))?;
+    Ok((tenant.to_string(), value))
+}
+
+/// A default with per-tenant exceptions.
+#[derive(Clone, Debug, Default)]
+pub struct PerTenant<T> {
+    pub default: T,
+    pub overrides: HashMap<String, T>,
+}
+
+impl<T: Copy> PerTenant<T> {
+    pub fn new(default: T, overrides: &[(String, T)]) -> PerTenant<T> {
+        PerTenant {
+            default,
+            overrides: overrides.iter().cloned().collect(),
+        }
+    }
+
+    pub fn of(&self, tenant: &str) -> T {
+        self.overrides.get(tenant).copied().unwrap_or(self.default)
+    }
+}
+
+/// The bounds of [`IngestLimitArgs`], resolved per tenant.
+#[derive(Clone, Debug, Default)]
+pub struct IngestLimits {
+    pub max_series: PerTenant<usize>,
+    pub max_label_names: PerTenant<usize>,
+    pub max_stack_depth: PerTenant<usize>,
+}
+
+impl IngestLimitArgs {
+    pub fn limits(&self) -> IngestLimits {
+        IngestLimits {
+            max_series: PerTenant::new(self.ingest_max_series, &self.tenant_ingest_max_series),
+            max_label_names: PerTenant::new(self.ingest_max_label_names, &self.tenant_ingest_max_label_names),
+            max_stack_depth: PerTenant::new(self.ingest_max_stack_depth, &self.tenant_ingest_max_stack_depth),
+        }
+    }
+}
+
+/// How long a tenant's series ids are trusted before the catalog is read again: series
+/// that retention deleted free their place, and series other ingesters added count.
+const RELOAD_AFTER: Duration = Duration::from_secs(300);
+
+/// The series ids each tenant has, read from the catalog once and then kept up to date
+/// with what this process admits. With several ingesters the count is each one's view:
+/// a tenant may go over its limit by what the others added since the last reload.
+pub struct SeriesCounter {
+    catalog: Arc<dyn Catalog>,
+    tenants: tokio::sync::Mutex<HashMap<String, Arc<Mutex<Known>>>>,
+}
+
+struct Known {
+    ids: HashSet<i64>,
+    loaded: Instant,
+}
+
+impl SeriesCounter {
+    pub fn new(catalog: Arc<dyn Catalog>) -> SeriesCounter {
+        SeriesCounter {
+            catalog,
+            tenants: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The admission of `tenant`'s series under `max` (`0`: no limit).
+    pub async fn gate(
+        &self,
+        tenant: &str,
+        max: usize,
+    ) -> Result<Box<dyn SeriesAdmission + Send>, CatalogError> {
+        if max == 0 {
+            return Ok(Box::new(stackhouse_ingest::otlp::AnySeries));
+        }
+        // One reader per process at a time: a burst of first requests reads the catalog once.
+        let mut tenants = self.tenants.lock().await;
+        let fresh = tenants
+            .get(tenant)
+            .filter(|known| known.lock().expect("series lock").loaded.elapsed() < RELOAD_AFTER)
+            .cloned();
+        let known = match fresh {
+            Some(known) => known,
+            None => {
+                let ids = self
+                    .catalog
+                    .series(tenant, TimeRange::ALL)
+                    .await?
+                    .into_iter()
+                    .map(|s| s.id)
+                    .collect();
+                let known = Arc::new(Mutex::new(Known {
+                    ids,
+                    loaded: Instant::now(),
+                }));
+                tenants.insert(tenant.to_string(), known.clone());
+                known
+            }
+        };
+        Ok(Box::new(Gate {
+            known,
+            max,
+            tenant: tenant.to_string(),
+        }))
+    }
+}
+
+struct Gate {
+    known: Arc<Mutex<Known>>,
+    max: usize,
+    tenant: String,
+}
+
+impl SeriesAdmission for Gate {
+    fn admit(&mut self, series: &Series) -> Result<(), String> {
+        let mut known = self.known.lock().expect("series lock");
+        if known.ids.contains(&series.id) {
+            return Ok(());
+        }
+        if known.ids.len() >= self.max {
+            return Err(format!(
+                "tenant {:?} has reached its limit of {} series (--ingest-max-series) and this \
+                 profile's series {} is new",
+                self.tenant,
+                self.max,
+                describe(series),
+            ));
+        }
+        known.ids.insert(series.id);
+        Ok(())
+    }
+}
+
+/// `type{a="1", b="2"}`, for naming a refused series.
+fn describe(series: &Series) -> String {
+    let labels: Vec<String> = series.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    format!("{}{{{}}}", series.profile_type.id(), labels.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use stackhouse_storage::catalog::open_catalog;
+    use stackhouse_storage::model::{Labels, ProfileType};
+
+    use super::*;
+
+    fn series(n: usize) -> Series {
+        let labels: Labels = [("service.name".to_string(), format!("s{n}"))].into();
+        Series::new(
+            ProfileType::parse("cpu:nanoseconds:cpu:nanoseconds").unwrap(),
+            labels,
+            0,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_limit_counts_distinct_series_and_names_the_refused_one() {
+        let counter = SeriesCounter::new(open_catalog("sqlite::memory:").await.unwrap());
+        let mut gate = counter.gate("t", 2).await.unwrap();
+        gate.admit(&series(1)).unwrap();
+        gate.admit(&series(1)).unwrap();
+        gate.admit(&series(2)).unwrap();
+        let refused = gate.admit(&series(3)).unwrap_err();
+        assert!(refused.contains("limit of 2 series"), "{refused}");
+        assert!(refused.contains("service.name=\"s3\""), "{refused}");
+        // Known series stay welcome, also through a later gate of the same tenant.
+        let mut again = counter.gate("t", 2).await.unwrap();
+        again.admit(&series(2)).unwrap();
+        assert!(again.admit(&series(4)).is_err());
+        // Other tenants count their own.
+        counter.gate("u", 2).await.unwrap().admit(&series(3)).unwrap();
+        counter.gate("t", 0).await.unwrap().admit(&series(5)).unwrap();
+    }
+
+    #[test]
+    fn tenant_overrides_win() {
+        let limits = PerTenant::new(10, &[("big".to_string(), 100)]);
+        assert_eq!(limits.of("big"), 100);
+        assert_eq!(limits.of("other"), 10);
+    }
+}

@@ -13,8 +13,11 @@ use stackhouse_query::{parse_promql_selector, parse_selector};
 /// The decoders' size limit in the targets: larger inputs only test the limit.
 pub const LIMIT: usize = 1 << 20;
 
+/// A fuzz target: bytes in, a panic on a bug.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, as `cargo fuzz` and the regression folders name them.
-pub const ALL: [(&str, fn(&[u8])); 10] = [
+pub const ALL: [(&str, Target); 10] = [
     ("otlp_protobuf", otlp_protobuf),
     ("otlp_json", otlp_json),
     ("otlp_experimental", otlp_experimental),

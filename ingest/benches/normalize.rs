@@ -4,7 +4,12 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use stackhouse_ingest::otlp::{decode_json, decode_protobuf, normalize};
+use std::collections::HashSet;
+
+use stackhouse_ingest::otlp::{
+    Limits, SeriesAdmission, decode_json, decode_protobuf, normalize, normalize_within,
+};
+use stackhouse_storage::model::Series;
 
 const CAPTURE: &str = "/work/shared/testdata/otlp/ebpf-cpu-offcpu.v1_10";
 
@@ -21,6 +26,20 @@ fn time<T>(name: &str, rows: usize, mut f: impl FnMut() -> T) {
     println!("{name:<20} {per_iteration:>12.2?}/request  {rows_per_second:>14.0} rows/s");
 }
 
+/// A series limit as the server keeps it: a set of known ids behind a lock.
+struct KnownSeries(std::sync::Mutex<HashSet<i64>>);
+
+impl SeriesAdmission for &KnownSeries {
+    fn admit(&mut self, series: &Series) -> Result<(), String> {
+        let mut known = self.0.lock().unwrap();
+        if known.len() < 100_000 || known.contains(&series.id) {
+            known.insert(series.id);
+            return Ok(());
+        }
+        Err("full".into())
+    }
+}
+
 fn main() {
     let pb = std::fs::read(format!("{CAPTURE}.pb")).expect("capture present");
     let json = std::fs::read(format!("{CAPTURE}.json")).expect("capture present");
@@ -29,4 +48,14 @@ fn main() {
     time("decode_protobuf", rows, || decode_protobuf(&pb).unwrap());
     time("decode_json", rows, || decode_json(&json).unwrap());
     time("normalize", rows, || normalize("bench", &request, 0).unwrap());
+    // The server's path: default depth and label limits, and a series limit.
+    let limits = Limits {
+        max_stack_depth: 1024,
+        max_label_names: 64,
+        ..Limits::NONE
+    };
+    let known = KnownSeries(Default::default());
+    time("normalize+limits", rows, || {
+        normalize_within("bench", &request, 0, &limits, &mut &known).unwrap()
+    });
 }

@@ -84,19 +84,40 @@ impl PartialEq for Matcher {
 impl Eq for Matcher {}
 
 impl fmt::Display for Matcher {
+    /// The form the parser reads back: names outside the bare-name characters quoted.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}\"", self.name, self.op.as_str())?;
-        for c in self.value.chars() {
-            match c {
-                '"' => f.write_str("\\\"")?,
-                '\\' => f.write_str("\\\\")?,
-                '\n' => f.write_str("\\n")?,
-                '\t' => f.write_str("\\t")?,
-                c => write!(f, "{c}")?,
-            }
+        if is_bare_name(&self.name) {
+            f.write_str(&self.name)?;
+        } else {
+            write_quoted(f, &self.name)?;
         }
-        f.write_str("\"")
+        f.write_str(self.op.as_str())?;
+        write_quoted(f, &self.value)
     }
+}
+
+/// Whether a label name can be written without quotes.
+fn is_bare_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(is_bare_name_char)
+}
+
+fn is_bare_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')
+}
+
+fn write_quoted(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+    f.write_str("\"")?;
+    for c in s.chars() {
+        match c {
+            '"' => f.write_str("\\\"")?,
+            '\\' => f.write_str("\\\\")?,
+            '\n' => f.write_str("\\n")?,
+            '\t' => f.write_str("\\t")?,
+            c => write!(f, "{c}")?,
+        }
+    }
+    f.write_str("\"")
 }
 
 /// A conjunction of matchers; no matchers selects everything.
@@ -247,7 +268,15 @@ impl Parser<'_> {
     fn label_name(&mut self) -> Result<String, SelectorError> {
         if self.peek() == Some('"') {
             // Prometheus 3 quotes names outside [a-zA-Z_][a-zA-Z0-9_]*: `{"service.name"="x"}`.
-            return self.quoted();
+            let start = self.pos;
+            let name = self.quoted()?;
+            if name.is_empty() {
+                return Err(SelectorError {
+                    position: start,
+                    message: "empty label name".to_string(),
+                });
+            }
+            return Ok(name);
         }
         let start = self.pos;
         match self.peek() {
@@ -260,7 +289,7 @@ impl Parser<'_> {
             None => return Err(self.error_here("expected a label name, found the end")),
         }
         while let Some(c) = self.peek() {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/') {
+            if is_bare_name_char(c) {
                 self.bump(c);
             } else {
                 break;
@@ -390,6 +419,28 @@ mod tests {
 
     fn m(name: &str, op: MatchOp, value: &str) -> Matcher {
         Matcher::new(name, op, value).unwrap()
+    }
+
+    #[test]
+    fn printing_quotes_names_that_need_it_and_parses_back() {
+        // Found by the selector fuzz target: a quoted name printed bare did not parse.
+        for text in [
+            r#"{"k8s pod"="x", "a\"b"!="y", service.name=~"z.*"}"#,
+            r#"{"1st"="x", "é"="y"}"#,
+        ] {
+            let selector = parse_selector(text).unwrap();
+            let printed = selector.to_string();
+            assert_eq!(parse_selector(&printed).unwrap(), selector, "{printed}");
+        }
+        let s = parse_selector(r#"{"k8s pod"="x", service.name="y"}"#).unwrap();
+        assert_eq!(s.to_string(), r#"{"k8s pod"="x", service.name="y"}"#);
+    }
+
+    #[test]
+    fn an_empty_quoted_name_is_refused() {
+        let err = parse_selector(r#"{a="b", ""="x"}"#).unwrap_err();
+        assert_eq!(err.position, 8);
+        assert!(err.message.contains("empty label name"), "{err}");
     }
 
     #[test]

@@ -182,16 +182,21 @@ pub fn parse_time(param: &str, value: &str) -> Result<Option<i64>, ParamError> {
         )));
     }
     // Thresholds between units: 10^11 s is year 5138, 10^14 ms and 10^17 us likewise.
-    let nanos = if t < 100_000_000_000 {
-        t * 1_000_000_000
+    let per_unit = if t < 100_000_000_000 {
+        1_000_000_000
     } else if t < 100_000_000_000_000 {
-        t * 1_000_000
+        1_000_000
     } else if t < 100_000_000_000_000_000 {
-        t * 1_000
+        1_000
     } else {
-        t
+        1
     };
-    Ok(Some(nanos))
+    // Found by fuzzing: seconds past 2262 do not fit in i64 nanoseconds.
+    t.checked_mul(per_unit).map(Some).ok_or_else(|| {
+        ParamError::new(format!(
+            "invalid {param} {value:?}: past the year 2262, the last time stored"
+        ))
+    })
 }
 
 /// `app.cpu{k=v,k2="v 2"}`: the application name, then optional tags in braces. Keys are
@@ -438,6 +443,15 @@ mod tests {
         let err = parse_time("until", "soon").unwrap_err().to_string();
         assert!(err.contains("until") && err.contains("soon"), "{err}");
         assert!(parse_time("from", "-5").is_err());
+        // Each unit just past i64 nanoseconds (found by the http_api fuzz target).
+        for far in ["9300000000", "99999999999999", "99999999999999999"] {
+            let err = parse_time("from", far).unwrap_err().to_string();
+            assert!(err.contains("2262"), "{far}: {err}");
+        }
+        assert_eq!(
+            parse_time("from", "9223372036").unwrap(),
+            Some(9_223_372_036_000_000_000)
+        );
     }
 
     #[test]

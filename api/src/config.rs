@@ -112,7 +112,8 @@ pub struct ServeArgs {
 /// Guard rails of the query API; a query over one is refused with 422 naming the limit.
 #[derive(Args, Debug, Clone)]
 pub struct QueryLimitArgs {
-    /// Longest time range (`to - from`) a query may span.
+    /// Longest time a query may cover, counted over the part of its range that holds the
+    /// tenant's data (`from=0` over a store of one day counts as a day).
     #[arg(long, env = "STACKHOUSE_QUERY_MAX_RANGE", default_value = "31d", value_parser = humantime::parse_duration)]
     pub query_max_range: Duration,
 

@@ -699,19 +699,35 @@ async fn limits_are_enforced_and_named() {
     };
 
     let f = fixture_with(QueryLimits::default()).await;
-    let err = f.engine.flamegraph(&query(ALL)).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            QueryError::LimitExceeded {
-                limit: "max_range",
-                ..
-            }
-        ),
-        "{err}"
-    );
-    assert!(err.is_client_error() && err.is_limit());
-    assert!(f.engine.flamegraph(&query(hour)).await.is_ok());
+    // All of time over a store holding microseconds: the span that counts is the data's.
+    let all = f.engine.flamegraph(&query(ALL)).await.unwrap();
+    assert_eq!(all.total, f.engine.flamegraph(&query(hour)).await.unwrap().total);
+    let tight = fixture_with(QueryLimits {
+        max_range: Duration::from_nanos(1000),
+        ..QueryLimits::default()
+    })
+    .await;
+    for range in [ALL, hour] {
+        let err = tight.engine.flamegraph(&query(range)).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                QueryError::LimitExceeded {
+                    limit: "max_range",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.is_client_error() && err.is_limit());
+        assert!(err.to_string().contains("of stored data"), "{err}");
+    }
+    // Within the limit by itself: no need to ask where the data is.
+    let short = TimeRange {
+        start: 1000,
+        end: 2000,
+    };
+    assert!(tight.engine.flamegraph(&query(short)).await.is_ok());
     let mut too_many = query(hour);
     too_many.max_nodes = QueryLimits::default().max_nodes + 1;
     let err = f.engine.flamegraph(&too_many).await.unwrap_err();

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, col, lit};
 use stackhouse_storage::catalog::SegmentMeta;
-use stackhouse_storage::model::Series;
+use stackhouse_storage::model::{Series, TimeRange};
 use stackhouse_storage::schema::samples;
 
 use super::QueryEngine;
@@ -31,6 +31,7 @@ impl QueryEngine {
     /// nothing can match (no series, no segment): the caller answers with an empty result.
     pub(crate) async fn plan(&self, scope: &Scope) -> Result<Option<Plan>, QueryError> {
         self.check_scope(scope)?;
+        self.check_range(scope).await?;
         let series = self.catalog.series(&scope.tenant, scope.range).await?;
         let matched = match_series(&series, &scope.profile_type, &scope.selector);
         let matched_count: usize = matched.values().map(Vec::len).sum();
@@ -96,18 +97,6 @@ impl QueryEngine {
                 range.start, range.end
             )));
         }
-        // A profile lookup names its segments, so its range is not what bounds the work.
-        let span = (range.end as i128 - range.start as i128) as u128;
-        if scope.segments.is_none() && span > self.limits.max_range.as_nanos() {
-            return Err(exceeded(
-                "max_range",
-                format!(
-                    "the time range spans {}, more than {} allowed; narrow from/to",
-                    humanize_nanos(span),
-                    humanize_nanos(self.limits.max_range.as_nanos())
-                ),
-            ));
-        }
         let ids = scope.trace_ids.len() + scope.span_ids.len() + scope.profile_ids.len();
         if ids > self.limits.max_ids {
             return Err(exceeded(
@@ -119,6 +108,38 @@ impl QueryEngine {
             ));
         }
         Ok(())
+    }
+}
+
+impl QueryEngine {
+    /// Holds a query to `max_range` by the part of its range the tenant has data in: what
+    /// bounds the scan. A `from=0` query over a store of one day costs a day, not decades.
+    /// The catalog is asked only when the range itself is over the limit.
+    async fn check_range(&self, scope: &Scope) -> Result<(), QueryError> {
+        let max = self.limits.max_range.as_nanos();
+        let span = |r: TimeRange| (r.end as i128 - r.start as i128).max(0) as u128;
+        // A profile lookup names its segments, so its range is not what bounds the work.
+        if scope.segments.is_some() || span(scope.range) <= max {
+            return Ok(());
+        }
+        let Some((first, last)) = self.catalog.data_range(&scope.tenant).await? else {
+            return Ok(());
+        };
+        let covered = TimeRange {
+            start: scope.range.start.max(first),
+            end: scope.range.end.min(last.saturating_add(1)),
+        };
+        if span(covered) <= max {
+            return Ok(());
+        }
+        Err(exceeded(
+            "max_range",
+            format!(
+                "the time range spans {} of stored data, more than {} allowed; narrow from/to",
+                humanize_nanos(span(covered)),
+                humanize_nanos(max)
+            ),
+        ))
     }
 }
 

@@ -7,7 +7,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out="$1"
 data="${STACKHOUSE_TESTDATA:-$here/../../../shared/testdata}"
 [ -d "$data" ] || { echo "seed.sh: no test data at $data (set STACKHOUSE_TESTDATA)" >&2; exit 1; }
-for target in otlp_protobuf otlp_json otlp_experimental pprof jfr speedscope folded body selector http_api; do
+for file in "$here"/fuzz_targets/*.rs; do
+  target="$(basename "$file" .rs)"
   mkdir -p "$out/$target"
   for dir in "$here/seeds/$target" "$here/regressions/$target"; do
     [ -d "$dir" ] && cp -n "$dir"/* "$out/$target/" 2>/dev/null || true

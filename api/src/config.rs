@@ -246,6 +246,33 @@ pub fn tenant_override(s: &str) -> Result<(&str, &str), String> {
     Ok((tenant, value))
 }
 
+/// A `tenant=N` flag value, the number parsed.
+pub fn tenant_value<T: std::str::FromStr>(s: &str) -> Result<(String, T), String> {
+    let (tenant, value) = tenant_override(s)?;
+    let value = value.parse().map_err(|_| format!("bad number in {s:?}"))?;
+    Ok((tenant.to_string(), value))
+}
+
+/// A default with per-tenant exceptions, as the `--tenant-*` flags give them.
+#[derive(Clone, Debug, Default)]
+pub struct PerTenant<T> {
+    pub default: T,
+    pub overrides: std::collections::HashMap<String, T>,
+}
+
+impl<T: Copy> PerTenant<T> {
+    pub fn new(default: T, overrides: &[(String, T)]) -> PerTenant<T> {
+        PerTenant {
+            default,
+            overrides: overrides.iter().cloned().collect(),
+        }
+    }
+
+    pub fn of(&self, tenant: &str) -> T {
+        self.overrides.get(tenant).copied().unwrap_or(self.default)
+    }
+}
+
 /// The catalog `--catalog` names, else the SQLite file under `--data-dir`.
 pub fn catalog_url(catalog: Option<&str>, data_dir: &std::path::Path) -> anyhow::Result<String> {
     match catalog {
@@ -298,6 +325,17 @@ mod tests {
         assert_eq!(limits.max_points, 50);
         assert_eq!(limits.timeout, Duration::from_millis(1500));
         assert_eq!(limits.max_nodes, 65_536);
+    }
+
+    #[test]
+    fn tenant_values_and_overrides() {
+        assert_eq!(tenant_value::<u64>("a=5"), Ok(("a".to_string(), 5)));
+        assert!(tenant_value::<u64>("a=x").is_err());
+        assert!(tenant_value::<u64>("=5").is_err());
+        assert!(tenant_value::<u64>("5").is_err());
+        let limits = PerTenant::new(10, &[("big".to_string(), 100)]);
+        assert_eq!(limits.of("big"), 100);
+        assert_eq!(limits.of("other"), 10);
     }
 
     #[test]

@@ -54,11 +54,7 @@ pub fn flags(serve: &Command, matches: &ArgMatches, path: &Path) -> anyhow::Resu
                     path.display()
                 )
             })?;
-        let id = arg.get_id().as_str();
-        if matches!(
-            matches.value_source(id),
-            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        ) {
+        if set_elsewhere(matches, arg) {
             continue;
         }
         for v in scalars(&value).with_context(|| format!("config file {}: key {key:?}", path.display()))? {
@@ -66,6 +62,14 @@ pub fn flags(serve: &Command, matches: &ArgMatches, path: &Path) -> anyhow::Resu
         }
     }
     Ok(out)
+}
+
+/// Whether the command line or the environment sets `arg`: then the file does not.
+fn set_elsewhere(matches: &ArgMatches, arg: &clap::Arg) -> bool {
+    matches!(
+        matches.value_source(arg.get_id().as_str()),
+        Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+    )
 }
 
 /// The key of the per-tenant exceptions.
@@ -98,10 +102,7 @@ fn tenant_flags(
                         known.join(", ")
                     )
                 })?;
-            if matches!(
-                matches.value_source(arg.get_id().as_str()),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            ) {
+            if set_elsewhere(matches, arg) {
                 continue;
             }
             match scalars(&value)

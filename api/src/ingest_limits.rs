@@ -12,7 +12,7 @@ use stackhouse_ingest::otlp::SeriesAdmission;
 use stackhouse_storage::catalog::{Catalog, CatalogError};
 use stackhouse_storage::model::{Series, TimeRange};
 
-use crate::config::tenant_override;
+use crate::config::{PerTenant, tenant_value};
 
 #[derive(Args, Debug, Clone)]
 pub struct IngestLimitArgs {
@@ -32,42 +32,16 @@ pub struct IngestLimitArgs {
     pub ingest_max_stack_depth: usize,
 
     /// One tenant's `--ingest-max-series`, `tenant=N`; repeatable.
-    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_SERIES", value_delimiter = ',', value_parser = parse_count)]
+    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_SERIES", value_delimiter = ',', value_parser = tenant_value::<usize>)]
     pub tenant_ingest_max_series: Vec<(String, usize)>,
 
     /// One tenant's `--ingest-max-label-names`, `tenant=N`; repeatable.
-    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_LABEL_NAMES", value_delimiter = ',', value_parser = parse_count)]
+    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_LABEL_NAMES", value_delimiter = ',', value_parser = tenant_value::<usize>)]
     pub tenant_ingest_max_label_names: Vec<(String, usize)>,
 
     /// One tenant's `--ingest-max-stack-depth`, `tenant=N`; repeatable.
-    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_STACK_DEPTH", value_delimiter = ',', value_parser = parse_count)]
+    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_MAX_STACK_DEPTH", value_delimiter = ',', value_parser = tenant_value::<usize>)]
     pub tenant_ingest_max_stack_depth: Vec<(String, usize)>,
-}
-
-fn parse_count(s: &str) -> Result<(String, usize), String> {
-    let (tenant, value) = tenant_override(s)?;
-    let value = value.parse().map_err(|_| format!("bad number in {s:?}"))?;
-    Ok((tenant.to_string(), value))
-}
-
-/// A default with per-tenant exceptions.
-#[derive(Clone, Debug, Default)]
-pub struct PerTenant<T> {
-    pub default: T,
-    pub overrides: HashMap<String, T>,
-}
-
-impl<T: Copy> PerTenant<T> {
-    pub fn new(default: T, overrides: &[(String, T)]) -> PerTenant<T> {
-        PerTenant {
-            default,
-            overrides: overrides.iter().cloned().collect(),
-        }
-    }
-
-    pub fn of(&self, tenant: &str) -> T {
-        self.overrides.get(tenant).copied().unwrap_or(self.default)
-    }
 }
 
 /// The bounds of [`IngestLimitArgs`], resolved per tenant.
@@ -97,7 +71,7 @@ const RELOAD_AFTER: Duration = Duration::from_secs(300);
 /// a tenant may go over its limit by what the others added since the last reload.
 pub struct SeriesCounter {
     catalog: Arc<dyn Catalog>,
-    tenants: tokio::sync::Mutex<HashMap<String, Arc<Mutex<Known>>>>,
+    tenants: Mutex<HashMap<String, Arc<Mutex<Known>>>>,
 }
 
 struct Known {
@@ -109,7 +83,7 @@ impl SeriesCounter {
     pub fn new(catalog: Arc<dyn Catalog>) -> SeriesCounter {
         SeriesCounter {
             catalog,
-            tenants: tokio::sync::Mutex::new(HashMap::new()),
+            tenants: Mutex::new(HashMap::new()),
         }
     }
 
@@ -122,35 +96,61 @@ impl SeriesCounter {
         if max == 0 {
             return Ok(Box::new(stackhouse_ingest::otlp::AnySeries));
         }
-        // One reader per process at a time: a burst of first requests reads the catalog once.
-        let mut tenants = self.tenants.lock().await;
-        let fresh = tenants
-            .get(tenant)
-            .filter(|known| known.lock().expect("series lock").loaded.elapsed() < RELOAD_AFTER)
-            .cloned();
-        let known = match fresh {
+        let known = self.tenants.lock().expect("series lock").get(tenant).cloned();
+        let known = match known {
+            None => self.load(tenant).await?,
+            Some(known) if self.due(&known) => match self.load(tenant).await {
+                Ok(reloaded) => reloaded,
+                Err(e) => {
+                    // The ids read before still bound the tenant; the next reload is due
+                    // in RELOAD_AFTER.
+                    tracing::warn!(%tenant, error = %e, "reloading the series count failed");
+                    known
+                }
+            },
             Some(known) => known,
-            None => {
-                let ids = self
-                    .catalog
-                    .series(tenant, TimeRange::ALL)
-                    .await?
-                    .into_iter()
-                    .map(|s| s.id)
-                    .collect();
-                let known = Arc::new(Mutex::new(Known {
-                    ids,
-                    loaded: Instant::now(),
-                }));
-                tenants.insert(tenant.to_string(), known.clone());
-                known
-            }
         };
         Ok(Box::new(Gate {
             known,
             max,
             tenant: tenant.to_string(),
         }))
+    }
+
+    /// Whether `known` is stale; the caller that finds it so reloads it, the others keep
+    /// counting with it meanwhile.
+    fn due(&self, known: &Mutex<Known>) -> bool {
+        let mut known = known.lock().expect("series lock");
+        let due = known.loaded.elapsed() >= RELOAD_AFTER;
+        if due {
+            known.loaded = Instant::now();
+        }
+        due
+    }
+
+    /// Reads the tenant's series ids, holding no lock meanwhile: a slow catalog holds up no
+    /// other tenant's requests.
+    async fn load(&self, tenant: &str) -> Result<Arc<Mutex<Known>>, CatalogError> {
+        let ids: HashSet<i64> = self
+            .catalog
+            .series(tenant, TimeRange::ALL)
+            .await?
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        let mut tenants = self.tenants.lock().expect("series lock");
+        let known = tenants.entry(tenant.to_string()).or_insert_with(|| {
+            Arc::new(Mutex::new(Known {
+                ids: HashSet::new(),
+                loaded: Instant::now(),
+            }))
+        });
+        // In place: gates of requests under way count with the new set too.
+        *known.lock().expect("series lock") = Known {
+            ids,
+            loaded: Instant::now(),
+        };
+        Ok(known.clone())
     }
 }
 
@@ -219,12 +219,5 @@ mod tests {
         // Other tenants count their own.
         counter.gate("u", 2).await.unwrap().admit(&series(3)).unwrap();
         counter.gate("t", 0).await.unwrap().admit(&series(5)).unwrap();
-    }
-
-    #[test]
-    fn tenant_overrides_win() {
-        let limits = PerTenant::new(10, &[("big".to_string(), 100)]);
-        assert_eq!(limits.of("big"), 100);
-        assert_eq!(limits.of("other"), 10);
     }
 }

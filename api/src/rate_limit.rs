@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::config::{parse_size, tenant_override};
+use crate::config::{PerTenant, parse_size, tenant_override, tenant_value};
 use crate::error::{ApiError, ErrorKind};
 
 #[derive(Args, Debug, Clone)]
@@ -28,18 +28,12 @@ pub struct RateLimitArgs {
     pub ingest_burst_seconds: u64,
 
     /// One tenant's samples per second, `tenant=N` (`0`: no limit); repeatable.
-    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_RATE_SAMPLES", value_delimiter = ',', value_parser = parse_override::<u64>)]
+    #[arg(long, env = "STACKHOUSE_TENANT_INGEST_RATE_SAMPLES", value_delimiter = ',', value_parser = tenant_value::<u64>)]
     pub tenant_ingest_rate_samples: Vec<(String, u64)>,
 
     /// One tenant's bytes per second, `tenant=SIZE` (`0`: no limit); repeatable.
     #[arg(long, env = "STACKHOUSE_TENANT_INGEST_RATE_BYTES", value_delimiter = ',', value_parser = parse_size_override)]
     pub tenant_ingest_rate_bytes: Vec<(String, usize)>,
-}
-
-fn parse_override<T: std::str::FromStr>(s: &str) -> Result<(String, T), String> {
-    let (tenant, value) = tenant_override(s)?;
-    let value = value.parse().map_err(|_| format!("bad number in {s:?}"))?;
-    Ok((tenant.to_string(), value))
 }
 
 fn parse_size_override(s: &str) -> Result<(String, usize), String> {
@@ -61,28 +55,17 @@ struct Bucket {
 }
 
 pub struct RateLimiter {
-    default: Rates,
-    per_tenant: HashMap<String, Rates>,
+    samples: PerTenant<u64>,
+    bytes: PerTenant<usize>,
     burst_seconds: f64,
     buckets: Mutex<HashMap<String, Bucket>>,
 }
 
 impl RateLimiter {
     pub fn new(args: &RateLimitArgs) -> RateLimiter {
-        let default = Rates {
-            samples: args.ingest_rate_samples as f64,
-            bytes: args.ingest_rate_bytes as f64,
-        };
-        let mut per_tenant: HashMap<String, Rates> = HashMap::new();
-        for (tenant, rate) in &args.tenant_ingest_rate_samples {
-            per_tenant.entry(tenant.clone()).or_insert(default).samples = *rate as f64;
-        }
-        for (tenant, rate) in &args.tenant_ingest_rate_bytes {
-            per_tenant.entry(tenant.clone()).or_insert(default).bytes = *rate as f64;
-        }
         RateLimiter {
-            default,
-            per_tenant,
+            samples: PerTenant::new(args.ingest_rate_samples, &args.tenant_ingest_rate_samples),
+            bytes: PerTenant::new(args.ingest_rate_bytes, &args.tenant_ingest_rate_bytes),
             burst_seconds: args.ingest_burst_seconds.max(1) as f64,
             buckets: Mutex::new(HashMap::new()),
         }
@@ -94,7 +77,10 @@ impl RateLimiter {
     }
 
     fn admit_at(&self, tenant: &str, samples: usize, bytes: usize, now: Instant) -> Result<(), ApiError> {
-        let rates = self.per_tenant.get(tenant).copied().unwrap_or(self.default);
+        let rates = Rates {
+            samples: self.samples.of(tenant) as f64,
+            bytes: self.bytes.of(tenant) as f64,
+        };
         if rates.samples == 0.0 && rates.bytes == 0.0 {
             return Ok(());
         }

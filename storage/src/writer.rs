@@ -228,6 +228,9 @@ impl Writer {
 /// Requests of one tenant waiting for the next flush.
 struct Pending {
     batch: Batch,
+    /// The keys of `batch.profiles`, kept beside it so that each request is checked
+    /// against them without hashing the whole pending batch again.
+    profile_keys: HashSet<ProfileKey>,
     acks: Vec<Ack>,
     reservations: Vec<Reservation>,
 }
@@ -300,32 +303,32 @@ impl WriterTask {
         }
     }
 
-    fn add(&mut self, batch: Batch, ack: Ack, reservation: Reservation) {
+    fn add(&mut self, mut batch: Batch, ack: Ack, reservation: Reservation) {
         let tenant = batch.tenant.clone();
         match self.pending.get_mut(&tenant) {
             Some(pending) => {
                 // A retry that arrives while its first attempt still waits here.
-                let mut batch = batch;
-                if !batch.profiles.is_empty() {
-                    let waiting: HashSet<ProfileKey> =
-                        pending.batch.profiles.iter().map(ProfileRecord::key).collect();
-                    let repeats = batch
-                        .profiles
-                        .iter()
-                        .map(ProfileRecord::key)
-                        .filter(|k| waiting.contains(k))
-                        .collect();
-                    batch.remove_profiles(&repeats);
-                }
+                let repeats: HashSet<ProfileKey> = batch
+                    .profiles
+                    .iter()
+                    .map(ProfileRecord::key)
+                    .filter(|k| pending.profile_keys.contains(k))
+                    .collect();
+                batch.remove_profiles(&repeats);
+                pending
+                    .profile_keys
+                    .extend(batch.profiles.iter().map(ProfileRecord::key));
                 pending.batch.merge(batch);
                 pending.acks.push(ack);
                 pending.reservations.push(reservation);
             }
             None => {
+                let profile_keys = batch.profiles.iter().map(ProfileRecord::key).collect();
                 self.pending.insert(
                     tenant.clone(),
                     Pending {
                         batch,
+                        profile_keys,
                         acks: vec![ack],
                         reservations: vec![reservation],
                     },
@@ -363,6 +366,7 @@ impl WriterTask {
             batch,
             acks,
             reservations,
+            ..
         }) = self.pending.remove(tenant)
         else {
             return;

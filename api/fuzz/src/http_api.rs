@@ -54,12 +54,7 @@ fn app() -> &'static App {
             };
             routes.push((method, path.to_string()));
         }
-        for path in [
-            "/v1development/profiles",
-            "/v1experimental/profiles",
-            "/ingest",
-            "/push.v1.PusherService/Push",
-        ] {
+        for (path, _) in stackhouse_api::http::ingest_routes() {
             routes.push((Method::POST, path.to_string()));
         }
         // Something to find: two series of folded stacks.

@@ -59,17 +59,25 @@ pub fn router(state: AppState) -> Router {
     router_for(state, &Roles::ALL)
 }
 
+/// Every ingest route, all POST. Outside /api/v1: their paths are fixed by OTLP and
+/// Pyroscope.
+pub fn ingest_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/v1development/profiles", post(otlp::export)),
+        ("/v1experimental/profiles", post(otlp::export_experimental)),
+        ("/ingest", post(ingest::ingest)),
+        ("/push.v1.PusherService/Push", post(push::push)),
+    ]
+}
+
 /// The routes of `roles`; health, readiness and metrics are always served. Everything but
 /// those and the web UI's files passes [`auth::require`].
 pub fn router_for(state: AppState, roles: &Roles) -> Router {
     let mut router = Router::new();
     if roles.ingest {
-        // Ingest routes are outside /api/v1: their paths are fixed by OTLP and Pyroscope.
-        router = router
-            .route("/v1development/profiles", post(otlp::export))
-            .route("/v1experimental/profiles", post(otlp::export_experimental))
-            .route("/ingest", post(ingest::ingest))
-            .route("/push.v1.PusherService/Push", post(push::push));
+        for (path, route) in ingest_routes() {
+            router = router.route(path, route);
+        }
     }
     if roles.query {
         for (path, route) in api_routes().into_iter().chain(crate::connect::routes()) {

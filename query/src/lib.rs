@@ -5,6 +5,7 @@
 //! `engine` is the machinery every query shares; `endpoints` has one module per endpoint
 //! (its request, how it runs, its result); `render` turns results into wire formats.
 
+mod call_paths;
 mod endpoints;
 mod engine;
 mod error;
@@ -24,7 +25,7 @@ pub use endpoints::profile::{ProfileDetail, ProfileMeta};
 pub use endpoints::timeseries::{Aggregation, Timeseries, TimeseriesGroup, TimeseriesQuery};
 pub use endpoints::top::{Top, TopFunction, TopQuery};
 pub use engine::scope::{GroupKey, Scope, parse_group_by};
-pub use engine::{DEFAULT_MEMORY_BUDGET, QueryConfig, QueryEngine};
+pub use engine::{DEFAULT_MEMORY_BUDGET, DEFAULT_PATH_CACHE_ENTRIES, QueryConfig, QueryEngine};
 pub use error::QueryError;
 pub use limits::QueryLimits;
 pub use render::{folded, folded_diff};

@@ -55,6 +55,11 @@ impl StackFilter {
         self.call_site.is_empty() && self.include.is_empty() && self.exclude.is_empty()
     }
 
+    /// Whether the call site is the only rule (it may be empty too).
+    pub fn only_call_site(&self) -> bool {
+        self.include.is_empty() && self.exclude.is_empty()
+    }
+
     /// The tree of the stacks that pass; `root` is the synthetic root, which no rule
     /// matches. Totals are recomputed, so every node stays `self + Σ children`.
     pub fn apply(&self, mut root: Node) -> Node {

@@ -5,10 +5,8 @@
 //! address. Ids missing from the symbol tables never fail a query: they become
 //! [`UNKNOWN`] frames, counted and reported in one warning per query.
 
-use stackhouse_storage::model::{FastMap, IdMap, Location, SymbolId};
+use stackhouse_storage::model::{IdMap, Location, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
-
-use crate::tree::{Node, TreeBuilder};
 
 /// Name of a frame whose symbols are missing.
 pub const UNKNOWN: &str = "<unknown>";
@@ -76,15 +74,10 @@ fn address_name(index: &SymbolIndex, location: &Location, missing: &mut MissingS
     }
 }
 
-/// Builds a flamegraph tree from `(stack id, value)` pairs. Each stack node is resolved
-/// once: paths that share a prefix in the stack tree continue from the tree node where
-/// that prefix ended.
+/// Names the frames of single stacks (the events endpoint), each location once per
+/// query. Flamegraphs use the cached trees of `crate::call_paths` instead.
 pub struct Symbolizer<'a> {
     index: &'a SymbolIndex,
-    tree: TreeBuilder,
-    /// (Flamegraph node the path starts under, stack tree node) → flamegraph node where
-    /// its path ends.
-    ends: FastMap<(usize, SymbolId), usize>,
     frames: IdMap<Vec<String>>,
     missing: MissingSymbols,
 }
@@ -93,27 +86,9 @@ impl<'a> Symbolizer<'a> {
     pub fn new(index: &'a SymbolIndex) -> Symbolizer<'a> {
         Symbolizer {
             index,
-            tree: TreeBuilder::new(),
-            ends: FastMap::default(),
             frames: IdMap::default(),
             missing: MissingSymbols::default(),
         }
-    }
-
-    /// Adds `value` to the call path ending at stack node `stack_id` (the root for ZERO).
-    pub fn add(&mut self, stack_id: SymbolId, value: i64) {
-        self.add_under(TreeBuilder::ROOT, stack_id, value);
-    }
-
-    /// The node named `name` directly under the root, for grouped trees.
-    pub fn group(&mut self, name: &str) -> usize {
-        self.tree.child(TreeBuilder::ROOT, name)
-    }
-
-    /// Like [`Symbolizer::add`], with the call path hanging from `parent` (a [`Symbolizer::group`]).
-    pub fn add_under(&mut self, parent: usize, stack_id: SymbolId, value: i64) {
-        let node = self.path_end(parent, stack_id);
-        self.tree.add_self(node, value);
     }
 
     /// The frames of a stack, caller first.
@@ -134,38 +109,9 @@ impl<'a> Symbolizer<'a> {
         frames
     }
 
-    /// The tree so far, and what was missing from the symbol tables.
-    pub fn finish(self) -> (Node, MissingSymbols) {
-        (self.tree.build(), self.missing)
-    }
-
-    /// Like [`Symbolizer::finish`], truncated to `max_nodes` (see [`crate::tree::truncate_tree`]).
-    pub fn finish_truncated(self, max_nodes: usize) -> (Node, MissingSymbols) {
-        (self.tree.build_truncated(max_nodes), self.missing)
-    }
-
-    fn path_end(&mut self, parent: usize, stack_id: SymbolId) -> usize {
-        // Walk up to the root or to the first node already placed; `None` marks a stack
-        // node missing from the table, which ends the walk as an unknown root frame.
-        let ends = &self.ends;
-        let (pending, placed) = walk_up(self.index, &mut self.missing, stack_id, |node| {
-            ends.get(&(parent, node)).copied()
-        });
-        let start = placed.unwrap_or(parent);
-        let mut end = start;
-        for (stack_node, location_id) in pending.into_iter().rev() {
-            match location_id {
-                Some(location_id) => {
-                    let frames = cached_frames(&mut self.frames, self.index, &mut self.missing, location_id);
-                    for frame in frames {
-                        end = self.tree.child(end, frame);
-                    }
-                }
-                None => end = self.tree.child(end, UNKNOWN),
-            }
-            self.ends.insert((parent, stack_node), end);
-        }
-        end
+    /// What was missing from the symbol tables so far.
+    pub fn missing(&self) -> MissingSymbols {
+        self.missing
     }
 }
 
@@ -179,7 +125,7 @@ pub fn stack_location_ids(index: &SymbolIndex, stack_id: SymbolId) -> Vec<Option
 /// Stack nodes from `stack_id` towards the root, leaf first, each with its location id
 /// (`None` for a node missing from the table, which ends the walk as an unknown frame).
 /// Stops before the first node `placed` knows and returns what it gave for it.
-fn walk_up(
+pub(crate) fn walk_up(
     index: &SymbolIndex,
     missing: &mut MissingSymbols,
     stack_id: SymbolId,
@@ -251,28 +197,6 @@ mod tests {
             line: 1,
             column: 0,
         }
-    }
-
-    /// Paths with non-zero self value, root-first, as `a;b;c`.
-    fn paths(node: &Node, prefix: &str, out: &mut Vec<(String, i64)>) {
-        for c in &node.children {
-            let path = if prefix.is_empty() {
-                c.name.clone()
-            } else {
-                format!("{prefix};{}", c.name)
-            };
-            if c.self_value != 0 {
-                out.push((path.clone(), c.self_value));
-            }
-            paths(c, &path, out);
-        }
-    }
-
-    fn all_paths(node: &Node) -> Vec<(String, i64)> {
-        let mut out = Vec::new();
-        paths(node, "", &mut out);
-        out.sort();
-        out
     }
 
     #[test]
@@ -361,7 +285,7 @@ mod tests {
     }
 
     #[test]
-    fn stacks_become_root_first_paths() {
+    fn frames_name_a_stack_caller_first() {
         let mut b = Batch::new("t");
         let loc = |b: &mut Batch, name: &str| {
             let line = function(b, name);
@@ -371,93 +295,19 @@ mod tests {
                 lines: vec![line],
             })
         };
-        let (main, work, leaf) = (loc(&mut b, "main"), loc(&mut b, "work"), loc(&mut b, "leaf"));
-        let inlined = {
-            let lines = vec![function(&mut b, "inner"), function(&mut b, "outer")];
-            b.add_location(Location {
-                mapping_id: SymbolId::ZERO,
-                address: 0,
-                lines,
-            })
-        };
-        // Leaf-first, as samples reference them.
-        let s1 = b.add_stack(&[leaf, work, main]);
-        let s2 = b.add_stack(&[work, main]);
-        let s3 = b.add_stack(&[inlined, main]);
-        let index = index_of(&b);
-        let mut s = Symbolizer::new(&index);
-        s.add(s1, 10);
-        s.add(s2, 3);
-        s.add(s1, 1);
-        s.add(s3, 4);
-        s.add(SymbolId::ZERO, 2);
-        let (root, missing) = s.finish();
-        assert!(missing.is_empty());
-        assert_eq!(root.total, 20);
-        assert_eq!(root.self_value, 2, "the empty stack counts at the root");
-        assert_eq!(
-            all_paths(&root),
-            [
-                ("main;outer;inner".to_string(), 4),
-                ("main;work".to_string(), 3),
-                ("main;work;leaf".to_string(), 11),
-            ]
-        );
-    }
-
-    #[test]
-    fn missing_symbols_become_unknown_frames() {
-        let mut b = Batch::new("t");
-        let known = {
-            let line = function(&mut b, "known");
-            b.add_location(Location {
-                mapping_id: SymbolId::ZERO,
-                address: 0,
-                lines: vec![line],
-            })
-        };
-        let lost_location = SymbolId([7; 16]);
-        let with_lost_location = b.add_stack(&[lost_location, known]);
-        let lost_function = b.add_location(Location {
-            mapping_id: SymbolId::ZERO,
-            address: 0,
-            lines: vec![Line {
-                function_id: SymbolId([8; 16]),
-                line: 0,
-                column: 0,
-            }],
-        });
-        let with_lost_function = b.add_stack(&[lost_function]);
-        // A stack whose root node is missing from the table.
+        let (main, leaf) = (loc(&mut b, "main"), loc(&mut b, "leaf"));
+        let stack = b.add_stack(&[leaf, main]);
         let orphan = StackNode {
             parent_id: SymbolId([5; 16]),
-            location_id: known,
+            location_id: leaf,
         };
         b.stacks.insert(orphan.id(), orphan);
         let index = index_of(&b);
         let mut s = Symbolizer::new(&index);
-        s.add(with_lost_location, 1);
-        s.add(with_lost_function, 2);
-        s.add(orphan.id(), 3);
-        s.add(SymbolId([6; 16]), 4);
-        let (root, missing) = s.finish();
-        assert_eq!(root.total, 10);
-        assert_eq!(
-            all_paths(&root),
-            [
-                ("<unknown>".to_string(), 6),
-                ("<unknown>;known".to_string(), 3),
-                ("known;<unknown>".to_string(), 1),
-            ]
-        );
-        assert_eq!(
-            missing,
-            MissingSymbols {
-                stacks: 2,
-                locations: 1,
-                functions: 1,
-                mappings: 0
-            }
-        );
+        assert_eq!(s.frames(stack), ["main", "leaf"]);
+        assert_eq!(s.frames(SymbolId::ZERO), Vec::<String>::new());
+        assert!(s.missing().is_empty());
+        assert_eq!(s.frames(orphan.id()), ["<unknown>", "leaf"]);
+        assert_eq!(s.missing().stacks, 1);
     }
 }

@@ -207,18 +207,66 @@ impl Flamegraph {
     }
 }
 
-/// Accumulates call paths into a tree; nodes are addressed by index so that callers can
-/// remember where a shared prefix ended and extend it without walking from the root again.
-///
-/// Frame names are interned: a node holds a name index and edges live in one map keyed by
-/// (parent, name), so adding a node allocates nothing per name. Owned names are made once
-/// per node, in [`TreeBuilder::build`].
-#[derive(Debug)]
-pub struct TreeBuilder {
-    nodes: Vec<BuildNode>,
+/// Frame names numbered once, so tree nodes hold a `u32` instead of a string.
+#[derive(Debug, Default)]
+pub(crate) struct Interner {
     names: Vec<String>,
-    name_ids: FastMap<String, u32>,
-    edges: FastMap<(usize, u32), usize>,
+    ids: FastMap<String, u32>,
+}
+
+impl Interner {
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len()).expect("fewer than 2^32 distinct frame names");
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The number of `name`, if interned.
+    pub fn id(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+/// Where the names of a [`PathTree`]'s nodes are looked up: interned names, optionally
+/// followed by a query's own (group nodes), numbered after them.
+#[derive(Clone, Copy)]
+pub(crate) struct NameTable<'a> {
+    pub base: &'a [String],
+    pub extra: &'a [String],
+}
+
+impl<'a> NameTable<'a> {
+    pub fn new(base: &'a [String]) -> NameTable<'a> {
+        NameTable { base, extra: &[] }
+    }
+
+    fn get(&self, id: u32) -> &'a str {
+        let id = id as usize;
+        match self.base.get(id) {
+            Some(name) => name,
+            None => &self.extra[id - self.base.len()],
+        }
+    }
+}
+
+/// A tree of named nodes with self values, addressed by index; a child always has a
+/// higher index than its parent. [`TreeBuilder`] and the cached call paths of
+/// `crate::call_paths` both fill one and turn it into a [`Node`] tree here.
+#[derive(Debug)]
+pub(crate) struct PathTree {
+    nodes: Vec<BuildNode>,
 }
 
 #[derive(Debug)]
@@ -228,47 +276,21 @@ struct BuildNode {
     children: Vec<usize>,
 }
 
-impl Default for TreeBuilder {
-    fn default() -> Self {
-        TreeBuilder::new()
-    }
-}
-
-impl TreeBuilder {
+impl PathTree {
     pub const ROOT: usize = 0;
 
-    pub fn new() -> TreeBuilder {
-        let mut builder = TreeBuilder {
-            nodes: Vec::new(),
-            names: Vec::new(),
-            name_ids: FastMap::default(),
-            edges: FastMap::default(),
-        };
-        let name = builder.intern(ROOT_NAME);
-        builder.nodes.push(BuildNode {
-            name,
-            self_value: 0,
-            children: Vec::new(),
-        });
-        builder
+    pub fn new(root_name: u32) -> PathTree {
+        PathTree {
+            nodes: vec![BuildNode {
+                name: root_name,
+                self_value: 0,
+                children: Vec::new(),
+            }],
+        }
     }
 
-    fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.name_ids.get(name) {
-            return id;
-        }
-        let id = u32::try_from(self.names.len()).expect("fewer than 2^32 distinct frame names");
-        self.names.push(name.to_string());
-        self.name_ids.insert(name.to_string(), id);
-        id
-    }
-
-    /// The child of `parent` named `name`, created when missing.
-    pub fn child(&mut self, parent: usize, name: &str) -> usize {
-        let name = self.intern(name);
-        if let Some(&id) = self.edges.get(&(parent, name)) {
-            return id;
-        }
+    /// A new child of `parent` (the caller knows it has none of this name yet).
+    pub fn push_child(&mut self, parent: usize, name: u32) -> usize {
         let id = self.nodes.len();
         self.nodes.push(BuildNode {
             name,
@@ -276,7 +298,6 @@ impl TreeBuilder {
             children: Vec::new(),
         });
         self.nodes[parent].children.push(id);
-        self.edges.insert((parent, name), id);
         id
     }
 
@@ -284,23 +305,15 @@ impl TreeBuilder {
         self.nodes[node].self_value += value;
     }
 
-    /// Adds `value` at the end of a root-first call path.
-    pub fn add_path<S: AsRef<str>>(&mut self, frames: &[S], value: i64) {
-        let node = frames
-            .iter()
-            .fold(Self::ROOT, |node, frame| self.child(node, frame.as_ref()));
-        self.add_self(node, value);
-    }
-
-    /// Like [`TreeBuilder::build`] followed by [`truncate_tree`], with the same result,
-    /// but choosing the kept nodes here so that only those (and their `other` nodes) are
-    /// ever materialized: a million-path tree cut to a few thousand nodes no longer
-    /// allocates a name and a child list for every path.
-    pub fn build_truncated(self, max_nodes: usize) -> Node {
+    /// The tree, cut to `max_nodes` when given: like [`PathTree::build`] followed by
+    /// [`truncate_tree`], with the same result, but choosing the kept nodes first so that
+    /// only those (and their `other` nodes) are ever materialized: a million-path tree cut
+    /// to a few thousand nodes no longer allocates a name and a child list for every path.
+    pub fn build_truncated(self, names: NameTable, max_nodes: usize) -> Node {
         if self.nodes.len() <= max_nodes {
-            return self.build();
+            return self.build(names);
         }
-        let TreeBuilder { mut nodes, names, .. } = self;
+        let mut nodes = self.nodes;
         // Children have higher indices than their parents: from the top index down, every
         // child's total is final before its parent adds it.
         let mut totals: Vec<i64> = nodes.iter().map(|n| n.self_value).collect();
@@ -311,12 +324,12 @@ impl TreeBuilder {
         }
         // The order `build` sorts children into, which the pre-order numbering (and with
         // it truncation's tie-breaking) follows.
-        let name_of: Vec<usize> = nodes.iter().map(|n| n.name as usize).collect();
+        let name_of: Vec<u32> = nodes.iter().map(|n| n.name).collect();
         for node in &mut nodes {
             node.children.sort_by(|&a, &b| {
                 totals[b]
                     .cmp(&totals[a])
-                    .then_with(|| names[name_of[a]].cmp(&names[name_of[b]]))
+                    .then_with(|| names.get(name_of[a]).cmp(names.get(name_of[b])))
             });
         }
         let mut preorder = vec![0usize; nodes.len()];
@@ -341,12 +354,12 @@ impl TreeBuilder {
                     .map(|&c| (totals[c], Reverse(preorder[c]), c)),
             );
         }
-        materialize(Self::ROOT, &nodes, &names, &totals, &keep)
+        materialize(Self::ROOT, &nodes, names, &totals, &keep)
     }
 
     /// The tree with totals computed and children sorted.
-    pub fn build(self) -> Node {
-        let TreeBuilder { nodes, names, .. } = self;
+    pub fn build(self, names: NameTable) -> Node {
+        let nodes = self.nodes;
         let mut built: Vec<Option<Node>> = Vec::with_capacity(nodes.len());
         built.resize_with(nodes.len(), || None);
         // A child is always created after its parent, so building from the highest index
@@ -363,7 +376,7 @@ impl TreeBuilder {
                 .collect();
             let total = node.self_value + children.iter().map(|c| c.total).sum::<i64>();
             let mut done = Node {
-                name: names[node.name as usize].clone(),
+                name: names.get(node.name).to_string(),
                 self_value: node.self_value,
                 total,
                 children,
@@ -377,7 +390,7 @@ impl TreeBuilder {
 
 /// The kept subtree under `id` (kept itself), children in `build`'s order, dropped
 /// children folded into one `other` leaf as [`truncate_tree`] does.
-fn materialize(id: usize, nodes: &[BuildNode], names: &[String], totals: &[i64], keep: &[bool]) -> Node {
+fn materialize(id: usize, nodes: &[BuildNode], names: NameTable, totals: &[i64], keep: &[bool]) -> Node {
     let node = &nodes[id];
     let mut children = Vec::new();
     let mut folded = 0;
@@ -391,7 +404,7 @@ fn materialize(id: usize, nodes: &[BuildNode], names: &[String], totals: &[i64],
         }
     }
     let mut done = Node {
-        name: names[node.name as usize].clone(),
+        name: names.get(node.name).to_string(),
         self_value: node.self_value,
         total: totals[id],
         children,
@@ -401,6 +414,72 @@ fn materialize(id: usize, nodes: &[BuildNode], names: &[String], totals: &[i64],
         done.sort_children();
     }
     done
+}
+
+/// Accumulates call paths given as frame names into a tree.
+///
+/// Frame names are interned and edges live in one map keyed by (parent, name), so adding
+/// a node allocates nothing per name. Owned names are made once per node, in
+/// [`TreeBuilder::build`].
+#[derive(Debug)]
+pub struct TreeBuilder {
+    tree: PathTree,
+    names: Interner,
+    edges: FastMap<(usize, u32), usize>,
+}
+
+impl Default for TreeBuilder {
+    fn default() -> Self {
+        TreeBuilder::new()
+    }
+}
+
+impl TreeBuilder {
+    pub const ROOT: usize = PathTree::ROOT;
+
+    pub fn new() -> TreeBuilder {
+        let mut names = Interner::default();
+        let root = names.intern(ROOT_NAME);
+        TreeBuilder {
+            tree: PathTree::new(root),
+            names,
+            edges: FastMap::default(),
+        }
+    }
+
+    /// The child of `parent` named `name`, created when missing.
+    pub fn child(&mut self, parent: usize, name: &str) -> usize {
+        let name = self.names.intern(name);
+        if let Some(&id) = self.edges.get(&(parent, name)) {
+            return id;
+        }
+        let id = self.tree.push_child(parent, name);
+        self.edges.insert((parent, name), id);
+        id
+    }
+
+    pub fn add_self(&mut self, node: usize, value: i64) {
+        self.tree.add_self(node, value);
+    }
+
+    /// Adds `value` at the end of a root-first call path.
+    pub fn add_path<S: AsRef<str>>(&mut self, frames: &[S], value: i64) {
+        let node = frames
+            .iter()
+            .fold(Self::ROOT, |node, frame| self.child(node, frame.as_ref()));
+        self.add_self(node, value);
+    }
+
+    /// See [`PathTree::build_truncated`].
+    pub fn build_truncated(self, max_nodes: usize) -> Node {
+        self.tree
+            .build_truncated(NameTable::new(self.names.names()), max_nodes)
+    }
+
+    /// The tree with totals computed and children sorted.
+    pub fn build(self) -> Node {
+        self.tree.build(NameTable::new(self.names.names()))
+    }
 }
 
 #[cfg(test)]

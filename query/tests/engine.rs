@@ -11,7 +11,10 @@ use stackhouse_query::parse_selector;
 use stackhouse_query::tree::OTHER_NAME;
 
 use common::paths;
-use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryError, QueryLimits, Scope, folded};
+use stackhouse_query::{
+    FlamegraphQuery, FrameMatch, QueryConfig, QueryEngine, QueryError, QueryLimits, Scope, StackFilter,
+    folded,
+};
 use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
 use stackhouse_storage::model::{
     AttributeSet, Batch, Function, Labels, Line, Location, Mapping, ProfileType, SampleRow, Series, SymbolId,
@@ -242,6 +245,7 @@ async fn fixture_with(limits: QueryLimits) -> Fixture {
         batch_size: 16,
         memory_limit_bytes: Some(64 << 20),
         limits,
+        ..QueryConfig::default()
     };
     let engine = QueryEngine::new(store, catalog, symbols, config);
     Fixture {
@@ -500,6 +504,59 @@ fn thread_of(s: &Expected) -> String {
                 .map(|(_, v)| v.clone())
         })
         .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn call_sites_keep_exactly_the_stacks_that_begin_with_them() {
+    let f = fixture().await;
+    let want_all = expected(&f, &cpu(), "{}", ALL);
+    let q = |max_nodes| FlamegraphQuery {
+        scope: scope(cpu(), "{}", ALL),
+        group_by: vec![],
+        max_nodes,
+    };
+    // Every prefix of every stored path, and one that no stack has.
+    let mut sites: Vec<Vec<String>> = want_all
+        .keys()
+        .filter(|p| !p.is_empty())
+        .flat_map(|p| {
+            let frames: Vec<String> = p.split(';').map(str::to_string).collect();
+            (1..=frames.len()).map(move |n| frames[..n].to_vec())
+        })
+        .collect();
+    sites.sort();
+    sites.dedup();
+    assert!(sites.iter().any(|s| s.len() >= 2), "the fixture has deep stacks");
+    sites.push(vec!["main".into(), "no-such-frame".into()]);
+    for site in &sites {
+        let joined = site.join(";");
+        let want: BTreeMap<String, i64> = want_all
+            .iter()
+            .filter(|(p, _)| *p == &joined || p.starts_with(&format!("{joined};")))
+            .map(|(p, v)| (p.clone(), *v))
+            .collect();
+        let filter = StackFilter {
+            call_site: site.clone(),
+            ..StackFilter::default()
+        };
+        let fg = f.engine.filtered_flamegraph(&q(0), &filter).await.unwrap();
+        assert_eq!(paths(&fg.root), want, "call site {joined}");
+        assert_eq!(fg.total, want.values().sum::<i64>(), "call site {joined}");
+        // Cut to a budget, the subtree keeps its total.
+        let small = f.engine.filtered_flamegraph(&q(2), &filter).await.unwrap();
+        assert_eq!(small.total, fg.total, "call site {joined} in 2 nodes");
+        assert!(
+            small.root.count() <= 4,
+            "call site {joined}: 2 nodes and their `other`s"
+        );
+        // With a frame rule too, the tree is built whole and cut afterwards: the same answer.
+        let with_rule = StackFilter {
+            exclude: FrameMatch::new(vec!["no-such-frame".into()], &[], "exclude").unwrap(),
+            ..filter.clone()
+        };
+        let ruled = f.engine.filtered_flamegraph(&q(0), &with_rule).await.unwrap();
+        assert_eq!(ruled.root, fg.root, "call site {joined} with a rule");
+    }
 }
 
 #[tokio::test]

@@ -169,8 +169,8 @@ impl QueryEngine {
             }
             let max_nodes = self.max_nodes(q.max_nodes)?;
             let (mut baseline, mut comparison) = futures::try_join!(
-                self.tree(&q.baseline, &[], None),
-                self.tree(&q.comparison, &[], None)
+                self.tree(&q.baseline, &[], None, &[]),
+                self.tree(&q.comparison, &[], None, &[])
             )?;
             for (side, stacks) in [
                 (&mut baseline, &q.baseline_stacks),

@@ -212,6 +212,10 @@ impl QueryEngine {
                     profile_id: row.profile_id.map(hex::encode),
                 });
             }
+            let missing = symbolizer.missing();
+            if !missing.is_empty() {
+                tracing::warn!(tenant = %q.scope.tenant, ?missing, "symbols missing, frames named <unknown>");
+            }
             page.stats = Some(stats);
             Ok(page)
         })

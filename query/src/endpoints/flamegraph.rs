@@ -30,14 +30,23 @@ impl QueryEngine {
     ) -> Result<Flamegraph, QueryError> {
         self.bounded(async {
             let max_nodes = self.max_nodes(q.max_nodes)?;
-            if stacks.is_empty() {
-                let mut flamegraph = self.tree(&q.scope, &q.group_by, Some(max_nodes)).await?;
+            // An ungrouped tree is cut to its call site while it is built, so a subtree
+            // costs what its own stacks cost.
+            let call_site: &[String] = if q.group_by.is_empty() {
+                &stacks.call_site
+            } else {
+                &[]
+            };
+            if stacks.is_empty() || stacks.only_call_site() && !call_site.is_empty() {
+                let mut flamegraph = self
+                    .tree(&q.scope, &q.group_by, Some(max_nodes), call_site)
+                    .await?;
                 // Already cut while building; this records the budget on the result.
                 flamegraph.truncate(max_nodes);
                 return Ok(flamegraph);
             }
             // Filtering needs every node: truncation would have folded some into `other`.
-            let mut flamegraph = self.tree(&q.scope, &q.group_by, None).await?;
+            let mut flamegraph = self.tree(&q.scope, &q.group_by, None, call_site).await?;
             flamegraph.root = stacks.apply(flamegraph.root);
             flamegraph.total = flamegraph.root.total;
             flamegraph.truncate(max_nodes);

@@ -49,7 +49,7 @@ impl QueryEngine {
             if q.limit == 0 {
                 return Err(QueryError::InvalidArgument("limit must be at least 1".into()));
             }
-            let flamegraph = self.tree(&q.scope, &[], None).await?;
+            let flamegraph = self.tree(&q.scope, &[], None, &[]).await?;
             let mut functions = top_functions(&flamegraph.root);
             functions.truncate(q.limit);
             Ok(Top {

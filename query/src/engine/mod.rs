@@ -20,6 +20,7 @@ use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
+use crate::call_paths::CallPathCache;
 use crate::error::QueryError;
 use crate::limits::QueryLimits;
 
@@ -36,7 +37,13 @@ pub struct QueryConfig {
     /// [`QueryError::ResourcesExhausted`] naming it. `None` means unbounded.
     pub memory_limit_bytes: Option<usize>,
     pub limits: QueryLimits,
+    /// Entries (call path nodes, resolved stacks and locations) a tenant's cached call
+    /// paths may hold before they are dropped and built again; about 40 bytes each.
+    pub path_cache_entries: usize,
 }
+
+/// The default of [`QueryConfig::path_cache_entries`]: about 160 MiB per tenant at most.
+pub const DEFAULT_PATH_CACHE_ENTRIES: usize = 4 << 20;
 
 impl Default for QueryConfig {
     fn default() -> Self {
@@ -45,6 +52,7 @@ impl Default for QueryConfig {
             batch_size: 8192,
             memory_limit_bytes: Some(DEFAULT_MEMORY_BUDGET),
             limits: QueryLimits::default(),
+            path_cache_entries: DEFAULT_PATH_CACHE_ENTRIES,
         }
     }
 }
@@ -53,6 +61,7 @@ pub struct QueryEngine {
     pub(crate) store: Store,
     pub(crate) catalog: Arc<dyn Catalog>,
     pub(crate) symbols: Arc<SymbolCache>,
+    pub(crate) call_paths: CallPathCache,
     pub(crate) limits: QueryLimits,
     memory_limit_bytes: Option<usize>,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
@@ -85,6 +94,7 @@ impl QueryEngine {
             store,
             catalog,
             symbols,
+            call_paths: CallPathCache::new(config.path_cache_entries),
             limits: config.limits,
             memory_limit_bytes: config.memory_limit_bytes,
             ctx,

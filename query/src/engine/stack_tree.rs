@@ -7,9 +7,10 @@ use super::QueryEngine;
 use super::aggregate::Dim;
 use super::grouping::{group_dims, group_values, too_many_groups};
 use super::scope::{GroupKey, Scope, group_name};
+use crate::call_paths::{PathNode, PathSums, Within};
 use crate::error::QueryError;
 use crate::limits::size;
-use crate::symbolize::Symbolizer;
+use crate::symbolize::MissingSymbols;
 use crate::tree::{DEFAULT_MAX_NODES, Flamegraph};
 
 impl QueryEngine {
@@ -26,13 +27,17 @@ impl QueryEngine {
     }
 
     /// The tree of a scope, grouped under the root by `group_by`, truncated to `max_nodes`
-    /// when given.
+    /// when given. With a `call_site` (root first; ungrouped trees only), only the stacks
+    /// that begin with it, as [`crate::StackFilter`] keeps them, and only their nodes are
+    /// ever built.
     pub(crate) async fn tree(
         &self,
         scope: &Scope,
         group_by: &[GroupKey],
         max_nodes: Option<usize>,
+        call_site: &[String],
     ) -> Result<Flamegraph, QueryError> {
+        debug_assert!(call_site.is_empty() || group_by.is_empty());
         let empty = |period| {
             let mut flamegraph = Flamegraph::empty(scope.profile_type.clone(), period);
             flamegraph.group_by = group_by.iter().map(|k| k.name().to_string()).collect();
@@ -50,12 +55,26 @@ impl QueryEngine {
         let tenant = scope.tenant.clone();
         let group_by = group_by.to_vec();
         let max_groups = self.limits.max_groups;
+        let call_site = call_site.to_vec();
+        let paths = self.call_paths.tenant(&scope.tenant);
         let root = tokio::task::spawn_blocking(move || {
-            let mut symbolizer = Symbolizer::new(&symbols);
+            let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
+            let mut missing = MissingSymbols::default();
+            let ends: Vec<PathNode> = rows
+                .iter()
+                .map(|row| paths.end(&symbols, &mut missing, row.stack_id))
+                .collect();
+            let mut within = (!call_site.is_empty()).then(|| Within::new(paths.find(&call_site)));
+            let mut sums = PathSums::new(&paths);
             let mut groups: HashMap<String, usize> = HashMap::new();
-            for row in &rows {
+            for (row, end) in rows.iter().zip(ends) {
+                if let Some(within) = &mut within
+                    && !within.contains(&paths, end)
+                {
+                    continue;
+                }
                 if group_by.is_empty() {
-                    symbolizer.add(row.stack_id, row.value);
+                    sums.add(PathSums::ROOT, end, row.value);
                     continue;
                 }
                 let name = group_name(&group_by, &group_values(&group_by, row, &plan, &symbols));
@@ -65,21 +84,17 @@ impl QueryEngine {
                         if groups.len() >= max_groups {
                             return Err(too_many_groups(max_groups));
                         }
-                        let node = symbolizer.group(&name);
+                        let node = sums.group(&name);
                         groups.insert(name, node);
                         node
                     }
                 };
-                symbolizer.add_under(node, row.stack_id, row.value);
+                sums.add(node, end, row.value);
             }
-            let (root, missing) = match max_nodes {
-                Some(max_nodes) => symbolizer.finish_truncated(max_nodes),
-                None => symbolizer.finish(),
-            };
             if !missing.is_empty() {
                 tracing::warn!(%tenant, ?missing, "symbols missing, frames named <unknown>");
             }
-            Ok((root, plan.period))
+            Ok((sums.build(max_nodes), plan.period))
         })
         .await
         .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))?;

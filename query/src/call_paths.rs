@@ -1,0 +1,567 @@
+//! Call paths kept between queries: a per-tenant tree of frame names that every resolved
+//! stack id points into, so that a flamegraph adds values to nodes it already knows
+//! instead of walking the stack table and naming frames again.
+//!
+//! Stack, location and function ids are content hashes: what a stack id resolves to never
+//! changes, so a resolved path stays right for as long as it is cached. Only resolutions
+//! that found every symbol are kept: a stack with missing symbols is resolved again by the
+//! next query (its symbols may have been committed meanwhile) and warned about again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use stackhouse_storage::model::{FastMap, IdMap, SymbolId};
+use stackhouse_storage::symbols::SymbolIndex;
+
+use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, walk_up};
+use crate::tree::{Interner, NameTable, Node, PathTree, ROOT_NAME};
+
+/// Node of the cached tree; [`CallPaths::ROOT`] is the synthetic root.
+pub(crate) type PathNode = u32;
+
+/// The frame tree of one tenant's resolved stacks.
+#[derive(Debug)]
+pub(crate) struct CallPaths {
+    names: Interner,
+    /// Per node: its parent (the root is its own) and its name.
+    parents: Vec<PathNode>,
+    node_names: Vec<u32>,
+    edges: FastMap<(PathNode, u32), PathNode>,
+    /// Stack node → the node its path ends at.
+    ends: IdMap<PathNode>,
+    /// Location → its frames, caller first.
+    locations: IdMap<Box<[u32]>>,
+}
+
+impl Default for CallPaths {
+    fn default() -> Self {
+        let mut names = Interner::default();
+        let root = names.intern(ROOT_NAME);
+        CallPaths {
+            names,
+            parents: vec![Self::ROOT],
+            node_names: vec![root],
+            edges: FastMap::default(),
+            ends: IdMap::default(),
+            locations: IdMap::default(),
+        }
+    }
+}
+
+impl CallPaths {
+    pub const ROOT: PathNode = 0;
+
+    /// Entries held: what the cache's size limit counts.
+    pub fn entries(&self) -> usize {
+        self.parents.len() + self.ends.len() + self.locations.len()
+    }
+
+    /// The node where the call path of `stack_id` ends (the root for ZERO), resolving and
+    /// caching it when new. Ids missing from `index` count in `missing` and become
+    /// [`UNKNOWN`] frames, as in [`crate::symbolize`].
+    pub fn end(&mut self, index: &SymbolIndex, missing: &mut MissingSymbols, stack_id: SymbolId) -> PathNode {
+        if stack_id.is_zero() {
+            return Self::ROOT;
+        }
+        if let Some(&end) = self.ends.get(&stack_id) {
+            return end;
+        }
+        let ends = &self.ends;
+        let (pending, placed) = walk_up(index, missing, stack_id, |node| {
+            ends.get(&node).map(|&end| end as usize)
+        });
+        // Root-first from the first cached ancestor. A missing symbol makes this node and
+        // every node below it provisional: their ends are not cached.
+        let mut end = placed.map_or(Self::ROOT, |p| p as PathNode);
+        let mut complete = true;
+        for (stack_node, location_id) in pending.into_iter().rev() {
+            match location_id {
+                Some(location_id) => {
+                    let frames = self.location(index, missing, location_id, &mut complete);
+                    for frame in frames.iter() {
+                        end = self.child(end, *frame);
+                    }
+                }
+                None => {
+                    complete = false;
+                    let unknown = self.names.intern(UNKNOWN);
+                    end = self.child(end, unknown);
+                }
+            }
+            if complete {
+                self.ends.insert(stack_node, end);
+            }
+        }
+        end
+    }
+
+    /// The interned frames of a location, caller first; cached when nothing was missing,
+    /// and otherwise clears `complete`.
+    fn location(
+        &mut self,
+        index: &SymbolIndex,
+        missing: &mut MissingSymbols,
+        location_id: SymbolId,
+        complete: &mut bool,
+    ) -> Box<[u32]> {
+        if let Some(frames) = self.locations.get(&location_id) {
+            return frames.clone();
+        }
+        let before = *missing;
+        let names = match index.locations.get(&location_id) {
+            Some(location) => location_frames(index, location, missing),
+            None => {
+                missing.locations += 1;
+                vec![UNKNOWN.to_string()]
+            }
+        };
+        let frames: Box<[u32]> = names.iter().map(|n| self.names.intern(n)).collect();
+        if *missing == before {
+            self.locations.insert(location_id, frames.clone());
+        } else {
+            *complete = false;
+        }
+        frames
+    }
+
+    /// The node at the end of a root-first path of frame names, if a resolved stack
+    /// passes through it.
+    pub fn find(&self, frames: &[String]) -> Option<PathNode> {
+        frames.iter().try_fold(Self::ROOT, |node, frame| {
+            let name = self.names.id(frame)?;
+            self.edges.get(&(node, name)).copied()
+        })
+    }
+
+    fn child(&mut self, parent: PathNode, name: u32) -> PathNode {
+        if let Some(&node) = self.edges.get(&(parent, name)) {
+            return node;
+        }
+        let node = PathNode::try_from(self.parents.len()).expect("fewer than 2^32 call path nodes");
+        self.parents.push(parent);
+        self.node_names.push(name);
+        self.edges.insert((parent, name), node);
+        node
+    }
+}
+
+/// One query's values on a [`CallPaths`] tree, optionally under group nodes: only the nodes
+/// the query's stacks pass through are ever visited, however large the cached tree is.
+pub(crate) struct PathSums<'p> {
+    paths: &'p CallPaths,
+    tree: PathTree,
+    group_names: Vec<String>,
+    /// (group's output node, cached node) → output node.
+    placed: FastMap<(usize, PathNode), usize>,
+}
+
+impl<'p> PathSums<'p> {
+    /// The output root; what ungrouped values hang from.
+    pub const ROOT: usize = PathTree::ROOT;
+
+    pub fn new(paths: &'p CallPaths) -> PathSums<'p> {
+        PathSums {
+            paths,
+            tree: PathTree::new(paths.node_names[CallPaths::ROOT as usize]),
+            group_names: Vec::new(),
+            placed: FastMap::default(),
+        }
+    }
+
+    /// A new node named `name` under the root, to add values under.
+    pub fn group(&mut self, name: &str) -> usize {
+        let id = u32::try_from(self.paths.names.len() + self.group_names.len())
+            .expect("fewer than 2^32 distinct frame names");
+        self.group_names.push(name.to_string());
+        self.tree.push_child(Self::ROOT, id)
+    }
+
+    /// Adds `value` at the path ending at `end`, under `group` (a [`PathSums::group`] or
+    /// [`PathSums::ROOT`]).
+    pub fn add(&mut self, group: usize, end: PathNode, value: i64) {
+        let node = self.output_node(group, end);
+        self.tree.add_self(node, value);
+    }
+
+    fn output_node(&mut self, group: usize, end: PathNode) -> usize {
+        // Walk up to the first node already placed under this group, then place the rest
+        // root-first, so children keep higher indices than their parents.
+        let mut pending = Vec::new();
+        let mut node = end;
+        let mut out = group;
+        while node != CallPaths::ROOT {
+            if let Some(&placed) = self.placed.get(&(group, node)) {
+                out = placed;
+                break;
+            }
+            pending.push(node);
+            node = self.paths.parents[node as usize];
+        }
+        for &node in pending.iter().rev() {
+            out = self.tree.push_child(out, self.paths.node_names[node as usize]);
+            self.placed.insert((group, node), out);
+        }
+        out
+    }
+
+    /// The tree, cut to `max_nodes` when given.
+    pub fn build(self, max_nodes: Option<usize>) -> Node {
+        let names = NameTable {
+            base: self.paths.names.names(),
+            extra: &self.group_names,
+        };
+        match max_nodes {
+            Some(max_nodes) => self.tree.build_truncated(names, max_nodes),
+            None => self.tree.build(names),
+        }
+    }
+}
+
+/// Which call paths pass through one node, a call site (Grafana's progressive loading
+/// asks for one subtree at a time). Each node is walked once per query.
+pub(crate) struct Within {
+    site: Option<PathNode>,
+    known: FastMap<PathNode, bool>,
+}
+
+impl Within {
+    /// Paths through `site`; `None` (a call site no stored stack has) lets none through.
+    pub fn new(site: Option<PathNode>) -> Within {
+        Within {
+            site,
+            known: FastMap::default(),
+        }
+    }
+
+    pub fn contains(&mut self, paths: &CallPaths, end: PathNode) -> bool {
+        let Some(site) = self.site else {
+            return false;
+        };
+        let mut walked = Vec::new();
+        let mut node = end;
+        let answer = loop {
+            if node == site {
+                break true;
+            }
+            if let Some(&known) = self.known.get(&node) {
+                break known;
+            }
+            if node == CallPaths::ROOT {
+                break false;
+            }
+            walked.push(node);
+            node = paths.parents[node as usize];
+        };
+        for node in walked {
+            self.known.insert(node, answer);
+        }
+        answer
+    }
+}
+
+/// Per-tenant [`CallPaths`], each dropped and started afresh once it holds more than
+/// `max_entries`, which bounds the memory a tenant with ever-new stacks can take.
+pub(crate) struct CallPathCache {
+    max_entries: usize,
+    tenants: Mutex<HashMap<String, Arc<Mutex<CallPaths>>>>,
+}
+
+impl CallPathCache {
+    pub fn new(max_entries: usize) -> CallPathCache {
+        CallPathCache {
+            max_entries,
+            tenants: Mutex::default(),
+        }
+    }
+
+    /// The tenant's paths, emptied first when over the limit. Queries of one tenant
+    /// take turns on it while they resolve and sum.
+    pub fn tenant(&self, tenant: &str) -> Arc<Mutex<CallPaths>> {
+        let entry = {
+            let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+            tenants.entry(tenant.to_string()).or_default().clone()
+        };
+        {
+            let mut paths = entry.lock().unwrap_or_else(|e| e.into_inner());
+            if paths.entries() > self.max_entries {
+                *paths = CallPaths::default();
+            }
+        }
+        entry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stackhouse_storage::model::{Batch, Function, Line, Location, StackNode};
+
+    use super::*;
+
+    fn index_of(batch: &Batch) -> SymbolIndex {
+        let mut index = SymbolIndex::default();
+        index.extend_from_batch(batch);
+        index
+    }
+
+    fn function(b: &mut Batch, name: &str) -> Line {
+        let function_id = b.add_function(Function {
+            name: name.into(),
+            ..Default::default()
+        });
+        Line {
+            function_id,
+            line: 1,
+            column: 0,
+        }
+    }
+
+    fn location(b: &mut Batch, lines: Vec<Line>) -> SymbolId {
+        b.add_location(Location {
+            mapping_id: SymbolId::ZERO,
+            address: 0,
+            lines,
+        })
+    }
+
+    /// Paths with non-zero self value, root-first, as `a;b;c`.
+    fn paths(node: &Node, prefix: &str, out: &mut Vec<(String, i64)>) {
+        for c in &node.children {
+            let path = if prefix.is_empty() {
+                c.name.clone()
+            } else {
+                format!("{prefix};{}", c.name)
+            };
+            if c.self_value != 0 {
+                out.push((path.clone(), c.self_value));
+            }
+            paths(c, &path, out);
+        }
+    }
+
+    fn all_paths(node: &Node) -> Vec<(String, i64)> {
+        let mut out = Vec::new();
+        paths(node, "", &mut out);
+        out.sort();
+        out
+    }
+
+    /// The ungrouped tree of `(stack, value)` pairs over `paths`.
+    fn tree_of(
+        paths: &mut CallPaths,
+        index: &SymbolIndex,
+        rows: &[(SymbolId, i64)],
+    ) -> (Node, MissingSymbols) {
+        let mut missing = MissingSymbols::default();
+        let ends: Vec<PathNode> = rows
+            .iter()
+            .map(|(s, _)| paths.end(index, &mut missing, *s))
+            .collect();
+        let mut sums = PathSums::new(paths);
+        for (end, (_, value)) in ends.into_iter().zip(rows) {
+            sums.add(PathSums::ROOT, end, *value);
+        }
+        (sums.build(None), missing)
+    }
+
+    #[test]
+    fn stacks_become_root_first_paths() {
+        let mut b = Batch::new("t");
+        let (main, work, leaf) = (
+            function(&mut b, "main"),
+            function(&mut b, "work"),
+            function(&mut b, "leaf"),
+        );
+        let (main, work, leaf) = (
+            location(&mut b, vec![main]),
+            location(&mut b, vec![work]),
+            location(&mut b, vec![leaf]),
+        );
+        let inlined = {
+            let lines = vec![function(&mut b, "inner"), function(&mut b, "outer")];
+            location(&mut b, lines)
+        };
+        // Leaf-first, as samples reference them.
+        let s1 = b.add_stack(&[leaf, work, main]);
+        let s2 = b.add_stack(&[work, main]);
+        let s3 = b.add_stack(&[inlined, main]);
+        let index = index_of(&b);
+        let mut cache = CallPaths::default();
+        let rows = [(s1, 10), (s2, 3), (s1, 1), (s3, 4), (SymbolId::ZERO, 2)];
+        let (root, missing) = tree_of(&mut cache, &index, &rows);
+        assert!(missing.is_empty());
+        assert_eq!(root.total, 20);
+        assert_eq!(root.self_value, 2, "the empty stack counts at the root");
+        let expected = [
+            ("main;outer;inner".to_string(), 4),
+            ("main;work".to_string(), 3),
+            ("main;work;leaf".to_string(), 11),
+        ];
+        assert_eq!(all_paths(&root), expected);
+
+        // A second query over the warm cache: same tree, nothing new resolved, and only the
+        // nodes this query's stacks pass through appear in it.
+        let entries = cache.entries();
+        let (again, _) = tree_of(&mut cache, &index, &rows);
+        assert_eq!(again, root);
+        assert_eq!(cache.entries(), entries);
+        let (one, _) = tree_of(&mut cache, &index, &[(s2, 5)]);
+        assert_eq!(all_paths(&one), [("main;work".to_string(), 5)]);
+        assert_eq!(one.count(), 3);
+    }
+
+    #[test]
+    fn groups_hang_separate_paths_under_the_root() {
+        let mut b = Batch::new("t");
+        let (main, work) = (function(&mut b, "main"), function(&mut b, "work"));
+        let (main, work) = (location(&mut b, vec![main]), location(&mut b, vec![work]));
+        let s = b.add_stack(&[work, main]);
+        let index = index_of(&b);
+        let mut cache = CallPaths::default();
+        let mut missing = MissingSymbols::default();
+        let end = cache.end(&index, &mut missing, s);
+        let mut sums = PathSums::new(&cache);
+        let (a, main_group) = (sums.group("pod=a"), sums.group("main"));
+        sums.add(a, end, 2);
+        sums.add(main_group, end, 3);
+        sums.add(a, CallPaths::ROOT, 1);
+        let root = sums.build(None);
+        assert_eq!(
+            all_paths(&root),
+            [
+                ("main;main;work".to_string(), 3),
+                ("pod=a".to_string(), 1),
+                ("pod=a;main;work".to_string(), 2),
+            ]
+        );
+        assert_eq!(root.total, 6);
+    }
+
+    #[test]
+    fn missing_symbols_become_unknown_frames_and_are_not_cached() {
+        let mut b = Batch::new("t");
+        let known = {
+            let line = function(&mut b, "known");
+            location(&mut b, vec![line])
+        };
+        let lost_location = SymbolId([7; 16]);
+        let with_lost_location = b.add_stack(&[lost_location, known]);
+        let lost_function = location(
+            &mut b,
+            vec![Line {
+                function_id: SymbolId([8; 16]),
+                line: 0,
+                column: 0,
+            }],
+        );
+        let with_lost_function = b.add_stack(&[lost_function]);
+        // A stack whose root node is missing from the table.
+        let orphan = StackNode {
+            parent_id: SymbolId([5; 16]),
+            location_id: known,
+        };
+        b.stacks.insert(orphan.id(), orphan);
+        let index = index_of(&b);
+        let rows = [
+            (with_lost_location, 1),
+            (with_lost_function, 2),
+            (orphan.id(), 3),
+            (SymbolId([6; 16]), 4),
+        ];
+        let mut cache = CallPaths::default();
+        let (root, missing) = tree_of(&mut cache, &index, &rows);
+        assert_eq!(root.total, 10);
+        let expected = [
+            ("<unknown>".to_string(), 6),
+            ("<unknown>;known".to_string(), 3),
+            ("known;<unknown>".to_string(), 1),
+        ];
+        assert_eq!(all_paths(&root), expected);
+        let expected_missing = MissingSymbols {
+            stacks: 2,
+            locations: 1,
+            functions: 1,
+            mappings: 0,
+        };
+        assert_eq!(missing, expected_missing);
+        // Resolved again, and reported again, by the next query.
+        let (again, missing) = tree_of(&mut cache, &index, &rows);
+        assert_eq!(all_paths(&again), expected);
+        assert_eq!(missing, expected_missing);
+
+        // Once the lost location is stored, the same stack gets its real name.
+        let mut later = Batch::new("t");
+        let found = {
+            let line = function(&mut later, "found");
+            later.add_location(Location {
+                mapping_id: SymbolId::ZERO,
+                address: 0,
+                lines: vec![line],
+            })
+        };
+        let mut index = index;
+        index.extend_from_batch(&later);
+        let mut renamed = index.clone();
+        renamed
+            .locations
+            .insert(lost_location, index.locations[&found].clone());
+        let (fixed, _) = tree_of(&mut cache, &renamed, &[(with_lost_location, 1)]);
+        assert_eq!(all_paths(&fixed), [("known;found".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_call_site_keeps_the_paths_through_it() {
+        let mut b = Batch::new("t");
+        let names = ["main", "work", "leaf", "idle"].map(|n| {
+            let line = function(&mut b, n);
+            location(&mut b, vec![line])
+        });
+        let [main, work, leaf, idle] = names;
+        let stacks = [
+            b.add_stack(&[leaf, work, main]),
+            b.add_stack(&[work, main]),
+            b.add_stack(&[idle, main]),
+            b.add_stack(&[main]),
+            b.add_stack(&[work]),
+        ];
+        let index = index_of(&b);
+        let mut paths = CallPaths::default();
+        let mut missing = MissingSymbols::default();
+        let ends: Vec<PathNode> = stacks
+            .iter()
+            .map(|s| paths.end(&index, &mut missing, *s))
+            .collect();
+        let site = |frames: &[&str]| paths.find(&frames.iter().map(|f| f.to_string()).collect::<Vec<_>>());
+        assert_eq!(site(&[]), Some(CallPaths::ROOT));
+        assert_eq!(site(&["work", "leaf"]), None, "no stack has it");
+        assert_eq!(site(&["nothing"]), None);
+        let mut within = Within::new(site(&["main", "work"]));
+        let passed: Vec<bool> = ends.iter().map(|e| within.contains(&paths, *e)).collect();
+        assert_eq!(passed, [true, true, false, false, false]);
+        // Asked again, the answers come from what the first walk learned.
+        let again: Vec<bool> = ends.iter().map(|e| within.contains(&paths, *e)).collect();
+        assert_eq!(again, passed);
+        assert!(!Within::new(None).contains(&paths, ends[0]));
+    }
+
+    #[test]
+    fn the_cache_starts_afresh_over_its_limit() {
+        let mut b = Batch::new("t");
+        let f = function(&mut b, "f");
+        let loc = location(&mut b, vec![f]);
+        let s = b.add_stack(&[loc]);
+        let index = index_of(&b);
+        let cache = CallPathCache::new(3);
+        let entry = cache.tenant("t");
+        entry
+            .lock()
+            .unwrap()
+            .end(&index, &mut MissingSymbols::default(), s);
+        assert!(entry.lock().unwrap().entries() > 3);
+        assert_eq!(
+            cache.tenant("t").lock().unwrap().entries(),
+            1,
+            "only the root left"
+        );
+        assert_eq!(cache.tenant("other").lock().unwrap().entries(), 1);
+    }
+}

@@ -117,10 +117,11 @@ impl QueryEngine {
 
     fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
         let table = SamplesTable::new(&self.store, &plan.segments)?;
-        Ok(self
-            .ctx
-            .read_table(Arc::new(table))?
-            .filter(plan.filter.clone())?)
+        let df = self.ctx.read_table(Arc::new(table))?;
+        Ok(match &plan.filter {
+            Some(filter) => df.filter(filter.clone())?,
+            None => df,
+        })
     }
 
     async fn run(&self, plan: &Plan, df: DataFrame) -> Result<(Vec<RecordBatch>, ScanStats), QueryError> {
@@ -151,7 +152,7 @@ impl QueryEngine {
 fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
     if let Some(metrics) = plan.metrics().filter(|_| plan.children().is_empty()) {
         let (mut by_stats, mut by_bloom) = ((0u64, 0u64), (0u64, 0u64));
-        let (mut rows_pruned, mut rows_matched) = (0u64, 0u64);
+        let (mut rows_pruned, mut rows_matched, mut output_rows) = (0u64, 0u64, 0u64);
         for metric in metrics.iter() {
             match metric.value() {
                 MetricValue::PruningMetrics {
@@ -169,6 +170,7 @@ fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
                         _ => {}
                     }
                 }
+                MetricValue::OutputRows(count) => output_rows += count.value() as u64,
                 MetricValue::Count { name, count } => match name.as_ref() {
                     "bytes_scanned" => stats.bytes_scanned += count.value() as u64,
                     "pushdown_rows_pruned" => rows_pruned += count.value() as u64,
@@ -182,7 +184,12 @@ fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
         // may be skipped when the predicate gives it nothing to do.
         stats.row_groups_total += (by_stats.0 + by_stats.1).max(by_bloom.0 + by_bloom.1);
         stats.row_groups_pruned += by_stats.0 + by_bloom.0;
-        stats.rows_scanned += rows_pruned + rows_matched;
+        // Without a row filter nothing is pruned or matched: every row read is output.
+        stats.rows_scanned += if rows_pruned + rows_matched > 0 {
+            rows_pruned + rows_matched
+        } else {
+            output_rows
+        };
     }
     for child in plan.children() {
         collect_scan_metrics(child, stats);

@@ -10,7 +10,7 @@ use stackhouse_storage::model::{Series, TimeRange};
 use stackhouse_storage::schema::samples;
 
 use super::QueryEngine;
-use super::scan::selection_filter;
+use super::scan::{Implied, selection_filter};
 use super::scope::Scope;
 use super::selection::{match_series, segments_to_scan, series_groups};
 use crate::error::QueryError;
@@ -19,7 +19,8 @@ use crate::limits::exceeded;
 /// A query's scan, decided before any Parquet is read.
 pub(crate) struct Plan {
     pub segments: Vec<SegmentMeta>,
-    pub filter: Expr,
+    /// The rows of the segments to keep; `None` keeps every row.
+    pub filter: Option<Expr>,
     /// The selected series by id.
     pub series: HashMap<i64, Series>,
     /// The largest sampling period of the selected series.
@@ -72,15 +73,20 @@ impl QueryEngine {
             segments = segments.len(),
             "query planned"
         );
-        let Some(filter) = selection_filter(scope.range, &groups) else {
-            return Ok(None);
-        };
-        if segments.is_empty() {
+        if groups.is_empty() || segments.is_empty() {
             return Ok(None);
         }
+        let implied = Implied::of(&segments, scope.range, &groups);
+        let filter = [
+            selection_filter(scope.range, &groups, implied),
+            link_filter(scope),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(Expr::and);
         Ok(Some(Plan {
             segments,
-            filter: filter.and_then_opt(link_filter(scope)),
+            filter,
             series,
             period,
         }))
@@ -140,19 +146,6 @@ impl QueryEngine {
                 humanize_nanos(max)
             ),
         ))
-    }
-}
-
-trait AndThenOpt {
-    fn and_then_opt(self, other: Option<Expr>) -> Expr;
-}
-
-impl AndThenOpt for Expr {
-    fn and_then_opt(self, other: Option<Expr>) -> Expr {
-        match other {
-            Some(other) => self.and(other),
-            None => self,
-        }
     }
 }
 

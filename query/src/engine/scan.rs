@@ -6,6 +6,7 @@
 //! row groups and pages are pruned by statistics and bloom filters, and rows are filtered
 //! while decoding (`pushdown_filters`), cheapest filters first (`reorder_filters`).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -137,10 +138,35 @@ impl TableProvider for SamplesTable {
     }
 }
 
+/// What the catalog already tells of every segment a query scans, so that the scan need
+/// not check it row by row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Implied {
+    /// Every segment's samples lie inside the range.
+    pub time: bool,
+    /// Every series of every segment is selected, with no sample-attribute rule.
+    pub series: bool,
+}
+
+impl Implied {
+    pub fn of(segments: &[SegmentMeta], range: TimeRange, groups: &[SeriesGroup]) -> Implied {
+        let time = segments
+            .iter()
+            .all(|s| range.start <= s.min_time && s.max_time < range.end);
+        let selected: HashSet<i64> = groups.iter().flat_map(|g| g.series_ids.iter().copied()).collect();
+        // A segment lists every series it holds (`segments_to_scan` keeps none without).
+        let series = groups.iter().all(|g| g.attr_set_ids.is_none())
+            && segments
+                .iter()
+                .all(|s| !s.series.is_empty() && s.series.iter().all(|x| selected.contains(&x.series_id)));
+        Implied { time, series }
+    }
+}
+
 /// `time in range AND (group 1 OR group 2 ...)`, a group being `series_id IN (...)`, and
-/// `attr_set_id IN (...)` when it filters sample attributes. `None` when there are no
-/// groups, that is when nothing can match.
-pub fn selection_filter(range: TimeRange, groups: &[SeriesGroup]) -> Option<Expr> {
+/// `attr_set_id IN (...)` when it filters sample attributes; without the parts `implied`
+/// says every row passes. `None` when no row needs checking. `groups` is not empty.
+pub fn selection_filter(range: TimeRange, groups: &[SeriesGroup], implied: Implied) -> Option<Expr> {
     let groups = groups.iter().map(|g| {
         let series = col(samples::SERIES_ID).in_list(g.series_ids.iter().map(|&id| lit(id)).collect(), false);
         match &g.attr_set_ids {
@@ -153,7 +179,11 @@ pub fn selection_filter(range: TimeRange, groups: &[SeriesGroup]) -> Option<Expr
     let time = col(samples::TIME)
         .gt_eq(lit(range.start))
         .and(col(samples::TIME).lt(lit(range.end)));
-    Some(time.and(disjunction(groups)?))
+    let series = if implied.series { None } else { disjunction(groups) };
+    [(!implied.time).then_some(time), series]
+        .into_iter()
+        .flatten()
+        .reduce(Expr::and)
 }
 
 fn id_literal(id: &SymbolId) -> Expr {
@@ -162,12 +192,34 @@ fn id_literal(id: &SymbolId) -> Expr {
 
 #[cfg(test)]
 mod tests {
+    use stackhouse_storage::catalog::SegmentSeries;
+
     use super::*;
+
+    fn segment(min_time: i64, max_time: i64, series: &[i64]) -> SegmentMeta {
+        SegmentMeta {
+            id: format!("{min_time}"),
+            tenant: "t".into(),
+            min_time,
+            max_time,
+            level: 0,
+            created_at_nanos: 0,
+            objects: vec![],
+            series: series
+                .iter()
+                .map(|&series_id| SegmentSeries {
+                    series_id,
+                    min_time,
+                    max_time,
+                    samples: 1,
+                })
+                .collect(),
+        }
+    }
 
     #[test]
     fn filter_combines_time_series_and_attributes() {
         let range = TimeRange { start: 5, end: 10 };
-        assert!(selection_filter(range, &[]).is_none());
         let groups = [
             SeriesGroup {
                 series_ids: vec![1, 2],
@@ -178,11 +230,53 @@ mod tests {
                 attr_set_ids: Some(vec![SymbolId::ZERO]),
             },
         ];
-        let filter = selection_filter(range, &groups).unwrap().to_string();
+        let filter = selection_filter(range, &groups, Implied::default())
+            .unwrap()
+            .to_string();
         assert!(filter.contains("time_nanos >= Int64(5)"), "{filter}");
         assert!(filter.contains("time_nanos < Int64(10)"), "{filter}");
         assert!(filter.contains("series_id IN ([Int64(1), Int64(2)])"), "{filter}");
         assert!(filter.contains(" OR "), "{filter}");
         assert!(filter.contains("attr_set_id IN"), "{filter}");
+    }
+
+    #[test]
+    fn what_the_segments_imply_is_not_checked_per_row() {
+        let range = TimeRange { start: 5, end: 10 };
+        let all = [SeriesGroup {
+            series_ids: vec![1, 2],
+            attr_set_ids: None,
+        }];
+        let inside = [segment(5, 9, &[1]), segment(6, 7, &[1, 2])];
+        assert_eq!(
+            Implied::of(&inside, range, &all),
+            Implied {
+                time: true,
+                series: true
+            }
+        );
+        assert_eq!(
+            selection_filter(range, &all, Implied::of(&inside, range, &all)),
+            None
+        );
+        // A sample at the end of the range is outside it.
+        let at_end = [segment(5, 10, &[1])];
+        let implied = Implied::of(&at_end, range, &all);
+        assert!(!implied.time && implied.series);
+        let filter = selection_filter(range, &all, implied).unwrap().to_string();
+        assert!(
+            filter.contains("time_nanos") && !filter.contains("series_id"),
+            "{filter}"
+        );
+        // A series not selected, or an attribute rule, keeps the series filter.
+        let other = [segment(5, 9, &[1, 3])];
+        assert!(!Implied::of(&other, range, &all).series);
+        let with_attrs = [SeriesGroup {
+            series_ids: vec![1],
+            attr_set_ids: Some(vec![SymbolId::ZERO]),
+        }];
+        assert!(!Implied::of(&inside[..1], range, &with_attrs).series);
+        let before = [segment(4, 9, &[1])];
+        assert!(!Implied::of(&before, range, &all).time);
     }
 }

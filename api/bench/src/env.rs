@@ -18,7 +18,7 @@ pub const TENANT: &str = "bench";
 
 pub struct Env {
     /// Removed with the store when the environment is dropped.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     pub store: Store,
     pub catalog: Arc<dyn Catalog>,
 }
@@ -30,11 +30,20 @@ impl Env {
             .context("opening the store")?;
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("catalog.db").display());
         let catalog = open_catalog(&url).await.context("opening the catalog")?;
-        Ok(Env {
-            _dir: dir,
-            store,
-            catalog,
-        })
+        Ok(Env { dir, store, catalog })
+    }
+
+    /// `serve` flags for a server over this store and catalog.
+    pub fn serve_flags(&self) -> Vec<String> {
+        let dir = self.dir.path();
+        vec![
+            "--data-dir".into(),
+            dir.display().to_string(),
+            "--storage".into(),
+            format!("file://{}", dir.join("objects").display()),
+            "--catalog".into(),
+            format!("sqlite://{}", dir.join("catalog.db").display()),
+        ]
     }
 
     pub fn writer(&self, flush_interval: Duration) -> Writer {
@@ -96,7 +105,7 @@ impl Env {
             .map(|(kind, t)| format!("{kind} {:.2}", mib(t.bytes)))
             .collect();
         let mut columns: std::collections::BTreeMap<String, u64> = Default::default();
-        for path in self.sample_files().await? {
+        for path in self.sample_files(TimeRange::ALL).await? {
             let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
             let reader =
                 SerializedFileReader::new(file).with_context(|| format!("reading the footer of {path}"))?;
@@ -118,9 +127,9 @@ impl Env {
         ))
     }
 
-    /// Absolute paths of every committed samples object.
-    pub async fn sample_files(&self) -> anyhow::Result<Vec<String>> {
-        let segments = self.catalog.segments(TENANT, TimeRange::ALL).await?;
+    /// Absolute paths of the committed samples objects of the segments in `range`.
+    pub async fn sample_files(&self, range: TimeRange) -> anyhow::Result<Vec<String>> {
+        let segments = self.catalog.segments(TENANT, range).await?;
         Ok(segments
             .iter()
             .filter_map(|s| s.object(TableKind::Samples))

@@ -2,6 +2,7 @@
 //! SQLite catalog in a temporary directory, each next to a baseline measured in the same
 //! run, and prints them as a markdown table.
 
+mod api;
 mod env;
 mod ingest;
 pub mod measure;

@@ -14,6 +14,7 @@ use stackhouse_ingest::otlp::normalize::normalize;
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_storage::model::{Batch, TimeRange};
 
+use super::api;
 use super::env::{Env, TENANT, flamegraph_query};
 use super::measure::{median, peak_rss, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
@@ -22,6 +23,48 @@ use super::{HOUR_NANOS, Plan};
 use stackhouse_api::time_param::now_nanos;
 
 const BARE_SQL: &str = "SELECT stack_id, SUM(value) FROM samples GROUP BY stack_id";
+
+/// The baseline of the flamegraph figures: [`BARE_SQL`] over the samples files of a time
+/// range, in a fresh DataFusion context.
+pub struct BareScan {
+    ctx: SessionContext,
+    /// How many samples files it reads.
+    pub files: usize,
+}
+
+impl BareScan {
+    pub async fn over(env: &Env, range: TimeRange) -> anyhow::Result<BareScan> {
+        let files = env.sample_files(range).await?;
+        let partitions = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
+        let table = ctx
+            .read_parquet(files.clone(), ParquetReadOptions::default())
+            .await
+            .context("registering the samples files")?;
+        ctx.register_table("samples", table.into_view())?;
+        Ok(BareScan {
+            ctx,
+            files: files.len(),
+        })
+    }
+
+    /// Runs the aggregation; returns the summed values.
+    pub async fn total(&self) -> anyhow::Result<i64> {
+        // The DataFrame form of BARE_SQL (the SQL frontend is not compiled in). No time
+        // filter: the files are the segments of the range, whose totals the caller checks.
+        let batches = self
+            .ctx
+            .table("samples")
+            .await?
+            .aggregate(vec![col("stack_id")], vec![sum(col("value"))])?
+            .collect()
+            .await?;
+        Ok(batches
+            .iter()
+            .flat_map(|b| b.column(1).as_primitive::<Int64Type>().iter().flatten())
+            .sum())
+    }
+}
 
 /// Our flamegraph over `range` against the bare aggregation over the same files; with
 /// `memory_row`, also the process peak memory during our queries against the budget.
@@ -35,38 +78,11 @@ pub async fn flamegraph_measurement(
 ) -> anyhow::Result<()> {
     let engine = env.engine(plan.query_budget);
     let query = flamegraph_query(range);
-    let files = env.sample_files().await?;
-    let partitions = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
-    let table = ctx
-        .read_parquet(files.clone(), ParquetReadOptions::default())
-        .await
-        .context("registering the samples files")?;
-    ctx.register_table("samples", table.into_view())?;
-    let bare = || async {
-        // The DataFrame form of BARE_SQL (the SQL frontend is not compiled in).
-        let batches = ctx
-            .table("samples")
-            .await?
-            .aggregate(vec![col("stack_id")], vec![sum(col("value"))])?
-            .collect()
-            .await?;
-        let total: i64 = batches
-            .iter()
-            .flat_map(|b| {
-                b.column(1)
-                    .as_primitive::<Int64Type>()
-                    .iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-            })
-            .sum();
-        Ok::<_, datafusion::error::DataFusionError>(total)
-    };
-
+    let bare = BareScan::over(env, range).await?;
+    let files = bare.files;
     // Warm: the engine loads the tenant's symbols, both read the footers once.
     let ours_total = engine.flamegraph(&query).await.context("flamegraph")?.total;
-    let bare_total = bare().await.context("bare aggregation")?;
+    let bare_total = bare.total().await.context("bare aggregation")?;
     if ours_total != samples as i64 || bare_total != samples as i64 {
         bail!("totals disagree: {samples} samples generated, flamegraph {ours_total}, bare sum {bare_total}");
     }
@@ -78,7 +94,7 @@ pub async fn flamegraph_measurement(
         engine.flamegraph(&query).await?;
         ours.push(t.elapsed());
         let t = Instant::now();
-        bare().await?;
+        bare.total().await?;
         base.push(t.elapsed());
     }
     let peak = peak_rss();
@@ -96,7 +112,7 @@ pub async fn flamegraph_measurement(
         "Flamegraph over {:.2} M samples in {} samples files: median of {} warm runs each; the bare \
          baseline is `{BARE_SQL}` in a fresh SessionContext over the same files.",
         samples as f64 / 1e6,
-        files.len(),
+        files,
         plan.warm_runs,
     ));
     if memory_row {
@@ -268,6 +284,16 @@ pub async fn retention_measurement(
         target: "≤ 1.2×".into(),
         pass: ours.as_secs_f64() <= 1.2 * base.as_secs_f64(),
     });
+    // The last (up to) seven days of the store, through the server's APIs.
+    let days = (hours / 24).min(7);
+    let first = plan.hour_fleet.start_nanos + (hours - days * 24) * HOUR_NANOS;
+    let week = TimeRange {
+        start: first,
+        end: first + days * 24 * HOUR_NANOS,
+    };
+    api::api_measurements(plan, &all, week, samples * days as usize * 24, report)
+        .await
+        .context("7-day API measurements")?;
     let (bytes, objects, segments) = all.stored().await?;
     report.notes.push(format!(
         "{}-day store: one generated hour ({samples} samples) written for every hour through the writer \

@@ -153,6 +153,8 @@ pub(crate) struct PathSums<'p> {
     group_names: Vec<String>,
     /// (group's output node, cached node) → output node.
     placed: FastMap<(usize, PathNode), usize>,
+    /// Reused by every `add`: the nodes of a path not placed yet.
+    pending: Vec<PathNode>,
 }
 
 impl<'p> PathSums<'p> {
@@ -165,6 +167,7 @@ impl<'p> PathSums<'p> {
             tree: PathTree::new(paths.node_names[CallPaths::ROOT as usize]),
             group_names: Vec::new(),
             placed: FastMap::default(),
+            pending: Vec::new(),
         }
     }
 
@@ -186,7 +189,7 @@ impl<'p> PathSums<'p> {
     fn output_node(&mut self, group: usize, end: PathNode) -> usize {
         // Walk up to the first node already placed under this group, then place the rest
         // root-first, so children keep higher indices than their parents.
-        let mut pending = Vec::new();
+        self.pending.clear();
         let mut node = end;
         let mut out = group;
         while node != CallPaths::ROOT {
@@ -194,10 +197,10 @@ impl<'p> PathSums<'p> {
                 out = placed;
                 break;
             }
-            pending.push(node);
+            self.pending.push(node);
             node = self.paths.parents[node as usize];
         }
-        for &node in pending.iter().rev() {
+        for &node in self.pending.iter().rev() {
             out = self.tree.push_child(out, self.paths.node_names[node as usize]);
             self.placed.insert((group, node), out);
         }
@@ -222,6 +225,8 @@ impl<'p> PathSums<'p> {
 pub(crate) struct Within {
     site: Option<PathNode>,
     known: FastMap<PathNode, bool>,
+    /// Reused by every `contains`: the nodes walked before the answer was known.
+    walked: Vec<PathNode>,
 }
 
 impl Within {
@@ -230,6 +235,7 @@ impl Within {
         Within {
             site,
             known: FastMap::default(),
+            walked: Vec::new(),
         }
     }
 
@@ -237,7 +243,7 @@ impl Within {
         let Some(site) = self.site else {
             return false;
         };
-        let mut walked = Vec::new();
+        self.walked.clear();
         let mut node = end;
         let answer = loop {
             if node == site {
@@ -249,10 +255,10 @@ impl Within {
             if node == CallPaths::ROOT {
                 break false;
             }
-            walked.push(node);
+            self.walked.push(node);
             node = paths.parents[node as usize];
         };
-        for node in walked {
+        for &node in &self.walked {
             self.known.insert(node, answer);
         }
         answer

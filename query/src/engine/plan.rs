@@ -76,7 +76,7 @@ impl QueryEngine {
         if groups.is_empty() || segments.is_empty() {
             return Ok(None);
         }
-        let implied = Implied::of(&segments, scope.range, &groups);
+        let implied = Implied::of(&segments, scope.range, &groups, &selected);
         let filter = [
             selection_filter(scope.range, &groups, implied),
             link_filter(scope),

@@ -149,11 +149,16 @@ pub struct Implied {
 }
 
 impl Implied {
-    pub fn of(segments: &[SegmentMeta], range: TimeRange, groups: &[SeriesGroup]) -> Implied {
+    /// `selected` is every series id of `groups`.
+    pub fn of(
+        segments: &[SegmentMeta],
+        range: TimeRange,
+        groups: &[SeriesGroup],
+        selected: &HashSet<i64>,
+    ) -> Implied {
         let time = segments
             .iter()
             .all(|s| range.start <= s.min_time && s.max_time < range.end);
-        let selected: HashSet<i64> = groups.iter().flat_map(|g| g.series_ids.iter().copied()).collect();
         // A segment lists every series it holds (`segments_to_scan` keeps none without).
         let series = groups.iter().all(|g| g.attr_set_ids.is_none())
             && segments
@@ -247,21 +252,22 @@ mod tests {
             series_ids: vec![1, 2],
             attr_set_ids: None,
         }];
+        let selected = HashSet::from([1, 2]);
         let inside = [segment(5, 9, &[1]), segment(6, 7, &[1, 2])];
         assert_eq!(
-            Implied::of(&inside, range, &all),
+            Implied::of(&inside, range, &all, &selected),
             Implied {
                 time: true,
                 series: true
             }
         );
         assert_eq!(
-            selection_filter(range, &all, Implied::of(&inside, range, &all)),
+            selection_filter(range, &all, Implied::of(&inside, range, &all, &selected)),
             None
         );
         // A sample at the end of the range is outside it.
         let at_end = [segment(5, 10, &[1])];
-        let implied = Implied::of(&at_end, range, &all);
+        let implied = Implied::of(&at_end, range, &all, &selected);
         assert!(!implied.time && implied.series);
         let filter = selection_filter(range, &all, implied).unwrap().to_string();
         assert!(
@@ -270,13 +276,13 @@ mod tests {
         );
         // A series not selected, or an attribute rule, keeps the series filter.
         let other = [segment(5, 9, &[1, 3])];
-        assert!(!Implied::of(&other, range, &all).series);
+        assert!(!Implied::of(&other, range, &all, &selected).series);
         let with_attrs = [SeriesGroup {
             series_ids: vec![1],
             attr_set_ids: Some(vec![SymbolId::ZERO]),
         }];
-        assert!(!Implied::of(&inside[..1], range, &with_attrs).series);
+        assert!(!Implied::of(&inside[..1], range, &with_attrs, &HashSet::from([1])).series);
         let before = [segment(4, 9, &[1])];
-        assert!(!Implied::of(&before, range, &all).time);
+        assert!(!Implied::of(&before, range, &all, &selected).time);
     }
 }

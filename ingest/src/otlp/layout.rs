@@ -160,7 +160,18 @@ pub fn decode_protobuf(
                 .join("; ")
         ))),
         &[layout] => decode_as(bytes, layout),
-        _ => choose(bytes, &scan, &candidates),
+        _ => {
+            // Real encoders write canonically: when only one candidate reads the wire that
+            // way, `choose` keeps that reading whatever the others decode to, so they need
+            // not be decoded.
+            let mut canonical = candidates.iter().filter(|&&l| scan.noncanonical(l).is_none());
+            if let (Some(&layout), None) = (canonical.next(), canonical.next())
+                && let Ok(request) = decode_as(bytes, layout)
+            {
+                return Ok(request);
+            }
+            choose(bytes, &scan, &candidates)
+        }
     }
 }
 
@@ -533,10 +544,23 @@ struct Scan {
     /// Per profile in request order: the largest v1.8 comment index if field 7 were
     /// comments (`u64::MAX` when it does not parse as int32 indices).
     comment_max: Vec<Option<u64>>,
+    /// [`count_fields`]'s buffer.
+    counts: Vec<(u32, WireType, usize)>,
 }
 
 impl Scan {
-    fn note(&mut self, node: Node, counts: &[(u32, WireType, usize)], at: &Pos) {
+    /// Notes the fields of one `node` message found at `at`.
+    fn note(&mut self, node: Node, body: &[u8], at: &Pos) -> Result<(), WireError> {
+        let mut counts = std::mem::take(&mut self.counts);
+        let counted = count_fields(node, body, &mut counts);
+        if counted.is_ok() {
+            self.note_counts(node, &counts, at);
+        }
+        self.counts = counts;
+        counted
+    }
+
+    fn note_counts(&mut self, node: Node, counts: &[(u32, WireType, usize)], at: &Pos) {
         for &(field, wire, count) in counts {
             let repeated = count > 1;
             let known = self
@@ -733,9 +757,10 @@ fn skip_group(rest: &mut &[u8], number: u32, depth: u32) -> Result<(), WireError
     }
 }
 
-/// Counts, per (field, wire type), the fields of `body` that `node` has in [`kind`].
-fn count_fields(node: Node, body: &[u8]) -> Result<Vec<(u32, WireType, usize)>, WireError> {
-    let mut counts: Vec<(u32, WireType, usize)> = Vec::new();
+/// Counts into `counts`, per (field, wire type), the fields of `body` that `node` has in
+/// [`kind`]; `counts` is the caller's buffer, reused for every message of a request.
+fn count_fields(node: Node, body: &[u8], counts: &mut Vec<(u32, WireType, usize)>) -> Result<(), WireError> {
+    counts.clear();
     for f in fields(body) {
         let f = f?;
         if kind(Layout::V1_10, node, f.number).is_none() {
@@ -746,7 +771,7 @@ fn count_fields(node: Node, body: &[u8]) -> Result<Vec<(u32, WireType, usize)>, 
             None => counts.push((f.number, f.wire, 1)),
         }
     }
-    Ok(counts)
+    Ok(())
 }
 
 fn scan(bytes: &[u8]) -> Result<Scan, WireError> {
@@ -802,7 +827,7 @@ fn scan_profile(scan: &mut Scan, body: &[u8], at: &Pos) -> Result<(), WireError>
                     inner: Inner::Sample(sample),
                     ..at.clone()
                 };
-                scan.note(Node::Sample, &count_fields(Node::Sample, f.payload)?, &at);
+                scan.note(Node::Sample, f.payload, &at)?;
                 sample += 1;
             }
             (1 | 5, WireType::LengthDelimited) => {
@@ -810,7 +835,7 @@ fn scan_profile(scan: &mut Scan, body: &[u8], at: &Pos) -> Result<(), WireError>
                     inner: Inner::ValueType(f.number),
                     ..at.clone()
                 };
-                scan.note(Node::ValueType, &count_fields(Node::ValueType, f.payload)?, &at);
+                scan.note(Node::ValueType, f.payload, &at)?;
             }
             (7, WireType::LengthDelimited) => {
                 // In v1.10 this field is `profile_id`: arbitrary bytes that need not read as
@@ -838,7 +863,7 @@ fn scan_profile(scan: &mut Scan, body: &[u8], at: &Pos) -> Result<(), WireError>
             _ => {}
         }
     }
-    scan.note(Node::Profile, &count_fields(Node::Profile, body)?, at);
+    scan.note(Node::Profile, body, at)?;
     scan.comment_max.push(comment_max);
     Ok(())
 }

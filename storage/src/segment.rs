@@ -110,7 +110,13 @@ pub async fn write_segment(
     let table = samples_batch(&samples)?;
     let (segment, symbols) = futures::future::try_join(
         write_samples(store, &batch.tenant, segment_id, level, table),
-        write_symbols(store, &batch.tenant, segment_id, SymbolTables::from(batch)),
+        write_symbols(
+            store,
+            &batch.tenant,
+            segment_id,
+            Tier::of_level(level),
+            SymbolTables::from(batch),
+        ),
     )
     .await?;
     Ok(WrittenSegment { segment, symbols })
@@ -127,7 +133,7 @@ pub async fn write_samples(
 ) -> Result<SegmentMeta, StoreError> {
     let (min_time, max_time, series) = extents(&table).ok_or(StoreError::EmptySegment)?;
     let key = samples_key(tenant, segment_id);
-    let object = put_table(store, key, TableKind::Samples, table).await?;
+    let object = put_table(store, key, TableKind::Samples, Tier::of_level(level), table).await?;
     Ok(SegmentMeta {
         id: segment_id.to_string(),
         tenant: tenant.to_string(),
@@ -145,6 +151,7 @@ pub async fn write_symbols(
     store: &Store,
     tenant: &str,
     id: &str,
+    tier: Tier,
     tables: SymbolTables<'_>,
 ) -> Result<Vec<ObjectMeta>, StoreError> {
     let mut encoded = Vec::new();
@@ -157,7 +164,7 @@ pub async fn write_symbols(
     futures::future::try_join_all(
         encoded
             .into_iter()
-            .map(|(kind, table)| put_table(store, symbols_key(tenant, id, kind), kind, table)),
+            .map(|(kind, table)| put_table(store, symbols_key(tenant, id, kind), kind, tier, table)),
     )
     .await
 }
@@ -277,11 +284,12 @@ async fn put_table(
     store: &Store,
     key: String,
     kind: TableKind,
+    tier: Tier,
     table: RecordBatch,
 ) -> Result<ObjectMeta, StoreError> {
     let rows = table.num_rows() as u64;
     // Encoding is CPU work of up to seconds for large flushes; keep it off the runtime.
-    let bytes = blocking("encoding parquet", move || encode(kind, &table)).await?;
+    let bytes = blocking("encoding parquet", move || encode(kind, tier, &table)).await?;
     let size_bytes = bytes.len() as u64;
     store
         .object_store()
@@ -295,11 +303,32 @@ async fn put_table(
     })
 }
 
-fn writer_properties(kind: TableKind) -> WriterProperties {
+/// How an object is encoded: cheaply when compaction rewrites it soon, compactly when it
+/// is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// A level-0 segment, written on every flush: LZ4 and row-group statistics only, since
+    /// ingest CPU is spent on it and compaction replaces it within minutes.
+    Fresh,
+    /// Written by compaction and kept: zstd and page statistics (the page index).
+    Compacted,
+}
+
+impl Tier {
+    pub fn of_level(level: i32) -> Tier {
+        if level == 0 { Tier::Fresh } else { Tier::Compacted }
+    }
+}
+
+fn writer_properties(kind: TableKind, tier: Tier) -> WriterProperties {
+    let (compression, statistics) = match tier {
+        Tier::Fresh => (Compression::LZ4_RAW, EnabledStatistics::Chunk),
+        Tier::Compacted => (Compression::ZSTD(ZstdLevel::default()), EnabledStatistics::Page),
+    };
     let mut props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_compression(compression)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_statistics_enabled(statistics)
         .set_key_value_metadata(Some(vec![KeyValue::new(
             SCHEMA_VERSION_KEY.to_string(),
             SCHEMA_VERSION.to_string(),
@@ -329,9 +358,9 @@ fn writer_properties(kind: TableKind) -> WriterProperties {
     props.build()
 }
 
-fn encode(kind: TableKind, table: &RecordBatch) -> Result<Bytes, StoreError> {
+fn encode(kind: TableKind, tier: Tier, table: &RecordBatch) -> Result<Bytes, StoreError> {
     let mut buf = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut buf, table.schema(), Some(writer_properties(kind)))?;
+    let mut writer = ArrowWriter::try_new(&mut buf, table.schema(), Some(writer_properties(kind, tier)))?;
     writer.write(table)?;
     writer.close()?;
     Ok(Bytes::from(buf))

@@ -97,16 +97,17 @@ async fn samples_are_sorted_compressed_and_versioned() {
             .any(|kv| kv.key == SCHEMA_VERSION_KEY && kv.value.as_deref() == Some(SCHEMA_VERSION))
     );
     assert_eq!(builder.schema().fields(), schema::SAMPLES.fields());
+    // Level 0 is rewritten by compaction: cheap to write, row-group statistics only.
     for column in meta.row_group(0).columns() {
-        assert!(matches!(column.compression(), Compression::ZSTD(_)), "{column:?}");
+        assert_eq!(column.compression(), Compression::LZ4_RAW, "{column:?}");
         assert!(
             column.statistics().is_some(),
             "statistics on {}",
             column.column_path()
         );
         assert!(
-            column.column_index_offset().is_some(),
-            "page statistics on {}",
+            column.column_index_offset().is_none(),
+            "no page statistics on {}",
             column.column_path()
         );
     }
@@ -149,6 +150,42 @@ async fn samples_are_sorted_compressed_and_versioned() {
         .unwrap()
         .stack_id;
     assert_eq!(stack.value(at_50), expected_stack.0);
+}
+
+/// What compaction writes is kept: zstd and the page index, for samples and symbols alike.
+#[tokio::test]
+async fn compacted_levels_are_zstd_with_page_statistics() {
+    let (_dir, store) = local_store();
+    let written = write_segment(&store, &sample_batch("acme"), "seg-2", 1)
+        .await
+        .unwrap();
+    let mut objects = vec![written.segment.object(TableKind::Samples).unwrap().clone()];
+    objects.extend(written.symbols.iter().cloned());
+    assert!(objects.len() > 1, "symbol objects were written: {objects:?}");
+    for object in &objects {
+        let bytes = store
+            .object_store()
+            .get(&store.path(&object.key))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+        for column in builder.metadata().row_group(0).columns() {
+            assert!(
+                matches!(column.compression(), Compression::ZSTD(_)),
+                "{}: {column:?}",
+                object.key
+            );
+            assert!(
+                column.column_index_offset().is_some(),
+                "page statistics on {} of {}",
+                column.column_path(),
+                object.key
+            );
+        }
+    }
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::{CompactMode, CompactionError, CompactionReport, Compactor, after};
 use crate::catalog::{CatalogError, ObjectMeta, TableKind};
-use crate::segment::{SymbolTables, read_symbols, write_symbols};
+use crate::segment::{SymbolTables, Tier, read_symbols, write_symbols};
 use crate::symbols::SymbolIndex;
 
 /// Objects in one tier are within 4× of each other in size.
@@ -58,7 +58,7 @@ async fn merge(
         })
         .await?;
     let id = uuid::Uuid::now_v7().to_string();
-    let added = write_symbols(store, tenant, &id, SymbolTables::from(&index)).await?;
+    let added = write_symbols(store, tenant, &id, Tier::Compacted, SymbolTables::from(&index)).await?;
     debug_assert!(added.iter().all(|o| o.kind != TableKind::Samples));
     let removed: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
     let delete_after = after(compactor.config().deletion_grace);

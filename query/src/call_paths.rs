@@ -145,13 +145,19 @@ impl CallPaths {
     }
 }
 
+/// An unplaced node in [`PathSums::placed_at_root`].
+const NOT_PLACED: u32 = u32::MAX;
+
 /// One query's values on a [`CallPaths`] tree, optionally under group nodes: only the nodes
 /// the query's stacks pass through are ever visited, however large the cached tree is.
 pub(crate) struct PathSums<'p> {
     paths: &'p CallPaths,
     tree: PathTree,
     group_names: Vec<String>,
-    /// (group's output node, cached node) → output node.
+    /// Cached node → output node under the root, densely by cached node ([`NOT_PLACED`]
+    /// where none): ungrouped trees place every node here, without hashing.
+    placed_at_root: Vec<u32>,
+    /// (group's output node, cached node) → output node, for groups other than the root.
     placed: FastMap<(usize, PathNode), usize>,
     /// Reused by every `add`: the nodes of a path not placed yet.
     pending: Vec<PathNode>,
@@ -166,6 +172,7 @@ impl<'p> PathSums<'p> {
             paths,
             tree: PathTree::new(paths.node_names[CallPaths::ROOT as usize]),
             group_names: Vec::new(),
+            placed_at_root: Vec::new(),
             placed: FastMap::default(),
             pending: Vec::new(),
         }
@@ -187,13 +194,16 @@ impl<'p> PathSums<'p> {
     }
 
     fn output_node(&mut self, group: usize, end: PathNode) -> usize {
+        if group == Self::ROOT && self.placed_at_root.is_empty() {
+            self.placed_at_root = vec![NOT_PLACED; self.paths.parents.len()];
+        }
         // Walk up to the first node already placed under this group, then place the rest
         // root-first, so children keep higher indices than their parents.
         self.pending.clear();
         let mut node = end;
         let mut out = group;
         while node != CallPaths::ROOT {
-            if let Some(&placed) = self.placed.get(&(group, node)) {
+            if let Some(placed) = self.placed(group, node) {
                 out = placed;
                 break;
             }
@@ -202,12 +212,25 @@ impl<'p> PathSums<'p> {
         }
         for &node in self.pending.iter().rev() {
             out = self.tree.push_child(out, self.paths.node_names[node as usize]);
-            self.placed.insert((group, node), out);
+            if group == Self::ROOT {
+                self.placed_at_root[node as usize] =
+                    u32::try_from(out).expect("fewer than 2^32 output nodes");
+            } else {
+                self.placed.insert((group, node), out);
+            }
         }
         out
     }
 
-    /// The tree, cut to `max_nodes` when given.
+    fn placed(&self, group: usize, node: PathNode) -> Option<usize> {
+        if group == Self::ROOT {
+            let out = self.placed_at_root[node as usize];
+            (out != NOT_PLACED).then_some(out as usize)
+        } else {
+            self.placed.get(&(group, node)).copied()
+        }
+    }
+
     pub fn build(self, max_nodes: Option<usize>) -> Node {
         let names = NameTable {
             base: self.paths.names.names(),

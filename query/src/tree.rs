@@ -266,14 +266,47 @@ impl<'a> NameTable<'a> {
 /// `crate::call_paths` both fill one and turn it into a [`Node`] tree here.
 #[derive(Debug)]
 pub(crate) struct PathTree {
-    nodes: Vec<BuildNode>,
+    /// Per node, by index: its interned name, self value and parent. Parents rather than
+    /// child lists, so that adding a node allocates nothing of its own; the child lists
+    /// are laid out once, in [`Children::of`], when the tree is built.
+    names: Vec<u32>,
+    self_values: Vec<i64>,
+    parents: Vec<usize>,
 }
 
-#[derive(Debug)]
-struct BuildNode {
-    name: u32,
-    self_value: i64,
-    children: Vec<usize>,
+/// Every node's children in one array: node `i`'s are `list[start[i]..start[i + 1]]`.
+struct Children {
+    start: Vec<usize>,
+    list: Vec<usize>,
+}
+
+impl Children {
+    /// In creation order (as they were pushed).
+    fn of(tree: &PathTree) -> Children {
+        let n = tree.names.len();
+        let mut start = vec![0usize; n + 1];
+        for &parent in &tree.parents[1..] {
+            start[parent + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut list = vec![0usize; n.saturating_sub(1)];
+        for (child, &parent) in tree.parents.iter().enumerate().skip(1) {
+            list[fill[parent]] = child;
+            fill[parent] += 1;
+        }
+        Children { start, list }
+    }
+
+    fn get(&self, id: usize) -> &[usize] {
+        &self.list[self.start[id]..self.start[id + 1]]
+    }
+
+    fn get_mut(&mut self, id: usize) -> &mut [usize] {
+        &mut self.list[self.start[id]..self.start[id + 1]]
+    }
 }
 
 impl PathTree {
@@ -281,28 +314,34 @@ impl PathTree {
 
     pub fn new(root_name: u32) -> PathTree {
         PathTree {
-            nodes: vec![BuildNode {
-                name: root_name,
-                self_value: 0,
-                children: Vec::new(),
-            }],
+            names: vec![root_name],
+            self_values: vec![0],
+            parents: vec![Self::ROOT],
         }
     }
 
     /// A new child of `parent` (the caller knows it has none of this name yet).
     pub fn push_child(&mut self, parent: usize, name: u32) -> usize {
-        let id = self.nodes.len();
-        self.nodes.push(BuildNode {
-            name,
-            self_value: 0,
-            children: Vec::new(),
-        });
-        self.nodes[parent].children.push(id);
+        let id = self.names.len();
+        self.names.push(name);
+        self.self_values.push(0);
+        self.parents.push(parent);
         id
     }
 
     pub fn add_self(&mut self, node: usize, value: i64) {
-        self.nodes[node].self_value += value;
+        self.self_values[node] += value;
+    }
+
+    /// Every node's total: its self value plus its children's totals.
+    fn totals(&self) -> Vec<i64> {
+        let mut totals = self.self_values.clone();
+        // Children have higher indices than their parents: from the top index down, every
+        // child's total is final before its parent adds it.
+        for id in (1..totals.len()).rev() {
+            totals[self.parents[id]] += totals[id];
+        }
+        totals
     }
 
     /// The tree, cut to `max_nodes` when given: like [`PathTree::build`] followed by
@@ -310,37 +349,29 @@ impl PathTree {
     /// only those (and their `other` nodes) are ever materialized: a million-path tree cut
     /// to a few thousand nodes no longer allocates a name and a child list for every path.
     pub fn build_truncated(self, names: NameTable, max_nodes: usize) -> Node {
-        if self.nodes.len() <= max_nodes {
+        if self.names.len() <= max_nodes {
             return self.build(names);
         }
-        let mut nodes = self.nodes;
-        // Children have higher indices than their parents: from the top index down, every
-        // child's total is final before its parent adds it.
-        let mut totals: Vec<i64> = nodes.iter().map(|n| n.self_value).collect();
-        for id in (0..nodes.len()).rev() {
-            for &c in &nodes[id].children {
-                totals[id] += totals[c];
-            }
-        }
+        let totals = self.totals();
+        let mut children = Children::of(&self);
         // The order `build` sorts children into, which the pre-order numbering (and with
         // it truncation's tie-breaking) follows.
-        let name_of: Vec<u32> = nodes.iter().map(|n| n.name).collect();
-        for node in &mut nodes {
-            node.children.sort_by(|&a, &b| {
+        for id in 0..self.names.len() {
+            children.get_mut(id).sort_by(|&a, &b| {
                 totals[b]
                     .cmp(&totals[a])
-                    .then_with(|| names.get(name_of[a]).cmp(names.get(name_of[b])))
+                    .then_with(|| names.get(self.names[a]).cmp(names.get(self.names[b])))
             });
         }
-        let mut preorder = vec![0usize; nodes.len()];
+        let mut preorder = vec![0usize; self.names.len()];
         let mut stack = vec![Self::ROOT];
         let mut next = 0;
         while let Some(id) = stack.pop() {
             preorder[id] = next;
             next += 1;
-            stack.extend(nodes[id].children.iter().rev());
+            stack.extend(children.get(id).iter().rev());
         }
-        let mut keep = vec![false; nodes.len()];
+        let mut keep = vec![false; self.names.len()];
         let mut candidates = BinaryHeap::from([(totals[Self::ROOT], Reverse(0usize), Self::ROOT)]);
         for _ in 0..max_nodes.max(1) {
             let Some((_, _, id)) = candidates.pop() else {
@@ -348,38 +379,43 @@ impl PathTree {
             };
             keep[id] = true;
             candidates.extend(
-                nodes[id]
-                    .children
+                children
+                    .get(id)
                     .iter()
                     .map(|&c| (totals[c], Reverse(preorder[c]), c)),
             );
         }
-        materialize(Self::ROOT, &nodes, names, &totals, &keep)
+        let built = Built {
+            tree: &self,
+            children: &children,
+            names,
+            totals: &totals,
+        };
+        built.materialize(Self::ROOT, &keep)
     }
 
     /// The tree with totals computed and children sorted.
     pub fn build(self, names: NameTable) -> Node {
-        let nodes = self.nodes;
-        let mut built: Vec<Option<Node>> = Vec::with_capacity(nodes.len());
-        built.resize_with(nodes.len(), || None);
+        let totals = self.totals();
+        let children = Children::of(&self);
+        let mut built: Vec<Option<Node>> = Vec::with_capacity(self.names.len());
+        built.resize_with(self.names.len(), || None);
         // A child is always created after its parent, so building from the highest index
         // down finishes every child before its parent.
-        for (id, node) in nodes.into_iter().enumerate().rev() {
-            let children: Vec<Node> = node
-                .children
-                .into_iter()
-                .map(|c| {
-                    built[c]
-                        .take()
-                        .expect("children have higher indices than parents")
-                })
-                .collect();
-            let total = node.self_value + children.iter().map(|c| c.total).sum::<i64>();
+        for id in (0..self.names.len()).rev() {
             let mut done = Node {
-                name: names.get(node.name).to_string(),
-                self_value: node.self_value,
-                total,
-                children,
+                name: names.get(self.names[id]).to_string(),
+                self_value: self.self_values[id],
+                total: totals[id],
+                children: children
+                    .get(id)
+                    .iter()
+                    .map(|&c| {
+                        built[c]
+                            .take()
+                            .expect("children have higher indices than parents")
+                    })
+                    .collect(),
             };
             done.sort_children();
             built[id] = Some(done);
@@ -388,32 +424,41 @@ impl PathTree {
     }
 }
 
-/// The kept subtree under `id` (kept itself), children in `build`'s order, dropped
-/// children folded into one `other` leaf as [`truncate_tree`] does.
-fn materialize(id: usize, nodes: &[BuildNode], names: NameTable, totals: &[i64], keep: &[bool]) -> Node {
-    let node = &nodes[id];
-    let mut children = Vec::new();
-    let mut folded = 0;
-    let mut any_folded = false;
-    for &c in &node.children {
-        if keep[c] {
-            children.push(materialize(c, nodes, names, totals, keep));
-        } else {
-            folded += totals[c];
-            any_folded = true;
+/// A [`PathTree`] with its totals and sorted child lists, for materializing kept nodes.
+struct Built<'a> {
+    tree: &'a PathTree,
+    children: &'a Children,
+    names: NameTable<'a>,
+    totals: &'a [i64],
+}
+
+impl Built<'_> {
+    /// The kept subtree under `id` (kept itself), children in `build`'s order, dropped
+    /// children folded into one `other` leaf as [`truncate_tree`] does.
+    fn materialize(&self, id: usize, keep: &[bool]) -> Node {
+        let mut children = Vec::new();
+        let mut folded = 0;
+        let mut any_folded = false;
+        for &c in self.children.get(id) {
+            if keep[c] {
+                children.push(self.materialize(c, keep));
+            } else {
+                folded += self.totals[c];
+                any_folded = true;
+            }
         }
+        let mut done = Node {
+            name: self.names.get(self.tree.names[id]).to_string(),
+            self_value: self.tree.self_values[id],
+            total: self.totals[id],
+            children,
+        };
+        if any_folded {
+            done.children.push(Node::leaf(OTHER_NAME, folded));
+            done.sort_children();
+        }
+        done
     }
-    let mut done = Node {
-        name: names.get(node.name).to_string(),
-        self_value: node.self_value,
-        total: totals[id],
-        children,
-    };
-    if any_folded {
-        done.children.push(Node::leaf(OTHER_NAME, folded));
-        done.sort_children();
-    }
-    done
 }
 
 /// Accumulates call paths given as frame names into a tree.

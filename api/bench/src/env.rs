@@ -17,7 +17,8 @@ use stackhouse_storage::writer::{Writer, WriterConfig};
 pub const TENANT: &str = "bench";
 
 pub struct Env {
-    /// Removed with the store when the environment is dropped.
+    /// Removed with the store when the environment is dropped (unless
+    /// `STACKHOUSE_BENCH_KEEP` is set).
     dir: tempfile::TempDir,
     pub store: Store,
     pub catalog: Arc<dyn Catalog>,
@@ -25,7 +26,12 @@ pub struct Env {
 
 impl Env {
     pub async fn open() -> anyhow::Result<Env> {
-        let dir = tempfile::tempdir().context("creating a temporary directory")?;
+        let mut dir = tempfile::tempdir().context("creating a temporary directory")?;
+        // For looking at a store's files after the run (column sizes, alternative encodings).
+        if std::env::var_os("STACKHOUSE_BENCH_KEEP").is_some() {
+            dir.disable_cleanup(true);
+            eprintln!("bench: keeping the store in {}", dir.path().display());
+        }
         let store = Store::open(dir.path().join("objects").to_str().context("utf-8 temp path")?)
             .context("opening the store")?;
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("catalog.db").display());

@@ -41,6 +41,26 @@ pub struct BenchArgs {
     /// Seed of the workload generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Run only these phases (comma-separated), e.g. to profile one of them.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Phase>,
+    /// Warm runs of each query measurement instead of the scale's number (its median is
+    /// reported); many runs make a query dominate a profile.
+    #[arg(long)]
+    pub warm_runs: Option<usize>,
+}
+
+/// The phases of a run, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Phase {
+    /// Ingest CPU, stored bytes and the flamegraph over that store (1 M at full).
+    Ingest,
+    /// The large store's flamegraph and memory (10 M at full).
+    Large,
+    /// The 30-day store: the 1-hour query and the 7-day API queries.
+    Retention,
+    /// Acknowledgement latency and memory under sustained load.
+    Load,
 }
 
 /// Sizes of every phase at one scale.
@@ -143,18 +163,24 @@ impl Plan {
 
 /// Runs every measurement at `scale`.
 pub async fn run(scale: Scale, seed: u64) -> anyhow::Result<Report> {
-    let plan = Plan::new(scale, seed);
+    run_phases(Plan::new(scale, seed), scale, &[]).await
+}
+
+/// Runs the measurements of `phases` (all of them when empty) as `plan` sizes them.
+pub async fn run_phases(plan: Plan, scale: Scale, phases: &[Phase]) -> anyhow::Result<Report> {
+    let runs = |phase| phases.is_empty() || phases.contains(&phase);
     let capture = load_capture()?;
     let mut report = Report {
         scale: format!("{scale:?}").to_lowercase(),
         ..Report::default()
     };
-    let workload = Workload::new(plan.fleet.clone(), &capture);
-    ingest::ingest_measurements(&plan, &workload, &mut report)
-        .await
-        .context("ingest, storage and first query measurements")?;
-    drop(workload);
-    if let Some(seconds) = plan.large_seconds {
+    if runs(Phase::Ingest) {
+        let workload = Workload::new(plan.fleet.clone(), &capture);
+        ingest::ingest_measurements(&plan, &workload, &mut report)
+            .await
+            .context("ingest, storage and first query measurements")?;
+    }
+    if let Some(seconds) = plan.large_seconds.filter(|_| runs(Phase::Large)) {
         let large = Workload::new(
             FleetConfig {
                 seconds,
@@ -166,19 +192,27 @@ pub async fn run(scale: Scale, seed: u64) -> anyhow::Result<Report> {
             .await
             .context("large query measurements")?;
     }
-    query::retention_measurement(&plan, &capture, &mut report)
-        .await
-        .context("30-day store measurement")?;
-    ingest::load_measurements(&plan, &capture, &mut report)
-        .await
-        .context("sustained load measurements")?;
+    if runs(Phase::Retention) {
+        query::retention_measurement(&plan, &capture, &mut report)
+            .await
+            .context("30-day store measurement")?;
+    }
+    if runs(Phase::Load) {
+        ingest::load_measurements(&plan, &capture, &mut report)
+            .await
+            .context("sustained load measurements")?;
+    }
     Ok(report)
 }
 
 /// The `stackhouse-bench` command.
 pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let report = runtime.block_on(run(args.scale, args.seed))?;
+    let mut plan = Plan::new(args.scale, args.seed);
+    if let Some(runs) = args.warm_runs {
+        plan.warm_runs = runs.max(1);
+    }
+    let report = runtime.block_on(run_phases(plan, args.scale, &args.only))?;
     let text = format!("{}\n{}", machine(), report.markdown());
     println!("{text}");
     if let Some(out) = &args.out {

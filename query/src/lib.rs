@@ -10,6 +10,7 @@ mod endpoints;
 mod engine;
 mod error;
 mod limits;
+pub mod native;
 pub mod render;
 mod selector;
 mod stack_filter;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::*;
 use stackhouse_storage::catalog::{
-    Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
+    Catalog, CatalogError, CatalogResult, CatalogStats, DebugFile, ObjectMeta, SegmentCommit, SegmentMeta,
     SegmentReplacement, Setting, TableKind, TenantToken,
 };
 use stackhouse_storage::model::{Batch, ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
@@ -414,6 +414,22 @@ impl Catalog for FailingCatalog {
 
     async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
         self.inner.delete_setting(tenant, name).await
+    }
+
+    async fn debug_files(&self, tenant: &str) -> CatalogResult<Vec<DebugFile>> {
+        self.inner.debug_files(tenant).await
+    }
+
+    async fn debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<Option<DebugFile>> {
+        self.inner.debug_file(tenant, build_id).await
+    }
+
+    async fn put_debug_file(&self, tenant: &str, file: &DebugFile) -> CatalogResult<()> {
+        self.inner.put_debug_file(tenant, file).await
+    }
+
+    async fn delete_debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<bool> {
+        self.inner.delete_debug_file(tenant, build_id).await
     }
 
     async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {

@@ -261,6 +261,18 @@ pub trait Catalog: Send + Sync + 'static {
     /// Removes a setting; removing a missing one is not an error.
     async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()>;
 
+    /// Every debug file of `tenant`, sorted by build id.
+    async fn debug_files(&self, tenant: &str) -> CatalogResult<Vec<DebugFile>>;
+
+    /// The debug file of `build_id` (lowercase hex), if `tenant` uploaded one.
+    async fn debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<Option<DebugFile>>;
+
+    /// Records a stored debug file, replacing the row of an earlier upload of its build id.
+    async fn put_debug_file(&self, tenant: &str, file: &DebugFile) -> CatalogResult<()>;
+
+    /// Forgets a debug file; false when there was none (the caller deletes the object).
+    async fn delete_debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<bool>;
+
     /// Stores a new access token of `token.tenant`; only the SHA-256 of its secret (hex).
     async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()>;
 
@@ -283,6 +295,18 @@ pub struct TenantToken {
     pub name: String,
     pub created_at_millis: i64,
     pub revoked_at_millis: Option<i64>,
+}
+
+/// A debug information file (ELF) a tenant uploaded, kept at `object_key`.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow, Serialize, Deserialize)]
+pub struct DebugFile {
+    /// GNU build id, lowercase hex.
+    pub build_id: String,
+    pub object_key: String,
+    /// The name it was uploaded with, for listing; may be empty.
+    pub file_name: String,
+    pub size_bytes: i64,
+    pub uploaded_at_millis: i64,
 }
 
 /// A named value a tenant keeps, as Grafana's settings API stores its plugin settings.

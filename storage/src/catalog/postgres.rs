@@ -17,7 +17,7 @@ use super::common::{
 use super::reads::Reads;
 use super::sql;
 use super::{
-    Catalog, CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta,
+    Catalog, CatalogError, CatalogResult, CatalogStats, DebugFile, ObjectMeta, SegmentCommit, SegmentMeta,
     SegmentReplacement, Setting, TenantToken,
 };
 use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
@@ -609,6 +609,22 @@ impl Catalog for PostgresCatalog {
 
     async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
         Reads(&self.pool).delete_setting(tenant, name).await
+    }
+
+    async fn debug_files(&self, tenant: &str) -> CatalogResult<Vec<DebugFile>> {
+        Reads(&self.pool).debug_files(tenant).await
+    }
+
+    async fn debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<Option<DebugFile>> {
+        Reads(&self.pool).debug_file(tenant, build_id).await
+    }
+
+    async fn put_debug_file(&self, tenant: &str, file: &DebugFile) -> CatalogResult<()> {
+        Reads(&self.pool).put_debug_file(tenant, file).await
+    }
+
+    async fn delete_debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<bool> {
+        Reads(&self.pool).delete_debug_file(tenant, build_id).await
     }
 
     async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {

@@ -7,7 +7,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 use super::common::{
     ObjectRow, ProfileTypeRow, SegmentRow, SegmentSeriesRow, SeriesRow, assemble_segments, sorted_distinct,
 };
-use super::{CatalogResult, SegmentMeta, Setting, TenantToken, sql};
+use super::{CatalogResult, DebugFile, SegmentMeta, Setting, TenantToken, sql};
 use crate::model::{ProfileType, Series, TimeRange};
 
 pub(crate) struct Reads<'p, DB: Database>(pub &'p Pool<DB>);
@@ -26,6 +26,7 @@ where
     for<'r> ObjectRow: FromRow<'r, DB::Row>,
     for<'r> SegmentSeriesRow: FromRow<'r, DB::Row>,
     for<'r> Setting: FromRow<'r, DB::Row>,
+    for<'r> DebugFile: FromRow<'r, DB::Row>,
     for<'r> TenantToken: FromRow<'r, DB::Row>,
     for<'r> (Option<i64>, Option<i64>): FromRow<'r, DB::Row>,
 {
@@ -169,6 +170,46 @@ where
             .execute(self.0)
             .await?;
         Ok(())
+    }
+
+    pub(crate) async fn debug_files(&self, tenant: &str) -> CatalogResult<Vec<DebugFile>> {
+        Ok(sqlx::query_as::<DB, DebugFile>(sql::DEBUG_FILES)
+            .bind(tenant)
+            .fetch_all(self.0)
+            .await?)
+    }
+
+    pub(crate) async fn debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<Option<DebugFile>> {
+        Ok(sqlx::query_as::<DB, DebugFile>(sql::DEBUG_FILE)
+            .bind(tenant)
+            .bind(build_id)
+            .fetch_optional(self.0)
+            .await?)
+    }
+
+    pub(crate) async fn put_debug_file(&self, tenant: &str, file: &DebugFile) -> CatalogResult<()> {
+        sqlx::query::<DB>(sql::PUT_DEBUG_FILE)
+            .bind(tenant)
+            .bind(file.build_id.as_str())
+            .bind(file.object_key.as_str())
+            .bind(file.file_name.as_str())
+            .bind(file.size_bytes)
+            .bind(file.uploaded_at_millis)
+            .execute(self.0)
+            .await?;
+        Ok(())
+    }
+
+    // Looked up first: the affected-row count has no backend-independent accessor. A
+    // delete racing another tells both callers the file was there, which is harmless.
+    pub(crate) async fn delete_debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<bool> {
+        let existed = self.debug_file(tenant, build_id).await?.is_some();
+        sqlx::query::<DB>(sql::DELETE_DEBUG_FILE)
+            .bind(tenant)
+            .bind(build_id)
+            .execute(self.0)
+            .await?;
+        Ok(existed)
     }
 
     pub(crate) async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {

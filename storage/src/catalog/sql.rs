@@ -83,6 +83,22 @@ pub(crate) const PUT_SETTING: &str =
 
 pub(crate) const DELETE_SETTING: &str = "DELETE FROM settings WHERE tenant = $1 AND name = $2";
 
+pub(crate) const DEBUG_FILES: &str = "SELECT build_id, object_key, file_name, size_bytes, uploaded_at_millis
+    FROM debuginfo WHERE tenant = $1 ORDER BY build_id";
+
+pub(crate) const DEBUG_FILE: &str = "SELECT build_id, object_key, file_name, size_bytes, uploaded_at_millis
+    FROM debuginfo WHERE tenant = $1 AND build_id = $2";
+
+/// A new upload of a build id replaces the row (the object under the same key was
+/// overwritten before).
+pub(crate) const PUT_DEBUG_FILE: &str = "INSERT INTO debuginfo
+    (tenant, build_id, object_key, file_name, size_bytes, uploaded_at_millis) VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (tenant, build_id) DO UPDATE SET object_key = excluded.object_key,
+        file_name = excluded.file_name, size_bytes = excluded.size_bytes,
+        uploaded_at_millis = excluded.uploaded_at_millis";
+
+pub(crate) const DELETE_DEBUG_FILE: &str = "DELETE FROM debuginfo WHERE tenant = $1 AND build_id = $2";
+
 pub(crate) const CREATE_TOKEN: &str = "INSERT INTO tenant_tokens
     (id, tenant, name, token_sha256, created_at_millis) VALUES ($1, $2, $3, $4, $5)";
 

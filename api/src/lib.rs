@@ -4,6 +4,7 @@ pub mod auth;
 pub mod config;
 pub mod config_file;
 pub mod connect;
+pub mod debuginfo_upload;
 pub mod error;
 pub mod export;
 pub mod grpc;

@@ -7,6 +7,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use stackhouse_api::config::ServeArgs;
 use stackhouse_api::config_file;
+use stackhouse_api::debuginfo_upload::UploadArgs;
 use stackhouse_api::import::ImportArgs;
 use stackhouse_api::tokens::TokenArgs;
 
@@ -31,6 +32,11 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Debug files that name native frames in flamegraphs.
+    Debuginfo {
+        #[command(subcommand)]
+        command: DebuginfoCommand,
+    },
     /// Tenants' access tokens, for `serve --auth required`.
     Tenant {
         #[command(subcommand)]
@@ -42,6 +48,13 @@ enum Command {
 enum TenantCommand {
     /// Create, list and revoke tokens.
     Token(TokenArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum DebuginfoCommand {
+    /// Upload ELF files (binaries, libraries, split debug files) by their GNU build ids.
+    /// Exits non-zero if any file was rejected.
+    Upload(UploadArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -85,6 +98,17 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             if !runtime.block_on(stackhouse_api::tokens::run(args))? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Debuginfo {
+            command: DebuginfoCommand::Upload(args),
+        } => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            if !runtime.block_on(stackhouse_api::debuginfo_upload::run(args))? {
                 std::process::exit(1);
             }
             Ok(())

@@ -173,6 +173,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
         QueryConfig {
             limits: args.query_limits.limits(),
             memory_limit_bytes: Some(args.query_memory_budget),
+            debuginfo: args.debuginfo.config(),
             ..QueryConfig::default()
         },
     ));

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use stackhouse_storage::model::{FastMap, IdMap, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
+use crate::debuginfo::NativeFiles;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, walk_up};
 use crate::tree::{Interner, NameTable, Node, PathTree, ROOT_NAME};
 
@@ -31,6 +32,8 @@ pub(crate) struct CallPaths {
     ends: IdMap<PathNode>,
     /// Location → its frames, caller first.
     locations: IdMap<Box<[u32]>>,
+    /// [`NativeFiles::fingerprint`] of the debug files native frames were named with.
+    native: u64,
 }
 
 impl Default for CallPaths {
@@ -44,6 +47,7 @@ impl Default for CallPaths {
             edges: FastMap::default(),
             ends: IdMap::default(),
             locations: IdMap::default(),
+            native: 0,
         }
     }
 }
@@ -56,10 +60,27 @@ impl CallPaths {
         self.parents.len() + self.ends.len() + self.locations.len()
     }
 
+    /// Starts afresh when the names were resolved with other debug files than `native` (a
+    /// file was uploaded or deleted since): call before resolving a query's stacks.
+    pub fn use_native(&mut self, native: &NativeFiles) {
+        if self.native != native.fingerprint() {
+            *self = CallPaths {
+                native: native.fingerprint(),
+                ..CallPaths::default()
+            };
+        }
+    }
+
     /// The node where the call path of `stack_id` ends (the root for ZERO), resolving and
     /// caching it when new. Ids missing from `index` count in `missing` and become
     /// [`UNKNOWN`] frames, as in [`crate::symbolize`].
-    pub fn end(&mut self, index: &SymbolIndex, missing: &mut MissingSymbols, stack_id: SymbolId) -> PathNode {
+    pub fn end(
+        &mut self,
+        index: &SymbolIndex,
+        native: &NativeFiles,
+        missing: &mut MissingSymbols,
+        stack_id: SymbolId,
+    ) -> PathNode {
         if stack_id.is_zero() {
             return Self::ROOT;
         }
@@ -77,7 +98,7 @@ impl CallPaths {
         for (stack_node, location_id) in pending.into_iter().rev() {
             match location_id {
                 Some(location_id) => {
-                    let frames = self.location(index, missing, location_id, &mut complete);
+                    let frames = self.location(index, native, missing, location_id, &mut complete);
                     for frame in frames.iter() {
                         end = self.child(end, *frame);
                     }
@@ -100,6 +121,7 @@ impl CallPaths {
     fn location(
         &mut self,
         index: &SymbolIndex,
+        native: &NativeFiles,
         missing: &mut MissingSymbols,
         location_id: SymbolId,
         complete: &mut bool,
@@ -109,7 +131,7 @@ impl CallPaths {
         }
         let before = *missing;
         let names = match index.locations.get(&location_id) {
-            Some(location) => location_frames(index, location, missing),
+            Some(location) => location_frames(index, native, location, missing),
             None => {
                 missing.locations += 1;
                 vec![UNKNOWN.to_string()]
@@ -313,7 +335,10 @@ impl CallPathCache {
         {
             let mut paths = entry.lock().unwrap_or_else(|e| e.into_inner());
             if paths.entries() > self.max_entries {
-                *paths = CallPaths::default();
+                *paths = CallPaths {
+                    native: paths.native,
+                    ..CallPaths::default()
+                };
             }
         }
         entry
@@ -383,7 +408,7 @@ mod tests {
         let mut missing = MissingSymbols::default();
         let ends: Vec<PathNode> = rows
             .iter()
-            .map(|(s, _)| paths.end(index, &mut missing, *s))
+            .map(|(s, _)| paths.end(index, &NativeFiles::default(), &mut missing, *s))
             .collect();
         let mut sums = PathSums::new(paths);
         for (end, (_, value)) in ends.into_iter().zip(rows) {
@@ -447,7 +472,7 @@ mod tests {
         let index = index_of(&b);
         let mut cache = CallPaths::default();
         let mut missing = MissingSymbols::default();
-        let end = cache.end(&index, &mut missing, s);
+        let end = cache.end(&index, &NativeFiles::default(), &mut missing, s);
         let mut sums = PathSums::new(&cache);
         let (a, main_group) = (sums.group("pod=a"), sums.group("main"));
         sums.add(a, end, 2);
@@ -557,7 +582,7 @@ mod tests {
         let mut missing = MissingSymbols::default();
         let ends: Vec<PathNode> = stacks
             .iter()
-            .map(|s| paths.end(&index, &mut missing, *s))
+            .map(|s| paths.end(&index, &NativeFiles::default(), &mut missing, *s))
             .collect();
         let site = |frames: &[&str]| paths.find(&frames.iter().map(|f| f.to_string()).collect::<Vec<_>>());
         assert_eq!(site(&[]), Some(CallPaths::ROOT));
@@ -584,7 +609,7 @@ mod tests {
         entry
             .lock()
             .unwrap()
-            .end(&index, &mut MissingSymbols::default(), s);
+            .end(&index, &NativeFiles::default(), &mut MissingSymbols::default(), s);
         assert!(entry.lock().unwrap().entries() > 3);
         assert_eq!(
             cache.tenant("t").lock().unwrap().entries(),

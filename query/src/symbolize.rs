@@ -1,12 +1,15 @@
 //! Turning stack ids into frame names and call paths.
 //!
 //! A location gives one frame per `Line`, caller first (the last line is the caller the
-//! others were inlined into). A location without lines is named after its mapping and
-//! address. Ids missing from the symbol tables never fail a query: they become
+//! others were inlined into). A location without lines is named by its mapping's debug
+//! file when the query has one ([`NativeFiles`]), else after its mapping and address. Ids
+//! missing from the symbol tables never fail a query: they become
 //! [`UNKNOWN`] frames, counted and reported in one warning per query.
 
 use stackhouse_storage::model::{IdMap, Location, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
+
+use crate::debuginfo::NativeFiles;
 
 /// Name of a frame whose symbols are missing.
 pub const UNKNOWN: &str = "<unknown>";
@@ -32,10 +35,14 @@ impl MissingSymbols {
 /// Frame names of one location, caller first.
 pub fn location_frames(
     index: &SymbolIndex,
+    native: &NativeFiles,
     location: &Location,
     missing: &mut MissingSymbols,
 ) -> Vec<String> {
     if location.lines.is_empty() {
+        if let Some(frames) = native.location(index, location) {
+            return frames.iter().map(|f| f.function.clone()).collect();
+        }
         return vec![address_name(index, location, missing)];
     }
     location
@@ -78,14 +85,16 @@ fn address_name(index: &SymbolIndex, location: &Location, missing: &mut MissingS
 /// query. Flamegraphs use the cached trees of `crate::call_paths` instead.
 pub struct Symbolizer<'a> {
     index: &'a SymbolIndex,
+    native: &'a NativeFiles,
     frames: IdMap<Vec<String>>,
     missing: MissingSymbols,
 }
 
 impl<'a> Symbolizer<'a> {
-    pub fn new(index: &'a SymbolIndex) -> Symbolizer<'a> {
+    pub fn new(index: &'a SymbolIndex, native: &'a NativeFiles) -> Symbolizer<'a> {
         Symbolizer {
             index,
+            native,
             frames: IdMap::default(),
             missing: MissingSymbols::default(),
         }
@@ -100,6 +109,7 @@ impl<'a> Symbolizer<'a> {
                 Some(location_id) => frames.extend_from_slice(cached_frames(
                     &mut self.frames,
                     self.index,
+                    self.native,
                     &mut self.missing,
                     location_id,
                 )),
@@ -161,13 +171,14 @@ pub(crate) fn walk_up(
 fn cached_frames<'c>(
     cache: &'c mut IdMap<Vec<String>>,
     index: &SymbolIndex,
+    native: &NativeFiles,
     missing: &mut MissingSymbols,
     location_id: SymbolId,
 ) -> &'c [String] {
     cache
         .entry(location_id)
         .or_insert_with(|| match index.locations.get(&location_id) {
-            Some(location) => location_frames(index, location, missing),
+            Some(location) => location_frames(index, native, location, missing),
             None => {
                 missing.locations += 1;
                 vec![UNKNOWN.to_string()]
@@ -215,7 +226,7 @@ mod tests {
         let index = index_of(&b);
         let mut missing = MissingSymbols::default();
         assert_eq!(
-            location_frames(&index, &loc, &mut missing),
+            location_frames(&index, &NativeFiles::default(), &loc, &mut missing),
             ["caller", "middle", "inlined"]
         );
         assert!(missing.is_empty());
@@ -237,6 +248,7 @@ mod tests {
         let mut name = |mapping_id, address| {
             location_frames(
                 &index,
+                &NativeFiles::default(),
                 &Location {
                     mapping_id,
                     address,
@@ -281,7 +293,10 @@ mod tests {
             lines: vec![line(system), line(nameless)],
         };
         let mut missing = MissingSymbols::default();
-        assert_eq!(location_frames(&index, &loc, &mut missing), ["0x5", "_ZN4main"]);
+        assert_eq!(
+            location_frames(&index, &NativeFiles::default(), &loc, &mut missing),
+            ["0x5", "_ZN4main"]
+        );
     }
 
     #[test]
@@ -303,7 +318,8 @@ mod tests {
         };
         b.stacks.insert(orphan.id(), orphan);
         let index = index_of(&b);
-        let mut s = Symbolizer::new(&index);
+        let none = NativeFiles::default();
+        let mut s = Symbolizer::new(&index, &none);
         assert_eq!(s.frames(stack), ["main", "leaf"]);
         assert_eq!(s.frames(SymbolId::ZERO), Vec::<String>::new());
         assert!(s.missing().is_empty());

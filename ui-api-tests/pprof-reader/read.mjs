@@ -50,7 +50,7 @@ console.log(JSON.stringify({
         mapping: Number(l.mappingId) === 0 ? null : str(mapping(l.mappingId).filename),
         lines: l.line.map((line) => {
           const f = fn(line.functionId);
-          return { name: str(f.name), system_name: str(f.systemName) };
+          return { name: str(f.name), system_name: str(f.systemName), filename: str(f.filename), line: String(line.line) };
         }),
       };
     }),

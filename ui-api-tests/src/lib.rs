@@ -15,6 +15,7 @@ pub mod ingest_client;
 pub mod jfr_expected;
 pub mod jfr_reader;
 pub mod load;
+pub mod native_program;
 pub mod node_tool;
 pub mod pprof_reader;
 pub mod proxy;

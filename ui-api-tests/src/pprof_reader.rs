@@ -14,6 +14,8 @@ use crate::node_tool::{self, run};
 pub struct PprofSample {
     /// Caller first, named as DESIGN.md names frames.
     pub frames: Vec<String>,
+    /// Per frame, its function's file and the line (empty and 0 when not given).
+    pub sources: Vec<(String, i64)>,
     pub values: Vec<i64>,
     /// String labels; numeric labels as `#<num>`.
     pub labels: BTreeMap<String, String>,
@@ -69,6 +71,7 @@ pub fn decode(gzipped: &[u8]) -> Pprof {
         .iter()
         .map(|s| {
             let mut frames = Vec::new();
+            let mut sources = Vec::new();
             // pprof lists the leaf location first, and within a location the innermost
             // line first: reversed twice, the caller comes first.
             for loc in s["locations"].as_array().unwrap().iter().rev() {
@@ -79,11 +82,13 @@ pub fn decode(gzipped: &[u8]) -> Pprof {
                         Some(file) if !file.is_empty() => format!("{file}+0x{addr}"),
                         _ => format!("0x{addr}"),
                     });
+                    sources.push((String::new(), 0));
                 }
                 for line in lines.iter().rev() {
                     let name = line["name"].as_str().unwrap();
                     let system = line["system_name"].as_str().unwrap();
                     frames.push(if name.is_empty() { system } else { name }.to_string());
+                    sources.push((line["filename"].as_str().unwrap().to_string(), int(&line["line"])));
                 }
             }
             let mut labels = BTreeMap::new();
@@ -100,6 +105,7 @@ pub fn decode(gzipped: &[u8]) -> Pprof {
             }
             PprofSample {
                 frames,
+                sources,
                 values: s["values"].as_array().unwrap().iter().map(int).collect(),
                 labels,
             }

@@ -36,8 +36,13 @@ const ROUTES: &[&str] = &[
     "/api/v1/diff",
     "/api/v1/events",
     "/api/v1/stats",
+    "/api/v1/debuginfo",
+    "/api/v1/debuginfo/{build_id}",
     "/api/v1/openapi.json",
 ];
+
+/// The build id of the debug file `ingest` uploads.
+static BUILD_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Query parameters as sent, a name possibly repeated.
 type Params = Vec<(String, String)>;
@@ -231,6 +236,7 @@ fn value_for(name: &str) -> Option<String> {
         "trace_id" => hex::encode(TRACE),
         "span_id" => hex::encode(SPAN),
         "profile_id" => hex::encode(PROFILE_1),
+        "build_id" => BUILD_ID.get().expect("ingest uploaded a debug file").clone(),
         "name" => "thread.name".to_string(),
         "group_by" => "thread.name".to_string(),
         "max_nodes" => "100".to_string(),
@@ -245,7 +251,7 @@ fn value_for(name: &str) -> Option<String> {
 
 fn fill_path(path: &str) -> String {
     let mut out = path.to_string();
-    for name in ["name", "profile_id", "trace_id"] {
+    for name in ["name", "profile_id", "trace_id", "build_id"] {
         out = out.replace(&format!("{{{name}}}"), &value_for(name).unwrap());
     }
     assert!(!out.contains('{'), "unfilled path parameter in {path}");
@@ -273,6 +279,25 @@ async fn ingest(api: &Api) {
         )
         .await;
     assert_eq!(status, 200, "ingest failed: {}", String::from_utf8_lossy(&body));
+
+    // A debug file, so that the debuginfo listing and lookup have one to describe.
+    let dir = tempfile::tempdir().unwrap();
+    let (program, debug) = ui_api_tests::native_program::build(dir.path());
+    let build_id = ui_api_tests::native_program::build_id(&program);
+    let response = ui_api_tests::http_client()
+        .put(format!("{}/api/v1/debuginfo/{build_id}", api.base))
+        .header("X-Scope-OrgID", TENANT)
+        .body(std::fs::read(&debug).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        201,
+        "upload failed: {}",
+        response.text().await.unwrap()
+    );
+    BUILD_ID.set(build_id).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,6 +2,7 @@
 //! listener.
 
 pub(crate) mod body;
+pub mod debuginfo;
 mod ingest;
 pub mod openapi;
 mod ops;
@@ -13,7 +14,7 @@ mod ui;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, get, post, put};
 use stackhouse_query::QueryEngine;
 use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::store::Store;
@@ -32,7 +33,7 @@ pub struct AppState {
     pub auth: Arc<Auth>,
 }
 
-/// Every route under `/api/v1`, all GET; a test checks each is in the OpenAPI document.
+/// Every route under `/api/v1`; a test checks each is in the OpenAPI document.
 pub fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     use query::{diff, events, flamegraph, labels, profiles, timeseries, top, traces};
     vec![
@@ -50,6 +51,11 @@ pub fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/api/v1/diff", get(diff::diff)),
         ("/api/v1/events", get(events::events)),
         ("/api/v1/stats", get(labels::stats)),
+        ("/api/v1/debuginfo", get(debuginfo::list)),
+        (
+            "/api/v1/debuginfo/{build_id}",
+            put(debuginfo::put).get(debuginfo::get).delete(debuginfo::delete),
+        ),
         ("/api/v1/openapi.json", get(openapi::openapi_json)),
     ]
 }
@@ -123,6 +129,8 @@ mod tests {
                 item.get.is_some(),
                 "{path} is served with GET but documented otherwise"
             );
+            let writes = item.put.is_some() || item.delete.is_some();
+            assert_eq!(writes, path == "/api/v1/debuginfo/{build_id}", "{path}");
         }
     }
 }

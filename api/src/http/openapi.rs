@@ -9,6 +9,7 @@ use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
+use super::debuginfo;
 use super::query::{diff, events, flamegraph, labels, params, profiles, timeseries, top, traces};
 use crate::error::{ErrorBody, ErrorKind};
 
@@ -23,7 +24,7 @@ const QUERY_ERRORS: [ErrorKind; 4] = [
 /// The failures of `path` beyond [`QUERY_ERRORS`].
 fn own_errors(path: &str) -> &'static [ErrorKind] {
     match path {
-        "/api/v1/profiles/{profile_id}" => &[ErrorKind::NotFound],
+        "/api/v1/profiles/{profile_id}" | "/api/v1/debuginfo/{build_id}" => &[ErrorKind::NotFound],
         _ => &[],
     }
 }
@@ -87,12 +88,17 @@ impl Modify for ErrorResponses {
         labels::label_names,
         labels::label_values,
         labels::stats,
+        debuginfo::list,
+        debuginfo::get,
+        debuginfo::put,
+        debuginfo::delete,
         openapi_json,
     ),
     components(schemas(ErrorBody, params::Format)),
     tags(
         (name = "query", description = "Flamegraphs, profiles, time series, top functions, diffs, events"),
         (name = "catalog", description = "What is stored: profile types, labels, totals"),
+        (name = "debuginfo", description = "Debug files (ELF, by GNU build id) that name native frames"),
         (name = "meta", description = "This document"),
     )
 )]
@@ -134,7 +140,7 @@ mod tests {
                 continue;
             }
             let mut statuses = vec!["400", "422", "500", "503"];
-            if path == "/api/v1/profiles/{profile_id}" {
+            if path == "/api/v1/profiles/{profile_id}" || path == "/api/v1/debuginfo/{build_id}" {
                 statuses.push("404");
             }
             let documented: Vec<&str> = responses

@@ -174,7 +174,8 @@ impl QueryEngine {
             }
 
             let symbols = self.symbols.read(&q.scope.tenant).await?;
-            let mut symbolizer = Symbolizer::new(&symbols);
+            let native = self.debuginfo.files_for(&q.scope.tenant, &symbols).await?;
+            let mut symbolizer = Symbolizer::new(&symbols, &native);
             let mut attributes: IdMap<BTreeMap<String, String>> = IdMap::default();
             for row in rows {
                 let stack = row.stack_id.to_hex();

@@ -65,6 +65,7 @@ impl QueryEngine {
                 ],
             };
             let symbols = self.symbols.read(&first.tenant).await?;
+            let native = self.debuginfo.files_for(&first.tenant, &symbols).await?;
             let samples = values
                 .into_iter()
                 .map(|((stack_id, series_id, attr_set_id), values)| PprofSample {
@@ -88,6 +89,7 @@ impl QueryEngine {
                 },
                 samples,
                 symbols: &symbols,
+                native: &native,
             };
             Ok(encode(&input))
         })

@@ -21,6 +21,7 @@ use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
 use crate::call_paths::CallPathCache;
+use crate::debuginfo::{DebugInfo, DebugInfoConfig};
 use crate::error::QueryError;
 use crate::limits::QueryLimits;
 
@@ -40,6 +41,8 @@ pub struct QueryConfig {
     /// Entries (call path nodes, resolved stacks and locations) a tenant's cached call
     /// paths may hold before they are dropped and built again; about 40 bytes each.
     pub path_cache_entries: usize,
+    /// Debug files for native frames: limits, cache and debuginfod servers.
+    pub debuginfo: DebugInfoConfig,
 }
 
 /// The default of [`QueryConfig::path_cache_entries`]: about 160 MiB per tenant at most.
@@ -53,6 +56,7 @@ impl Default for QueryConfig {
             memory_limit_bytes: Some(DEFAULT_MEMORY_BUDGET),
             limits: QueryLimits::default(),
             path_cache_entries: DEFAULT_PATH_CACHE_ENTRIES,
+            debuginfo: DebugInfoConfig::default(),
         }
     }
 }
@@ -62,6 +66,7 @@ pub struct QueryEngine {
     pub(crate) catalog: Arc<dyn Catalog>,
     pub(crate) symbols: Arc<SymbolCache>,
     pub(crate) call_paths: CallPathCache,
+    pub(crate) debuginfo: Arc<DebugInfo>,
     pub(crate) limits: QueryLimits,
     memory_limit_bytes: Option<usize>,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
@@ -90,11 +95,13 @@ impl QueryEngine {
         let runtime = runtime.build_arc().expect("default datafusion runtime");
         runtime.register_object_store(store.base_url(), store.object_store());
         let ctx = SessionContext::new_with_config_rt(session, runtime);
+        let debuginfo = Arc::new(DebugInfo::new(store.clone(), catalog.clone(), config.debuginfo));
         QueryEngine {
             store,
             catalog,
             symbols,
             call_paths: CallPathCache::new(config.path_cache_entries),
+            debuginfo,
             limits: config.limits,
             memory_limit_bytes: config.memory_limit_bytes,
             ctx,
@@ -103,6 +110,11 @@ impl QueryEngine {
 
     pub fn limits(&self) -> &QueryLimits {
         &self.limits
+    }
+
+    /// The tenants' debug files: what the debuginfo API uploads, lists and deletes.
+    pub fn debuginfo(&self) -> &DebugInfo {
+        &self.debuginfo
     }
 
     /// Runs a query under the configured timeout; dropping the future cancels its scans.

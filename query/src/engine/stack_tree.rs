@@ -56,13 +56,15 @@ impl QueryEngine {
         let group_by = group_by.to_vec();
         let max_groups = self.limits.max_groups;
         let call_site = call_site.to_vec();
+        let native = self.debuginfo.files_for(&scope.tenant, &symbols).await?;
         let paths = self.call_paths.tenant(&scope.tenant);
         let root = tokio::task::spawn_blocking(move || {
             let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
+            paths.use_native(&native);
             let mut missing = MissingSymbols::default();
             let ends: Vec<PathNode> = rows
                 .iter()
-                .map(|row| paths.end(&symbols, &mut missing, row.stack_id))
+                .map(|row| paths.end(&symbols, &native, &mut missing, row.stack_id))
                 .collect();
             let mut within = (!call_site.is_empty()).then(|| Within::new(paths.find(&call_site)));
             let mut sums = PathSums::new(&paths);

@@ -17,6 +17,8 @@ use stackhouse_proto::pprof;
 use stackhouse_storage::model::{IdMap, Location, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
+use crate::debuginfo::NativeFiles;
+use crate::native::NativeFrame;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, stack_location_ids};
 
 /// One pprof sample: a stack (leaf node of the stack tree), one value per sample type, and
@@ -40,6 +42,8 @@ pub struct PprofInput<'a> {
     pub samples: Vec<PprofSample>,
     /// Resolves stacks, locations, functions and mappings.
     pub symbols: &'a SymbolIndex,
+    /// Debug files that name native frames, with their source files and lines.
+    pub native: &'a NativeFiles,
 }
 
 /// The gzipped, encoded profile.
@@ -53,7 +57,7 @@ pub fn encode(input: &PprofInput<'_>) -> Vec<u8> {
 
 /// The profile before encoding.
 fn build(input: &PprofInput<'_>) -> pprof::Profile {
-    let mut b = Builder::new(input.symbols);
+    let mut b = Builder::new(input.symbols, input.native);
     let sample_type = input
         .sample_types
         .iter()
@@ -99,6 +103,7 @@ type FunctionKey = (String, String, String, i64);
 /// positions in these tables; 0 means none.
 struct Builder<'a> {
     index: &'a SymbolIndex,
+    native: &'a NativeFiles,
     strings: Vec<String>,
     string_ids: HashMap<String, i64>,
     functions: Vec<pprof::Function>,
@@ -114,9 +119,10 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    fn new(index: &'a SymbolIndex) -> Builder<'a> {
+    fn new(index: &'a SymbolIndex, native: &'a NativeFiles) -> Builder<'a> {
         Builder {
             index,
+            native,
             strings: vec![String::new()],
             string_ids: HashMap::from([(String::new(), 0)]),
             functions: Vec::new(),
@@ -178,12 +184,20 @@ impl<'a> Builder<'a> {
 
     fn add_location(&mut self, location: &Location) -> u64 {
         let mapping_id = self.mapping(location.mapping_id);
+        if let Some(frames) = self.native.location(self.index, location) {
+            return self.add_native_location(mapping_id, location, &frames);
+        }
         if mapping_id != 0 && !location.lines.is_empty() {
             self.mappings[mapping_id as usize - 1].has_functions = true;
         }
         // The names our JSON gives each line (caller first), so that a function without a
         // name reads the same in both.
-        let mut names = location_frames(self.index, location, &mut MissingSymbols::default());
+        let mut names = location_frames(
+            self.index,
+            &NativeFiles::default(),
+            location,
+            &mut MissingSymbols::default(),
+        );
         names.reverse();
         let line = location
             .lines
@@ -199,6 +213,33 @@ impl<'a> Builder<'a> {
                     line: line.line,
                     column: line.column,
                 }
+            })
+            .collect();
+        self.push_location(pprof::Location {
+            mapping_id,
+            address: location.address,
+            line,
+            ..Default::default()
+        })
+    }
+
+    /// A location named by a debug file: one line per frame, innermost first as pprof
+    /// orders them, with the source file and line DWARF gave.
+    fn add_native_location(&mut self, mapping_id: u64, location: &Location, frames: &[NativeFrame]) -> u64 {
+        if mapping_id != 0 {
+            let mapping = &mut self.mappings[mapping_id as usize - 1];
+            mapping.has_functions = true;
+            mapping.has_filenames |= frames.iter().any(|f| !f.file.is_empty());
+            mapping.has_line_numbers |= frames.iter().any(|f| f.line != 0);
+            mapping.has_inline_frames |= frames.len() > 1;
+        }
+        let line = frames
+            .iter()
+            .rev()
+            .map(|f| pprof::Line {
+                function_id: self.function((f.function.clone(), String::new(), f.file.clone(), 0)),
+                line: i64::from(f.line),
+                column: 0,
             })
             .collect();
         self.push_location(pprof::Location {
@@ -348,6 +389,7 @@ mod tests {
 
     struct Fixture {
         index: SymbolIndex,
+        native: NativeFiles,
         samples: Vec<PprofSample>,
     }
 
@@ -445,6 +487,7 @@ mod tests {
         ];
         Fixture {
             index: index_of(&b),
+            native: NativeFiles::default(),
             samples,
         }
     }
@@ -461,6 +504,7 @@ mod tests {
             duration_nanos: 60_000_000_000,
             samples: f.samples.clone(),
             symbols: &f.index,
+            native: &f.native,
         }
     }
 
@@ -561,6 +605,7 @@ mod tests {
     #[test]
     fn empty_input_is_a_valid_profile() {
         let index = SymbolIndex::default();
+        let native = NativeFiles::default();
         let p = decode(&encode(&PprofInput {
             sample_types: vec![("samples".into(), "count".into())],
             period_type: ("cpu".into(), "nanoseconds".into()),
@@ -569,6 +614,7 @@ mod tests {
             duration_nanos: 0,
             samples: vec![],
             symbols: &index,
+            native: &native,
         }));
         assert!(p.sample.is_empty() && p.location.is_empty() && p.function.is_empty());
         assert_eq!(p.string_table[0], "");

@@ -27,6 +27,9 @@ const SERVICE: &str = "native-app";
 /// An address no part of the program covers: it keeps its `<file>+0x<addr>` name.
 const OUTSIDE: u64 = 0x7fff_0000;
 
+/// A pprof sample as compared: value, frames caller first, (file, line) per frame.
+type PprofRow = (i64, Vec<String>, Vec<(String, i64)>);
+
 fn now_nanos() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64
 }
@@ -250,7 +253,7 @@ async fn an_uploaded_debug_file_names_native_frames_as_addr2line_does() {
             .map(|(_, line)| ("prog.c".to_string(), i64::from(line)))
             .collect()
     };
-    let mut want: Vec<(i64, Vec<String>, Vec<(String, i64)>)> = sent
+    let mut want: Vec<PprofRow> = sent
         .samples
         .iter()
         .map(|(stack, value)| {
@@ -265,7 +268,7 @@ async fn an_uploaded_debug_file_names_native_frames_as_addr2line_does() {
             )
         })
         .collect();
-    let mut got: Vec<(i64, Vec<String>, Vec<(String, i64)>)> = pprof_export(&server, tenant)
+    let mut got: Vec<PprofRow> = pprof_export(&server, tenant)
         .await
         .samples
         .into_iter()

@@ -111,8 +111,9 @@ fn native_mapping(mapping: &Mapping) -> NativeMapping {
 /// of 8 to 128 digits (linkers write 8 to 64 bytes; 20 for the default SHA-1). Anything
 /// else (a profiler's own file hash, say) names no debug file.
 pub fn normalize_build_id(id: &str) -> Option<String> {
-    let valid =
-        (8..=128).contains(&id.len()) && id.len() % 2 == 0 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    let valid = (8..=128).contains(&id.len())
+        && id.len().is_multiple_of(2)
+        && id.bytes().all(|b| b.is_ascii_hexdigit());
     valid.then(|| id.to_ascii_lowercase())
 }
 

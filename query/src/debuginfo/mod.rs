@@ -238,7 +238,7 @@ impl DebugInfo {
         if self.debuginfod.is_some() {
             let fetched: Vec<_> = futures::stream::iter(fetch)
                 .map(|build_id| async move {
-                    let file = self.from_debuginfod(&build_id).await;
+                    let file = self.fetched(&build_id).await;
                     file.map(|f| (build_id, 0, f))
                 })
                 .buffer_unordered(FETCH_CONCURRENCY)
@@ -335,7 +335,7 @@ impl DebugInfo {
         }
     }
 
-    async fn from_debuginfod(&self, build_id: &str) -> Option<Arc<LoadedFile>> {
+    async fn fetched(&self, build_id: &str) -> Option<Arc<LoadedFile>> {
         let debuginfod = self.debuginfod.as_ref()?;
         let key = debuginfod_key(build_id);
         if let Some(file) = self.files.get(&key) {

@@ -140,9 +140,9 @@ pub async fn flamegraph_measurement(
     Ok(())
 }
 
-/// The same flamegraph once the tenant has an uploaded debug file (this bench's own
-/// executable) that no frame of the workload needs: symbolization of native frames must
-/// cost queries that touch none nothing measurable.
+/// The same flamegraph once the tenant has an uploaded debug file (the C library this
+/// process loaded) that no frame of the workload needs: symbolization of native frames
+/// must cost queries that touch none nothing measurable.
 async fn native_overhead(
     plan: &Plan,
     engine: &stackhouse_query::QueryEngine,

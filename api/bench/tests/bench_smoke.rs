@@ -81,6 +81,7 @@ async fn tiny_bench_produces_every_measurement() {
         "ingest CPU per sample",
         "stored bytes per sample",
         "flamegraph latency",
+        "tenant with a debug file no frame needs",
         "1-hour flamegraph in a store holding",
         "-day flamegraph through the HTTP API",
         "-day flamegraph through the Grafana API",

@@ -55,6 +55,10 @@ impl From<DebugInfoError> for ApiError {
     }
 }
 
+fn no_debug_file(build_id: &str) -> ApiError {
+    ApiError::not_found(format!("no debug file with build id {build_id}"))
+}
+
 /// Every debug file of the tenant.
 #[utoipa::path(
     get,
@@ -87,9 +91,7 @@ pub async fn get(
     let tenant = tenant_of(&headers)?;
     match state.engine.debuginfo().get(&tenant, &build_id).await? {
         Some(file) => Ok(Json(file.into())),
-        None => Err(ApiError::not_found(format!(
-            "no debug file with build id {build_id}"
-        ))),
+        None => Err(no_debug_file(&build_id)),
     }
 }
 
@@ -152,8 +154,6 @@ pub async fn delete(
     if state.engine.debuginfo().delete(&tenant, &build_id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(ApiError::not_found(format!(
-            "no debug file with build id {build_id}"
-        )))
+        Err(no_debug_file(&build_id))
     }
 }

@@ -90,6 +90,11 @@ pub struct DebugInfo {
     debuginfod: Option<Debuginfod>,
 }
 
+/// A build id from a request, as the catalog keys it.
+fn checked_build_id(build_id: &str) -> Result<String, DebugInfoError> {
+    normalize_build_id(build_id).ok_or_else(|| DebugInfoError::InvalidBuildId(build_id.into()))
+}
+
 /// Where a tenant's debug file of `build_id` is kept.
 pub fn object_key(tenant: &str, build_id: &str) -> String {
     format!("tenants/{tenant}/debuginfo/{build_id}")
@@ -140,8 +145,7 @@ impl DebugInfo {
         file_name: &str,
         bytes: bytes::Bytes,
     ) -> Result<catalog::DebugFile, DebugInfoError> {
-        let build_id =
-            normalize_build_id(build_id).ok_or_else(|| DebugInfoError::InvalidBuildId(build_id.into()))?;
+        let build_id = checked_build_id(build_id)?;
         if bytes.len() > self.config.max_file_bytes {
             return Err(DebugInfoError::TooLarge {
                 size: bytes.len(),
@@ -187,16 +191,14 @@ impl DebugInfo {
         tenant: &str,
         build_id: &str,
     ) -> Result<Option<catalog::DebugFile>, DebugInfoError> {
-        let build_id =
-            normalize_build_id(build_id).ok_or_else(|| DebugInfoError::InvalidBuildId(build_id.into()))?;
+        let build_id = checked_build_id(build_id)?;
         Ok(self.catalog.debug_file(tenant, &build_id).await?)
     }
 
     /// Forgets the tenant's file of `build_id`, then deletes its object; false when there
     /// was none.
     pub async fn delete(&self, tenant: &str, build_id: &str) -> Result<bool, DebugInfoError> {
-        let build_id =
-            normalize_build_id(build_id).ok_or_else(|| DebugInfoError::InvalidBuildId(build_id.into()))?;
+        let build_id = checked_build_id(build_id)?;
         if !self.catalog.delete_debug_file(tenant, &build_id).await? {
             return Ok(false);
         }

@@ -152,12 +152,7 @@ impl DebugInfo {
                 limit: self.config.max_file_bytes,
             });
         }
-        let parsed = {
-            let (bytes, build_id) = (bytes.clone(), build_id.clone());
-            tokio::task::spawn_blocking(move || DebugFile::parse_for(&bytes, &build_id))
-                .await
-                .map_err(|e| DebugFileError::Malformed(format!("parsing panicked: {e}")))??
-        };
+        let parsed = parse(bytes.clone(), &build_id).await?;
         let key = object_key(tenant, &build_id);
         let size = bytes.len();
         self.store
@@ -170,7 +165,7 @@ impl DebugInfo {
             object_key: key,
             file_name: file_name.to_string(),
             size_bytes: size as i64,
-            uploaded_at_millis: chrono_millis(),
+            uploaded_at_millis: chrono::Utc::now().timestamp_millis(),
         };
         self.catalog.put_debug_file(tenant, &row).await?;
         self.forget_list(tenant);
@@ -308,18 +303,11 @@ impl DebugInfo {
             return None;
         }
         let loaded = async {
-            let object = self
-                .store
-                .object_store()
-                .get(&self.store.path(&row.object_key))
-                .await?;
-            let bytes = object.bytes().await?;
-            let build_id = row.build_id.clone();
+            let path = self.store.path(&row.object_key);
+            let read = async { self.store.object_store().get(&path).await?.bytes().await };
+            let bytes = read.await.map_err(StoreError::from)?;
             let size = bytes.len();
-            let parsed = tokio::task::spawn_blocking(move || DebugFile::parse_for(&bytes, &build_id))
-                .await
-                .map_err(|e| DebugFileError::Malformed(format!("parsing panicked: {e}")))?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((parsed?, size))
+            Ok::<_, DebugInfoError>((parse(bytes, &row.build_id).await?, size))
         };
         match loaded.await {
             Ok((parsed, size)) => {
@@ -329,7 +317,7 @@ impl DebugInfo {
             }
             Err(e) => {
                 tracing::warn!(%tenant, build_id = %row.build_id, error = %e, "debug file unusable; its frames keep their addresses");
-                if !is_transient(e.as_ref()) {
+                if !matches!(&e, DebugInfoError::Store(s) if s.is_transient()) {
                     self.broken.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
                 }
                 None
@@ -348,18 +336,13 @@ impl DebugInfo {
         }
         for bytes in debuginfod.candidates(build_id).await {
             let size = bytes.len();
-            let expected = build_id.to_string();
-            let parsed = tokio::task::spawn_blocking(move || DebugFile::parse_for(&bytes, &expected)).await;
-            match parsed {
-                Ok(Ok(parsed)) => {
+            match parse(bytes.into(), build_id).await {
+                Ok(parsed) => {
                     let file = Arc::new(LoadedFile::new(parsed));
                     self.files.insert(key, file.clone(), size);
                     return Some(file);
                 }
-                Ok(Err(e)) => {
-                    tracing::warn!(%build_id, error = %e, "debuginfod answered with an unusable file")
-                }
-                Err(e) => tracing::warn!(%build_id, error = %e, "parsing a debuginfod file panicked"),
+                Err(e) => tracing::warn!(%build_id, error = %e, "debuginfod answered with an unusable file"),
             }
         }
         debuginfod.remember_missing(build_id);
@@ -367,14 +350,11 @@ impl DebugInfo {
     }
 }
 
-fn is_transient(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
-    match e.downcast_ref::<object_store::Error>() {
-        Some(object_store::Error::NotFound { .. }) => false,
-        Some(_) => true,
-        None => false,
-    }
-}
-
-fn chrono_millis() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+/// Parses a debug file of `build_id` off the async runtime (DWARF and symbol tables of
+/// large files take a while); a panic on a damaged file is that file's error.
+async fn parse(bytes: bytes::Bytes, build_id: &str) -> Result<DebugFile, DebugFileError> {
+    let build_id = build_id.to_string();
+    tokio::task::spawn_blocking(move || DebugFile::parse_for(&bytes, &build_id))
+        .await
+        .map_err(|e| DebugFileError::Malformed(format!("parsing panicked: {e}")))?
 }

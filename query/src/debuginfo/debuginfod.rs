@@ -54,28 +54,28 @@ impl Debuginfod {
         missing.insert(build_id.to_string(), Instant::now());
     }
 
-    /// Candidate files of `build_id`, best first: each server's debug info, then its
-    /// executable (whose symbol table may still name functions). The caller checks each
-    /// and calls [`Debuginfod::remember_missing`] when none will do.
-    pub async fn candidates(&self, build_id: &str) -> Vec<Vec<u8>> {
-        let mut found = Vec::new();
-        for base in &self.urls {
-            for kind in ["debuginfo", "executable"] {
-                let url = format!(
-                    "{}/buildid/{build_id}/{kind}",
-                    base.as_str().trim_end_matches('/')
-                );
-                match self.get(&url).await {
-                    Ok(Some(bytes)) => found.push(bytes),
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(%url, error = %e, "debuginfod request failed"),
-                }
-            }
-            if !found.is_empty() {
-                break;
+    /// Where `build_id` may be found, best first: each server's debug info, then its
+    /// executable (whose symbol table may still name functions). The caller fetches them
+    /// in turn until one will do, then calls [`Debuginfod::remember_missing`] if none did.
+    pub fn candidates(&self, build_id: &str) -> Vec<String> {
+        self.urls
+            .iter()
+            .flat_map(|base| {
+                let base = base.as_str().trim_end_matches('/');
+                ["debuginfo", "executable"].map(|kind| format!("{base}/buildid/{build_id}/{kind}"))
+            })
+            .collect()
+    }
+
+    /// The file at `url`; `None` when the server does not have it or failed (logged).
+    pub async fn fetch(&self, url: &str) -> Option<Vec<u8>> {
+        match self.get(url).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(%url, error = %e, "debuginfod request failed");
+                None
             }
         }
-        found
     }
 
     /// The body of a 200 answer; `None` for 404 and the like.

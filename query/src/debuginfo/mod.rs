@@ -334,7 +334,10 @@ impl DebugInfo {
         if debuginfod.known_missing(build_id) {
             return None;
         }
-        for bytes in debuginfod.candidates(build_id).await {
+        for url in debuginfod.candidates(build_id) {
+            let Some(bytes) = debuginfod.fetch(&url).await else {
+                continue;
+            };
             let size = bytes.len();
             match parse(bytes.into(), build_id).await {
                 Ok(parsed) => {
@@ -342,7 +345,7 @@ impl DebugInfo {
                     self.files.insert(key, file.clone(), size);
                     return Some(file);
                 }
-                Err(e) => tracing::warn!(%build_id, error = %e, "debuginfod answered with an unusable file"),
+                Err(e) => tracing::warn!(%url, error = %e, "debuginfod answered with an unusable file"),
             }
         }
         debuginfod.remember_missing(build_id);

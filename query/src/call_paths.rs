@@ -167,19 +167,21 @@ impl CallPaths {
     }
 }
 
-/// An unplaced node in [`PathSums::placed_at_root`].
-const NOT_PLACED: u32 = u32::MAX;
+/// A query whose ungrouped values end at more than one in this many of the cached nodes is
+/// summed densely over the whole cached tree (see [`PathSums::place_root_values`]). Summing
+/// densely costs a few nanoseconds per cached node; walking costs a hash map insert per
+/// node of each new path, and a stack has tens of nodes of its own.
+const DENSE_FRACTION: usize = 256;
 
-/// One query's values on a [`CallPaths`] tree, optionally under group nodes: only the nodes
-/// the query's stacks pass through are ever visited, however large the cached tree is.
+/// One query's values on a [`CallPaths`] tree, optionally under group nodes: what the query
+/// costs follows the nodes its stacks pass through, however large the cached tree is.
 pub(crate) struct PathSums<'p> {
     paths: &'p CallPaths,
     tree: PathTree,
     group_names: Vec<String>,
-    /// Cached node → output node under the root, densely by cached node ([`NOT_PLACED`]
-    /// where none): ungrouped trees place every node here, without hashing.
-    placed_at_root: Vec<u32>,
-    /// (group's output node, cached node) → output node, for groups other than the root.
+    /// Values added under the root: placed when the tree is built, all at once.
+    at_root: Vec<(PathNode, i64)>,
+    /// (group's output node, cached node) → output node.
     placed: FastMap<(usize, PathNode), usize>,
     /// Reused by every `add`: the nodes of a path not placed yet.
     pending: Vec<PathNode>,
@@ -194,7 +196,7 @@ impl<'p> PathSums<'p> {
             paths,
             tree: PathTree::new(paths.node_names[CallPaths::ROOT as usize]),
             group_names: Vec::new(),
-            placed_at_root: Vec::new(),
+            at_root: Vec::new(),
             placed: FastMap::default(),
             pending: Vec::new(),
         }
@@ -211,21 +213,22 @@ impl<'p> PathSums<'p> {
     /// Adds `value` at the path ending at `end`, under `group` (a [`PathSums::group`] or
     /// [`PathSums::ROOT`]).
     pub fn add(&mut self, group: usize, end: PathNode, value: i64) {
+        if group == Self::ROOT {
+            self.at_root.push((end, value));
+            return;
+        }
         let node = self.output_node(group, end);
         self.tree.add_self(node, value);
     }
 
     fn output_node(&mut self, group: usize, end: PathNode) -> usize {
-        if group == Self::ROOT && self.placed_at_root.is_empty() {
-            self.placed_at_root = vec![NOT_PLACED; self.paths.parents.len()];
-        }
         // Walk up to the first node already placed under this group, then place the rest
         // root-first, so children keep higher indices than their parents.
         self.pending.clear();
         let mut node = end;
         let mut out = group;
         while node != CallPaths::ROOT {
-            if let Some(placed) = self.placed(group, node) {
+            if let Some(&placed) = self.placed.get(&(group, node)) {
                 out = placed;
                 break;
             }
@@ -234,26 +237,53 @@ impl<'p> PathSums<'p> {
         }
         for &node in self.pending.iter().rev() {
             out = self.tree.push_child(out, self.paths.node_names[node as usize]);
-            if group == Self::ROOT {
-                self.placed_at_root[node as usize] =
-                    u32::try_from(out).expect("fewer than 2^32 output nodes");
-            } else {
-                self.placed.insert((group, node), out);
-            }
+            self.placed.insert((group, node), out);
         }
         out
     }
 
-    fn placed(&self, group: usize, node: PathNode) -> Option<usize> {
-        if group == Self::ROOT {
-            let out = self.placed_at_root[node as usize];
-            (out != NOT_PLACED).then_some(out as usize)
-        } else {
-            self.placed.get(&(group, node)).copied()
+    /// Places the values added under the root. A query that reaches a good part of the
+    /// cached tree (a flamegraph of everything) sums into arrays over the whole cached tree
+    /// and copies out the nodes it reached, in one pass each: no hashing, and memory read
+    /// in order. A small one (one trace) walks its own paths instead, so that it does not
+    /// pay for the size of the cache.
+    fn place_root_values(&mut self) {
+        let at_root = std::mem::take(&mut self.at_root);
+        let cached = self.paths.parents.len();
+        if at_root.len().saturating_mul(DENSE_FRACTION) < cached {
+            for (end, value) in at_root {
+                let node = self.output_node(Self::ROOT, end);
+                self.tree.add_self(node, value);
+            }
+            return;
+        }
+        let mut self_values = vec![0i64; cached];
+        let mut reached = vec![false; cached];
+        for &(end, value) in &at_root {
+            self_values[end as usize] += value;
+            reached[end as usize] = true;
+        }
+        // A child is always cached after its parent: from the top index down, a node is
+        // reached once its children are marked.
+        for node in (1..cached).rev() {
+            if reached[node] {
+                reached[self.paths.parents[node] as usize] = true;
+            }
+        }
+        let mut out = vec![Self::ROOT; cached];
+        self.tree
+            .add_self(Self::ROOT, self_values[CallPaths::ROOT as usize]);
+        for node in 1..cached {
+            if reached[node] {
+                let parent = out[self.paths.parents[node] as usize];
+                out[node] = self.tree.push_child(parent, self.paths.node_names[node]);
+                self.tree.add_self(out[node], self_values[node]);
+            }
         }
     }
 
-    pub fn build(self, max_nodes: Option<usize>) -> Node {
+    pub fn build(mut self, max_nodes: Option<usize>) -> Node {
+        self.place_root_values();
         let names = NameTable {
             base: self.paths.names.names(),
             extra: &self.group_names,
@@ -461,6 +491,70 @@ mod tests {
         let (one, _) = tree_of(&mut cache, &index, &[(s2, 5)]);
         assert_eq!(all_paths(&one), [("main;work".to_string(), 5)]);
         assert_eq!(one.count(), 3);
+    }
+
+    /// A query over most of the cached tree sums densely, one over a few of its stacks
+    /// walks its own paths: both give the tree of exactly the query's stacks.
+    #[test]
+    fn large_and_small_queries_give_the_tree_of_their_own_stacks() {
+        let mut b = Batch::new("t");
+        let locations: Vec<SymbolId> = (0..12)
+            .map(|i| {
+                let line = function(&mut b, &format!("f{i}"));
+                location(&mut b, vec![line])
+            })
+            .collect();
+        // 1000 stacks 2-9 frames deep over 12 functions, each with its own value.
+        let mut rows = Vec::new();
+        let mut row_paths = Vec::new();
+        for n in 0..1000usize {
+            let mut x = n as u64 + 1;
+            let frames: Vec<usize> = (0..2 + n % 8)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (x >> 33) as usize % 12
+                })
+                .collect();
+            let leaf_first: Vec<SymbolId> = frames.iter().rev().map(|&f| locations[f]).collect();
+            rows.push((b.add_stack(&leaf_first), 1 + (n % 9) as i64));
+            row_paths.push(
+                frames
+                    .iter()
+                    .map(|f| format!("f{f}"))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            );
+        }
+        let expected = |picked: &[usize]| {
+            let mut sums = std::collections::BTreeMap::new();
+            for &i in picked {
+                *sums.entry(row_paths[i].clone()).or_insert(0) += rows[i].1;
+            }
+            sums.into_iter().collect::<Vec<(String, i64)>>()
+        };
+        let index = index_of(&b);
+        let mut cache = CallPaths::default();
+
+        let (all, _) = tree_of(&mut cache, &index, &rows);
+        assert!(
+            rows.len() * DENSE_FRACTION >= cache.parents.len(),
+            "summed densely"
+        );
+        assert_eq!(all_paths(&all), expected(&(0..rows.len()).collect::<Vec<_>>()));
+        assert_eq!(all.total, rows.iter().map(|r| r.1).sum::<i64>());
+
+        let picked = [3, 150, 3];
+        assert!(
+            cache.parents.len() > 3 * DENSE_FRACTION,
+            "the cache outgrows a small query"
+        );
+        let few: Vec<(SymbolId, i64)> = picked.iter().map(|&i| rows[i]).collect();
+        let (small, _) = tree_of(&mut cache, &index, &few);
+        assert!(few.len() * DENSE_FRACTION < cache.parents.len(), "walked");
+        assert_eq!(all_paths(&small), expected(&picked));
+        assert_eq!(small.total, 2 * rows[3].1 + rows[150].1);
     }
 
     #[test]

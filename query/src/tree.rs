@@ -354,44 +354,17 @@ impl PathTree {
         }
         let totals = self.totals();
         let mut children = Children::of(&self);
-        // The order `build` sorts children into, which the pre-order numbering (and with
-        // it truncation's tie-breaking) follows.
-        for id in 0..self.names.len() {
-            children.get_mut(id).sort_by(|&a, &b| {
-                totals[b]
-                    .cmp(&totals[a])
-                    .then_with(|| names.get(self.names[a]).cmp(names.get(self.names[b])))
-            });
-        }
-        let mut preorder = vec![0usize; self.names.len()];
-        let mut stack = vec![Self::ROOT];
-        let mut next = 0;
-        while let Some(id) = stack.pop() {
-            preorder[id] = next;
-            next += 1;
-            stack.extend(children.get(id).iter().rev());
-        }
-        let mut keep = vec![false; self.names.len()];
-        let mut candidates = BinaryHeap::from([(totals[Self::ROOT], Reverse(0usize), Self::ROOT)]);
-        for _ in 0..max_nodes.max(1) {
-            let Some((_, _, id)) = candidates.pop() else {
-                break;
-            };
-            keep[id] = true;
-            candidates.extend(
-                children
-                    .get(id)
-                    .iter()
-                    .map(|&c| (totals[c], Reverse(preorder[c]), c)),
-            );
-        }
-        let built = Built {
+        let ranked = Ranked {
             tree: &self,
-            children: &children,
             names,
             totals: &totals,
         };
-        built.materialize(Self::ROOT, &keep)
+        let keep = if self.self_values.iter().all(|&v| v >= 0) {
+            ranked.keep_top(&children, max_nodes.max(1))
+        } else {
+            ranked.keep_best_first(&mut children, max_nodes.max(1))
+        };
+        ranked.materialize(&children, Self::ROOT, &keep)
     }
 
     /// The tree with totals computed and children sorted.
@@ -424,39 +397,111 @@ impl PathTree {
     }
 }
 
-/// A [`PathTree`] with its totals and sorted child lists, for materializing kept nodes.
-struct Built<'a> {
+/// A [`PathTree`] with its totals: what choosing and materializing the kept nodes reads.
+struct Ranked<'a> {
     tree: &'a PathTree,
-    children: &'a Children,
     names: NameTable<'a>,
     totals: &'a [i64],
 }
 
-impl Built<'_> {
+impl Ranked<'_> {
+    /// Sibling order in a built tree: larger totals first, then by name.
+    fn cmp_siblings(&self, a: usize, b: usize) -> std::cmp::Ordering {
+        self.totals[b].cmp(&self.totals[a]).then_with(|| {
+            self.names
+                .get(self.tree.names[a])
+                .cmp(self.names.get(self.tree.names[b]))
+        })
+    }
+
+    /// [`truncate_tree`]'s choice when no value is negative, without ordering the whole
+    /// tree. Then no child outweighs its parent, which also precedes it in pre-order, so
+    /// the nodes best-first selection keeps are the `k` best by (total, pre-order) of the
+    /// whole tree: every node above the `k`-th largest total, and those equal to it in
+    /// pre-order until `k` are kept. Only nodes at or above that total are walked, and
+    /// only their children are sorted.
+    fn keep_top(&self, children: &Children, k: usize) -> Vec<bool> {
+        let mut ranked = self.totals.to_vec();
+        let (_, &mut threshold, _) = ranked.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+        let above = self.totals.iter().filter(|&&t| t > threshold).count();
+        let mut ties = k - above;
+        let mut keep = vec![false; self.totals.len()];
+        let mut stack = vec![PathTree::ROOT];
+        let mut next = Vec::new();
+        while let Some(id) = stack.pop() {
+            if self.totals[id] == threshold {
+                if ties == 0 {
+                    continue;
+                }
+                ties -= 1;
+            }
+            keep[id] = true;
+            next.clear();
+            next.extend(children.get(id).iter().filter(|&&c| self.totals[c] >= threshold));
+            next.sort_by(|&a, &b| self.cmp_siblings(a, b));
+            stack.extend(next.iter().rev());
+        }
+        keep
+    }
+
+    /// [`truncate_tree`]'s best-first choice, in pre-order of the built tree for ties:
+    /// what negative values need, since a child may then outweigh its parent. Sorts every
+    /// child list.
+    fn keep_best_first(&self, children: &mut Children, k: usize) -> Vec<bool> {
+        let n = self.totals.len();
+        for id in 0..n {
+            children.get_mut(id).sort_by(|&a, &b| self.cmp_siblings(a, b));
+        }
+        let mut preorder = vec![0usize; n];
+        let mut stack = vec![PathTree::ROOT];
+        let mut next = 0;
+        while let Some(id) = stack.pop() {
+            preorder[id] = next;
+            next += 1;
+            stack.extend(children.get(id).iter().rev());
+        }
+        let mut keep = vec![false; n];
+        let mut candidates =
+            BinaryHeap::from([(self.totals[PathTree::ROOT], Reverse(0usize), PathTree::ROOT)]);
+        for _ in 0..k {
+            let Some((_, _, id)) = candidates.pop() else {
+                break;
+            };
+            keep[id] = true;
+            candidates.extend(
+                children
+                    .get(id)
+                    .iter()
+                    .map(|&c| (self.totals[c], Reverse(preorder[c]), c)),
+            );
+        }
+        keep
+    }
+
     /// The kept subtree under `id` (kept itself), children in `build`'s order, dropped
     /// children folded into one `other` leaf as [`truncate_tree`] does.
-    fn materialize(&self, id: usize, keep: &[bool]) -> Node {
-        let mut children = Vec::new();
+    fn materialize(&self, children: &Children, id: usize, keep: &[bool]) -> Node {
+        let mut kept = Vec::new();
         let mut folded = 0;
         let mut any_folded = false;
-        for &c in self.children.get(id) {
+        for &c in children.get(id) {
             if keep[c] {
-                children.push(self.materialize(c, keep));
+                kept.push(self.materialize(children, c, keep));
             } else {
                 folded += self.totals[c];
                 any_folded = true;
             }
         }
+        if any_folded {
+            kept.push(Node::leaf(OTHER_NAME, folded));
+        }
         let mut done = Node {
             name: self.names.get(self.tree.names[id]).to_string(),
             self_value: self.tree.self_values[id],
             total: self.totals[id],
-            children,
+            children: kept,
         };
-        if any_folded {
-            done.children.push(Node::leaf(OTHER_NAME, folded));
-            done.sort_children();
-        }
+        done.sort_children();
         done
     }
 }
@@ -590,8 +635,8 @@ mod tests {
     }
 
     /// Deterministic pseudo-random paths over few names, so siblings tie on totals and
-    /// names recur at many depths.
-    fn random_builder(seed: u64, paths: usize) -> TreeBuilder {
+    /// names recur at many depths; values from `lowest` to `lowest + 4`.
+    fn random_builder(seed: u64, paths: usize, lowest: i64) -> TreeBuilder {
         let mut x = seed;
         let mut next = move || {
             x = x
@@ -603,19 +648,26 @@ mod tests {
         for _ in 0..paths {
             let depth = 1 + next() as usize % 6;
             let frames: Vec<String> = (0..depth).map(|_| format!("f{}", next() % 4)).collect();
-            b.add_path(&frames, (next() % 5) as i64);
+            b.add_path(&frames, lowest + (next() % 5) as i64);
         }
         b
     }
 
+    /// Both ways of choosing the kept nodes: by threshold when no value is negative, and
+    /// best-first when some are.
     #[test]
     fn truncating_while_building_equals_building_then_truncating() {
-        for seed in 1..20 {
-            for max_nodes in [0, 1, 2, 3, 7, 20, 60, 10_000] {
-                let mut expected = random_builder(seed, 300).build();
-                truncate_tree(&mut expected, max_nodes);
-                let got = random_builder(seed, 300).build_truncated(max_nodes);
-                assert_eq!(got, expected, "seed {seed}, max_nodes {max_nodes}");
+        for lowest in [0, -2] {
+            for seed in 1..40 {
+                for max_nodes in [0, 1, 2, 3, 7, 20, 60, 150, 10_000] {
+                    let mut expected = random_builder(seed, 300, lowest).build();
+                    truncate_tree(&mut expected, max_nodes);
+                    let got = random_builder(seed, 300, lowest).build_truncated(max_nodes);
+                    assert_eq!(
+                        got, expected,
+                        "seed {seed}, max_nodes {max_nodes}, lowest {lowest}"
+                    );
+                }
             }
         }
     }

@@ -41,8 +41,9 @@ impl QueryEngine {
                 let mut flamegraph = self
                     .tree(&q.scope, &q.group_by, Some(max_nodes), call_site)
                     .await?;
-                // Already cut while building; this records the budget on the result.
-                flamegraph.truncate(max_nodes);
+                // Already cut while building: cutting again would fold kept nodes in favour
+                // of the `other` nodes the first cut made.
+                flamegraph.max_nodes = Some(max_nodes);
                 return Ok(flamegraph);
             }
             // Filtering needs every node: truncation would have folded some into `other`.

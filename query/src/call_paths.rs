@@ -15,7 +15,7 @@ use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::debuginfo::NativeFiles;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, walk_up};
-use crate::tree::{Interner, NameTable, Node, PathTree, ROOT_NAME};
+use crate::tree::{Interner, NameTable, Node, PathTree, ROOT_NAME, RankedTree, truncated};
 
 /// Node of the cached tree; [`CallPaths::ROOT`] is the synthetic root.
 pub(crate) type PathNode = u32;
@@ -27,6 +27,10 @@ pub(crate) struct CallPaths {
     /// Per node: its parent (the root is its own) and its name.
     parents: Vec<PathNode>,
     node_names: Vec<u32>,
+    /// Per node: its last child created and the sibling created before it; 0 (the root,
+    /// never a child) ends a list.
+    last_child: Vec<PathNode>,
+    earlier_sibling: Vec<PathNode>,
     edges: FastMap<(PathNode, u32), PathNode>,
     /// Stack node → the node its path ends at.
     ends: IdMap<PathNode>,
@@ -44,6 +48,8 @@ impl Default for CallPaths {
             names,
             parents: vec![Self::ROOT],
             node_names: vec![root],
+            last_child: vec![Self::ROOT],
+            earlier_sibling: vec![Self::ROOT],
             edges: FastMap::default(),
             ends: IdMap::default(),
             locations: IdMap::default(),
@@ -162,13 +168,16 @@ impl CallPaths {
         let node = PathNode::try_from(self.parents.len()).expect("fewer than 2^32 call path nodes");
         self.parents.push(parent);
         self.node_names.push(name);
+        self.last_child.push(Self::ROOT);
+        self.earlier_sibling.push(self.last_child[parent as usize]);
+        self.last_child[parent as usize] = node;
         self.edges.insert((parent, name), node);
         node
     }
 }
 
 /// A query whose ungrouped values end at more than one in this many of the cached nodes is
-/// summed densely over the whole cached tree (see [`PathSums::place_root_values`]). Summing
+/// summed densely over the whole cached tree (see [`PathSums::dense`]). Summing
 /// densely costs a few nanoseconds per cached node; walking costs a hash map insert per
 /// node of each new path, and a stack has tens of nodes of its own.
 const DENSE_FRACTION: usize = 256;
@@ -179,7 +188,7 @@ pub(crate) struct PathSums<'p> {
     paths: &'p CallPaths,
     tree: PathTree,
     group_names: Vec<String>,
-    /// Values added under the root: placed when the tree is built, all at once.
+    /// Values added under the root, kept until the tree is built: see [`PathSums::dense`].
     at_root: Vec<(PathNode, i64)>,
     /// (group's output node, cached node) → output node.
     placed: FastMap<(usize, PathNode), usize>,
@@ -242,48 +251,23 @@ impl<'p> PathSums<'p> {
         out
     }
 
-    /// Places the values added under the root. A query that reaches a good part of the
-    /// cached tree (a flamegraph of everything) sums into arrays over the whole cached tree
-    /// and copies out the nodes it reached, in one pass each: no hashing, and memory read
-    /// in order. A small one (one trace) walks its own paths instead, so that it does not
-    /// pay for the size of the cache.
-    fn place_root_values(&mut self) {
-        let at_root = std::mem::take(&mut self.at_root);
-        let cached = self.paths.parents.len();
-        if at_root.len().saturating_mul(DENSE_FRACTION) < cached {
-            for (end, value) in at_root {
-                let node = self.output_node(Self::ROOT, end);
-                self.tree.add_self(node, value);
-            }
-            return;
-        }
-        let mut self_values = vec![0i64; cached];
-        let mut reached = vec![false; cached];
-        for &(end, value) in &at_root {
-            self_values[end as usize] += value;
-            reached[end as usize] = true;
-        }
-        // A child is always cached after its parent: from the top index down, a node is
-        // reached once its children are marked.
-        for node in (1..cached).rev() {
-            if reached[node] {
-                reached[self.paths.parents[node] as usize] = true;
-            }
-        }
-        let mut out = vec![Self::ROOT; cached];
-        self.tree
-            .add_self(Self::ROOT, self_values[CallPaths::ROOT as usize]);
-        for node in 1..cached {
-            if reached[node] {
-                let parent = out[self.paths.parents[node] as usize];
-                out[node] = self.tree.push_child(parent, self.paths.node_names[node]);
-                self.tree.add_self(out[node], self_values[node]);
-            }
-        }
+    /// Whether the values under the root reach a good part of the cached tree (a
+    /// flamegraph of everything): they are then summed in arrays over the whole cached
+    /// tree, in one pass and with memory read in order, and no hashing. A small query (one
+    /// trace) walks its own paths instead, so that it does not pay for the size of the cache.
+    fn dense(&self) -> bool {
+        self.at_root.len().saturating_mul(DENSE_FRACTION) >= self.paths.parents.len()
     }
 
     pub fn build(mut self, max_nodes: Option<usize>) -> Node {
-        self.place_root_values();
+        if self.group_names.is_empty() && self.dense() {
+            let dense = DenseSums::new(self.paths, &self.at_root);
+            return truncated(&dense, max_nodes.unwrap_or(usize::MAX));
+        }
+        for (end, value) in std::mem::take(&mut self.at_root) {
+            let node = self.output_node(Self::ROOT, end);
+            self.tree.add_self(node, value);
+        }
         let names = NameTable {
             base: self.paths.names.names(),
             extra: &self.group_names,
@@ -292,6 +276,87 @@ impl<'p> PathSums<'p> {
             Some(max_nodes) => self.tree.build_truncated(names, max_nodes),
             None => self.tree.build(names),
         }
+    }
+}
+
+/// Ungrouped values summed over the whole cached tree: the nodes of the query's tree are
+/// the cached nodes its paths reach, numbered as in the cache.
+struct DenseSums<'p> {
+    paths: &'p CallPaths,
+    self_values: Vec<i64>,
+    totals: Vec<i64>,
+    reached: Vec<bool>,
+    len: usize,
+    no_negative_values: bool,
+}
+
+impl<'p> DenseSums<'p> {
+    fn new(paths: &'p CallPaths, values: &[(PathNode, i64)]) -> DenseSums<'p> {
+        let cached = paths.parents.len();
+        let mut self_values = vec![0i64; cached];
+        let mut reached = vec![false; cached];
+        reached[CallPaths::ROOT as usize] = true;
+        let mut no_negative_values = true;
+        for &(end, value) in values {
+            self_values[end as usize] += value;
+            reached[end as usize] = true;
+            no_negative_values &= value >= 0;
+        }
+        let mut totals = self_values.clone();
+        // A child is always cached after its parent: from the top number down, a node's
+        // total is final before its parent adds it.
+        for node in (1..cached).rev() {
+            if reached[node] {
+                let parent = paths.parents[node] as usize;
+                totals[parent] += totals[node];
+                reached[parent] = true;
+            }
+        }
+        let len = reached.iter().filter(|&&r| r).count();
+        DenseSums {
+            paths,
+            self_values,
+            totals,
+            reached,
+            len,
+            no_negative_values,
+        }
+    }
+}
+
+impl RankedTree for DenseSums<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn totals(&self) -> &[i64] {
+        &self.totals
+    }
+
+    fn contains(&self, id: usize) -> bool {
+        self.reached[id]
+    }
+
+    fn name(&self, id: usize) -> &str {
+        &self.paths.names.names()[self.paths.node_names[id] as usize]
+    }
+
+    fn self_value(&self, id: usize) -> i64 {
+        self.self_values[id]
+    }
+
+    fn children_into(&self, id: usize, out: &mut Vec<usize>) {
+        let mut child = self.paths.last_child[id];
+        while child != CallPaths::ROOT {
+            if self.reached[child as usize] {
+                out.push(child as usize);
+            }
+            child = self.paths.earlier_sibling[child as usize];
+        }
+    }
+
+    fn no_negative_values(&self) -> bool {
+        self.no_negative_values
     }
 }
 

@@ -252,7 +252,7 @@ impl<'a> NameTable<'a> {
         NameTable { base, extra: &[] }
     }
 
-    fn get(&self, id: u32) -> &'a str {
+    pub fn get(&self, id: u32) -> &'a str {
         let id = id as usize;
         match self.base.get(id) {
             Some(name) => name,
@@ -274,14 +274,14 @@ pub(crate) struct PathTree {
     parents: Vec<usize>,
 }
 
-/// Every node's children in one array: node `i`'s are `list[start[i]..start[i + 1]]`.
+/// Every node's children in one array, in creation order: node `i`'s are
+/// `list[start[i]..start[i + 1]]`.
 struct Children {
     start: Vec<usize>,
     list: Vec<usize>,
 }
 
 impl Children {
-    /// In creation order (as they were pushed).
     fn of(tree: &PathTree) -> Children {
         let n = tree.names.len();
         let mut start = vec![0usize; n + 1];
@@ -302,10 +302,6 @@ impl Children {
 
     fn get(&self, id: usize) -> &[usize] {
         &self.list[self.start[id]..self.start[id + 1]]
-    }
-
-    fn get_mut(&mut self, id: usize) -> &mut [usize] {
-        &mut self.list[self.start[id]..self.start[id + 1]]
     }
 }
 
@@ -353,18 +349,14 @@ impl PathTree {
             return self.build(names);
         }
         let totals = self.totals();
-        let mut children = Children::of(&self);
+        let children = Children::of(&self);
         let ranked = Ranked {
             tree: &self,
+            children: &children,
             names,
             totals: &totals,
         };
-        let keep = if self.self_values.iter().all(|&v| v >= 0) {
-            ranked.keep_top(&children, max_nodes.max(1))
-        } else {
-            ranked.keep_best_first(&mut children, max_nodes.max(1))
-        };
-        ranked.materialize(&children, Self::ROOT, &keep)
+        truncated(&ranked, max_nodes)
     }
 
     /// The tree with totals computed and children sorted.
@@ -397,112 +389,181 @@ impl PathTree {
     }
 }
 
-/// A [`PathTree`] with its totals: what choosing and materializing the kept nodes reads.
+/// A tree with totals, as choosing and materializing its kept nodes reads it: a
+/// [`PathTree`], or a query's values summed over the cached call paths of
+/// `crate::call_paths`. Node 0 is the root; a child is numbered higher than its parent.
+pub(crate) trait RankedTree {
+    /// Nodes in the tree.
+    fn len(&self) -> usize;
+    /// Every node's total, by number; numbers of nodes not in the tree may hold anything.
+    fn totals(&self) -> &[i64];
+    /// Whether number `id` is a node of the tree.
+    fn contains(&self, id: usize) -> bool;
+    fn name(&self, id: usize) -> &str;
+    fn self_value(&self, id: usize) -> i64;
+    /// Appends the children of `id` to `out`, in no particular order.
+    fn children_into(&self, id: usize, out: &mut Vec<usize>);
+    /// Whether no node's self value is negative.
+    fn no_negative_values(&self) -> bool;
+}
+
+const ROOT: usize = PathTree::ROOT;
+
+/// Sibling order in a built tree: larger totals first, then by name.
+fn cmp_siblings<T: RankedTree>(tree: &T, a: usize, b: usize) -> std::cmp::Ordering {
+    let totals = tree.totals();
+    totals[b]
+        .cmp(&totals[a])
+        .then_with(|| tree.name(a).cmp(tree.name(b)))
+}
+
+/// The children of `id` in sibling order.
+fn sorted_children<T: RankedTree>(tree: &T, id: usize, out: &mut Vec<usize>) {
+    out.clear();
+    tree.children_into(id, out);
+    out.sort_by(|&a, &b| cmp_siblings(tree, a, b));
+}
+
+/// `tree` cut to `max_nodes` as [`truncate_tree`] cuts the built tree, materializing only
+/// the kept nodes and their `other` nodes.
+pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
+    let keep = if tree.len() <= max_nodes {
+        (0..tree.totals().len()).map(|id| tree.contains(id)).collect()
+    } else if tree.no_negative_values() {
+        keep_top(tree, max_nodes.max(1))
+    } else {
+        keep_best_first(tree, max_nodes.max(1))
+    };
+    materialize(tree, ROOT, &keep)
+}
+
+/// [`truncate_tree`]'s choice when no value is negative, without ordering the whole tree.
+/// Then no child outweighs its parent, which also precedes it in pre-order, so the nodes
+/// best-first selection keeps are the `k` best by (total, pre-order) of the whole tree:
+/// every node above the `k`-th largest total, and those equal to it in pre-order until
+/// `k` are kept. Only nodes at or above that total are walked, and only their children
+/// are sorted.
+fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<bool> {
+    let totals = tree.totals();
+    let mut ranked: Vec<i64> = (0..totals.len())
+        .filter(|&id| tree.contains(id))
+        .map(|id| totals[id])
+        .collect();
+    let (_, &mut threshold, _) = ranked.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+    let above = ranked.iter().filter(|&&t| t > threshold).count();
+    let mut ties = k - above;
+    let mut keep = vec![false; totals.len()];
+    let mut stack = vec![ROOT];
+    let mut next = Vec::new();
+    while let Some(id) = stack.pop() {
+        if totals[id] == threshold {
+            if ties == 0 {
+                continue;
+            }
+            ties -= 1;
+        }
+        keep[id] = true;
+        next.clear();
+        tree.children_into(id, &mut next);
+        next.retain(|&c| totals[c] >= threshold);
+        next.sort_by(|&a, &b| cmp_siblings(tree, a, b));
+        stack.extend(next.iter().rev());
+    }
+    keep
+}
+
+/// [`truncate_tree`]'s best-first choice, in pre-order of the built tree for ties: what
+/// negative values need, since a child may then outweigh its parent. Orders every node.
+fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<bool> {
+    let totals = tree.totals();
+    let mut preorder = vec![0usize; totals.len()];
+    let mut stack = vec![ROOT];
+    let mut next = 0;
+    let mut children = Vec::new();
+    while let Some(id) = stack.pop() {
+        preorder[id] = next;
+        next += 1;
+        sorted_children(tree, id, &mut children);
+        stack.extend(children.iter().rev());
+    }
+    let mut keep = vec![false; totals.len()];
+    let mut candidates = BinaryHeap::from([(totals[ROOT], Reverse(0usize), ROOT)]);
+    for _ in 0..k {
+        let Some((_, _, id)) = candidates.pop() else {
+            break;
+        };
+        keep[id] = true;
+        children.clear();
+        tree.children_into(id, &mut children);
+        candidates.extend(children.iter().map(|&c| (totals[c], Reverse(preorder[c]), c)));
+    }
+    keep
+}
+
+/// The kept subtree under `id` (kept itself), children in `build`'s order, dropped children
+/// folded into one `other` leaf as [`truncate_tree`] does.
+fn materialize<T: RankedTree>(tree: &T, id: usize, keep: &[bool]) -> Node {
+    let mut children = Vec::new();
+    tree.children_into(id, &mut children);
+    let mut kept = Vec::new();
+    let mut folded = 0;
+    let mut any_folded = false;
+    for c in children {
+        if keep[c] {
+            kept.push(materialize(tree, c, keep));
+        } else {
+            folded += tree.totals()[c];
+            any_folded = true;
+        }
+    }
+    if any_folded {
+        kept.push(Node::leaf(OTHER_NAME, folded));
+    }
+    let mut done = Node {
+        name: tree.name(id).to_string(),
+        self_value: tree.self_value(id),
+        total: tree.totals()[id],
+        children: kept,
+    };
+    done.sort_children();
+    done
+}
+
+/// A [`PathTree`] with its totals and child lists.
 struct Ranked<'a> {
     tree: &'a PathTree,
+    children: &'a Children,
     names: NameTable<'a>,
     totals: &'a [i64],
 }
 
-impl Ranked<'_> {
-    /// Sibling order in a built tree: larger totals first, then by name.
-    fn cmp_siblings(&self, a: usize, b: usize) -> std::cmp::Ordering {
-        self.totals[b].cmp(&self.totals[a]).then_with(|| {
-            self.names
-                .get(self.tree.names[a])
-                .cmp(self.names.get(self.tree.names[b]))
-        })
+impl RankedTree for Ranked<'_> {
+    fn len(&self) -> usize {
+        self.totals.len()
     }
 
-    /// [`truncate_tree`]'s choice when no value is negative, without ordering the whole
-    /// tree. Then no child outweighs its parent, which also precedes it in pre-order, so
-    /// the nodes best-first selection keeps are the `k` best by (total, pre-order) of the
-    /// whole tree: every node above the `k`-th largest total, and those equal to it in
-    /// pre-order until `k` are kept. Only nodes at or above that total are walked, and
-    /// only their children are sorted.
-    fn keep_top(&self, children: &Children, k: usize) -> Vec<bool> {
-        let mut ranked = self.totals.to_vec();
-        let (_, &mut threshold, _) = ranked.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
-        let above = self.totals.iter().filter(|&&t| t > threshold).count();
-        let mut ties = k - above;
-        let mut keep = vec![false; self.totals.len()];
-        let mut stack = vec![PathTree::ROOT];
-        let mut next = Vec::new();
-        while let Some(id) = stack.pop() {
-            if self.totals[id] == threshold {
-                if ties == 0 {
-                    continue;
-                }
-                ties -= 1;
-            }
-            keep[id] = true;
-            next.clear();
-            next.extend(children.get(id).iter().filter(|&&c| self.totals[c] >= threshold));
-            next.sort_by(|&a, &b| self.cmp_siblings(a, b));
-            stack.extend(next.iter().rev());
-        }
-        keep
+    fn totals(&self) -> &[i64] {
+        self.totals
     }
 
-    /// [`truncate_tree`]'s best-first choice, in pre-order of the built tree for ties:
-    /// what negative values need, since a child may then outweigh its parent. Sorts every
-    /// child list.
-    fn keep_best_first(&self, children: &mut Children, k: usize) -> Vec<bool> {
-        let n = self.totals.len();
-        for id in 0..n {
-            children.get_mut(id).sort_by(|&a, &b| self.cmp_siblings(a, b));
-        }
-        let mut preorder = vec![0usize; n];
-        let mut stack = vec![PathTree::ROOT];
-        let mut next = 0;
-        while let Some(id) = stack.pop() {
-            preorder[id] = next;
-            next += 1;
-            stack.extend(children.get(id).iter().rev());
-        }
-        let mut keep = vec![false; n];
-        let mut candidates =
-            BinaryHeap::from([(self.totals[PathTree::ROOT], Reverse(0usize), PathTree::ROOT)]);
-        for _ in 0..k {
-            let Some((_, _, id)) = candidates.pop() else {
-                break;
-            };
-            keep[id] = true;
-            candidates.extend(
-                children
-                    .get(id)
-                    .iter()
-                    .map(|&c| (self.totals[c], Reverse(preorder[c]), c)),
-            );
-        }
-        keep
+    fn contains(&self, _: usize) -> bool {
+        true
     }
 
-    /// The kept subtree under `id` (kept itself), children in `build`'s order, dropped
-    /// children folded into one `other` leaf as [`truncate_tree`] does.
-    fn materialize(&self, children: &Children, id: usize, keep: &[bool]) -> Node {
-        let mut kept = Vec::new();
-        let mut folded = 0;
-        let mut any_folded = false;
-        for &c in children.get(id) {
-            if keep[c] {
-                kept.push(self.materialize(children, c, keep));
-            } else {
-                folded += self.totals[c];
-                any_folded = true;
-            }
-        }
-        if any_folded {
-            kept.push(Node::leaf(OTHER_NAME, folded));
-        }
-        let mut done = Node {
-            name: self.names.get(self.tree.names[id]).to_string(),
-            self_value: self.tree.self_values[id],
-            total: self.totals[id],
-            children: kept,
-        };
-        done.sort_children();
-        done
+    fn name(&self, id: usize) -> &str {
+        self.names.get(self.tree.names[id])
+    }
+
+    fn self_value(&self, id: usize) -> i64 {
+        self.tree.self_values[id]
+    }
+
+    fn children_into(&self, id: usize, out: &mut Vec<usize>) {
+        out.extend_from_slice(self.children.get(id));
+    }
+
+    fn no_negative_values(&self) -> bool {
+        self.tree.self_values.iter().all(|&v| v >= 0)
     }
 }
 

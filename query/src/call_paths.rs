@@ -345,6 +345,10 @@ impl RankedTree for DenseSums<'_> {
         self.self_values[id]
     }
 
+    fn parent(&self, id: usize) -> usize {
+        self.paths.parents[id] as usize
+    }
+
     fn children_into(&self, id: usize, out: &mut Vec<usize>) {
         let mut child = self.paths.last_child[id];
         while child != CallPaths::ROOT {
@@ -500,6 +504,16 @@ mod tests {
         index: &SymbolIndex,
         rows: &[(SymbolId, i64)],
     ) -> (Node, MissingSymbols) {
+        cut_tree_of(paths, index, rows, None)
+    }
+
+    /// [`tree_of`] cut to `max_nodes` while it is built.
+    fn cut_tree_of(
+        paths: &mut CallPaths,
+        index: &SymbolIndex,
+        rows: &[(SymbolId, i64)],
+        max_nodes: Option<usize>,
+    ) -> (Node, MissingSymbols) {
         let mut missing = MissingSymbols::default();
         let ends: Vec<PathNode> = rows
             .iter()
@@ -509,7 +523,7 @@ mod tests {
         for (end, (_, value)) in ends.into_iter().zip(rows) {
             sums.add(PathSums::ROOT, end, *value);
         }
-        (sums.build(None), missing)
+        (sums.build(max_nodes), missing)
     }
 
     #[test]
@@ -609,6 +623,26 @@ mod tests {
         );
         assert_eq!(all_paths(&all), expected(&(0..rows.len()).collect::<Vec<_>>()));
         assert_eq!(all.total, rows.iter().map(|r| r.1).sum::<i64>());
+
+        // Cut while built, densely: the same as the whole tree cut afterwards, with values
+        // that tie (1-9) and, in the second round, negative ones.
+        for negate_every in [usize::MAX, 7] {
+            let signed: Vec<(SymbolId, i64)> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, &(s, v))| (s, if i % negate_every == 6 { -v } else { v }))
+                .collect();
+            let (whole, _) = tree_of(&mut cache, &index, &signed);
+            for max_nodes in [1, 2, 9, 60, 400, 100_000] {
+                let mut expected = whole.clone();
+                expected.truncate(max_nodes);
+                let (cut, _) = cut_tree_of(&mut cache, &index, &signed, Some(max_nodes));
+                assert_eq!(
+                    cut, expected,
+                    "max_nodes {max_nodes}, negative every {negate_every}"
+                );
+            }
+        }
 
         let picked = [3, 150, 3];
         assert!(

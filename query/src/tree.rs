@@ -401,6 +401,7 @@ pub(crate) trait RankedTree {
     fn contains(&self, id: usize) -> bool;
     fn name(&self, id: usize) -> &str;
     fn self_value(&self, id: usize) -> i64;
+    fn parent(&self, id: usize) -> usize;
     /// Appends the children of `id` to `out`, in no particular order.
     fn children_into(&self, id: usize, out: &mut Vec<usize>);
     /// Whether no node's self value is negative.
@@ -417,24 +418,24 @@ fn cmp_siblings<T: RankedTree>(tree: &T, a: usize, b: usize) -> std::cmp::Orderi
         .then_with(|| tree.name(a).cmp(tree.name(b)))
 }
 
-/// The children of `id` in sibling order.
-fn sorted_children<T: RankedTree>(tree: &T, id: usize, out: &mut Vec<usize>) {
-    out.clear();
-    tree.children_into(id, out);
-    out.sort_by(|&a, &b| cmp_siblings(tree, a, b));
-}
+/// A kept node and how many children it has in the tree (0 where none can have been
+/// dropped): the kept nodes fewer than that are folded into an `other` node.
+type Kept = (usize, usize);
 
 /// `tree` cut to `max_nodes` as [`truncate_tree`] cuts the built tree, materializing only
 /// the kept nodes and their `other` nodes.
 pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
-    let keep = if tree.len() <= max_nodes {
-        (0..tree.totals().len()).map(|id| tree.contains(id)).collect()
+    let kept = if tree.len() <= max_nodes {
+        (0..tree.totals().len())
+            .filter(|&id| tree.contains(id))
+            .map(|id| (id, 0))
+            .collect()
     } else if tree.no_negative_values() {
         keep_top(tree, max_nodes.max(1))
     } else {
         keep_best_first(tree, max_nodes.max(1))
     };
-    materialize(tree, ROOT, &keep)
+    materialize(tree, kept)
 }
 
 /// [`truncate_tree`]'s choice when no value is negative, without ordering the whole tree.
@@ -443,7 +444,7 @@ pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
 /// every node above the `k`-th largest total, and those equal to it in pre-order until
 /// `k` are kept. Only nodes at or above that total are walked, and only their children
 /// are sorted.
-fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<bool> {
+fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
     let totals = tree.totals();
     let mut ranked: Vec<i64> = (0..totals.len())
         .filter(|&id| tree.contains(id))
@@ -452,7 +453,7 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<bool> {
     let (_, &mut threshold, _) = ranked.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
     let above = ranked.iter().filter(|&&t| t > threshold).count();
     let mut ties = k - above;
-    let mut keep = vec![false; totals.len()];
+    let mut kept = Vec::with_capacity(k);
     let mut stack = vec![ROOT];
     let mut next = Vec::new();
     while let Some(id) = stack.pop() {
@@ -462,19 +463,19 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<bool> {
             }
             ties -= 1;
         }
-        keep[id] = true;
         next.clear();
         tree.children_into(id, &mut next);
+        kept.push((id, next.len()));
         next.retain(|&c| totals[c] >= threshold);
         next.sort_by(|&a, &b| cmp_siblings(tree, a, b));
         stack.extend(next.iter().rev());
     }
-    keep
+    kept
 }
 
 /// [`truncate_tree`]'s best-first choice, in pre-order of the built tree for ties: what
 /// negative values need, since a child may then outweigh its parent. Orders every node.
-fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<bool> {
+fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
     let totals = tree.totals();
     let mut preorder = vec![0usize; totals.len()];
     let mut stack = vec![ROOT];
@@ -483,50 +484,60 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<bool> {
     while let Some(id) = stack.pop() {
         preorder[id] = next;
         next += 1;
-        sorted_children(tree, id, &mut children);
+        children.clear();
+        tree.children_into(id, &mut children);
+        children.sort_by(|&a, &b| cmp_siblings(tree, a, b));
         stack.extend(children.iter().rev());
     }
-    let mut keep = vec![false; totals.len()];
+    let mut kept = Vec::with_capacity(k);
     let mut candidates = BinaryHeap::from([(totals[ROOT], Reverse(0usize), ROOT)]);
     for _ in 0..k {
         let Some((_, _, id)) = candidates.pop() else {
             break;
         };
-        keep[id] = true;
         children.clear();
         tree.children_into(id, &mut children);
+        kept.push((id, children.len()));
         candidates.extend(children.iter().map(|&c| (totals[c], Reverse(preorder[c]), c)));
     }
-    keep
+    kept
 }
 
-/// The kept subtree under `id` (kept itself), children in `build`'s order, dropped children
-/// folded into one `other` leaf as [`truncate_tree`] does.
-fn materialize<T: RankedTree>(tree: &T, id: usize, keep: &[bool]) -> Node {
-    let mut children = Vec::new();
-    tree.children_into(id, &mut children);
-    let mut kept = Vec::new();
-    let mut folded = 0;
-    let mut any_folded = false;
-    for c in children {
-        if keep[c] {
-            kept.push(materialize(tree, c, keep));
-        } else {
-            folded += tree.totals()[c];
-            any_folded = true;
+/// The tree of the `kept` nodes (the root and the ancestors of each among them), children
+/// in `build`'s order, a node's dropped children folded into one `other` leaf as
+/// [`truncate_tree`] does. Dropped nodes are never visited: what they fold into is what
+/// their parent's total leaves over.
+fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
+    kept.sort_unstable_by_key(|&(id, _)| id);
+    let mut children: Vec<Vec<Node>> = Vec::new();
+    children.resize_with(kept.len(), Vec::new);
+    // Children are numbered above their parents: from the top down, a node's kept
+    // children are all built before it.
+    for at in (0..kept.len()).rev() {
+        let (id, in_tree) = kept[at];
+        let total = tree.totals()[id];
+        let self_value = tree.self_value(id);
+        let mut below = std::mem::take(&mut children[at]);
+        if below.len() < in_tree {
+            let folded = total - self_value - below.iter().map(|c| c.total).sum::<i64>();
+            below.push(Node::leaf(OTHER_NAME, folded));
         }
+        let mut node = Node {
+            name: tree.name(id).to_string(),
+            self_value,
+            total,
+            children: below,
+        };
+        node.sort_children();
+        if at == 0 {
+            return node;
+        }
+        let parent = kept
+            .binary_search_by_key(&tree.parent(id), |&(id, _)| id)
+            .expect("the parent of a kept node is kept");
+        children[parent].push(node);
     }
-    if any_folded {
-        kept.push(Node::leaf(OTHER_NAME, folded));
-    }
-    let mut done = Node {
-        name: tree.name(id).to_string(),
-        self_value: tree.self_value(id),
-        total: tree.totals()[id],
-        children: kept,
-    };
-    done.sort_children();
-    done
+    unreachable!("the root is always kept")
 }
 
 /// A [`PathTree`] with its totals and child lists.
@@ -556,6 +567,10 @@ impl RankedTree for Ranked<'_> {
 
     fn self_value(&self, id: usize) -> i64 {
         self.tree.self_values[id]
+    }
+
+    fn parent(&self, id: usize) -> usize {
+        self.tree.parents[id]
     }
 
     fn children_into(&self, id: usize, out: &mut Vec<usize>) {

@@ -33,7 +33,13 @@ impl QueryEngine {
     pub(crate) async fn plan(&self, scope: &Scope) -> Result<Option<Plan>, QueryError> {
         self.check_scope(scope)?;
         self.check_range(scope).await?;
-        let series = self.catalog.series(&scope.tenant, scope.range).await?;
+        // Both listings in one round trip's time; the segments are listed before the
+        // symbols are read, so that the symbol cache already holds every attribute set
+        // these segments can reference.
+        let (series, mut segments) = futures::try_join!(
+            self.catalog.series(&scope.tenant, scope.range),
+            self.catalog.segments(&scope.tenant, scope.range),
+        )?;
         let matched = match_series(&series, &scope.profile_type, &scope.selector);
         let matched_count: usize = matched.values().map(Vec::len).sum();
         if matched_count > self.limits.max_series {
@@ -48,9 +54,6 @@ impl QueryEngine {
         if matched.is_empty() {
             return Ok(None);
         }
-        // Listed before the symbols are read, so that the symbol cache already holds every
-        // attribute set these segments can reference.
-        let mut segments = self.catalog.segments(&scope.tenant, scope.range).await?;
         if let Some(only) = &scope.segments {
             let only: HashSet<&str> = only.iter().map(String::as_str).collect();
             segments.retain(|s| only.contains(s.id.as_str()));

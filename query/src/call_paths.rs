@@ -305,14 +305,15 @@ impl<'p> DenseSums<'p> {
         let mut totals = self_values.clone();
         // A child is always cached after its parent: from the top number down, a node's
         // total is final before its parent adds it.
+        let mut len = 1;
         for node in (1..cached).rev() {
             if reached[node] {
                 let parent = paths.parents[node] as usize;
                 totals[parent] += totals[node];
                 reached[parent] = true;
+                len += 1;
             }
         }
-        let len = reached.iter().filter(|&&r| r).count();
         DenseSums {
             paths,
             self_values,

@@ -252,7 +252,7 @@ impl<'a> NameTable<'a> {
         NameTable { base, extra: &[] }
     }
 
-    pub fn get(&self, id: u32) -> &'a str {
+    fn get(&self, id: u32) -> &'a str {
         let id = id as usize;
         match self.base.get(id) {
             Some(name) => name,
@@ -345,9 +345,6 @@ impl PathTree {
     /// only those (and their `other` nodes) are ever materialized: a million-path tree cut
     /// to a few thousand nodes no longer allocates a name and a child list for every path.
     pub fn build_truncated(self, names: NameTable, max_nodes: usize) -> Node {
-        if self.names.len() <= max_nodes {
-            return self.build(names);
-        }
         let totals = self.totals();
         let children = Children::of(&self);
         let ranked = Ranked {
@@ -361,31 +358,7 @@ impl PathTree {
 
     /// The tree with totals computed and children sorted.
     pub fn build(self, names: NameTable) -> Node {
-        let totals = self.totals();
-        let children = Children::of(&self);
-        let mut built: Vec<Option<Node>> = Vec::with_capacity(self.names.len());
-        built.resize_with(self.names.len(), || None);
-        // A child is always created after its parent, so building from the highest index
-        // down finishes every child before its parent.
-        for id in (0..self.names.len()).rev() {
-            let mut done = Node {
-                name: names.get(self.names[id]).to_string(),
-                self_value: self.self_values[id],
-                total: totals[id],
-                children: children
-                    .get(id)
-                    .iter()
-                    .map(|&c| {
-                        built[c]
-                            .take()
-                            .expect("children have higher indices than parents")
-                    })
-                    .collect(),
-            };
-            done.sort_children();
-            built[id] = Some(done);
-        }
-        built.swap_remove(Self::ROOT).expect("the root exists")
+        self.build_truncated(names, usize::MAX)
     }
 }
 
@@ -509,6 +482,10 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
 /// their parent's total leaves over.
 fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
     kept.sort_unstable_by_key(|&(id, _)| id);
+    let mut position = vec![u32::MAX; tree.totals().len()];
+    for (at, &(id, _)) in kept.iter().enumerate() {
+        position[id] = u32::try_from(at).expect("fewer than 2^32 kept nodes");
+    }
     let mut children: Vec<Vec<Node>> = Vec::new();
     children.resize_with(kept.len(), Vec::new);
     // Children are numbered above their parents: from the top down, a node's kept
@@ -532,10 +509,9 @@ fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
         if at == 0 {
             return node;
         }
-        let parent = kept
-            .binary_search_by_key(&tree.parent(id), |&(id, _)| id)
-            .expect("the parent of a kept node is kept");
-        children[parent].push(node);
+        let parent = position[tree.parent(id)];
+        debug_assert!(parent != u32::MAX, "the parent of a kept node is kept");
+        children[parent as usize].push(node);
     }
     unreachable!("the root is always kept")
 }

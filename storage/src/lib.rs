@@ -8,6 +8,7 @@ pub mod model;
 pub mod retention;
 pub mod schema;
 pub mod segment;
+pub mod stack_table;
 pub mod store;
 pub mod symbols;
 pub mod writer;

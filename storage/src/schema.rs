@@ -8,7 +8,10 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use crate::catalog::TableKind;
 
 pub const SCHEMA_VERSION_KEY: &str = "stackhouse.schema_version";
+/// The version of every table but `stacks`, whose layout has not changed since version 1.
 pub const SCHEMA_VERSION: &str = "1";
+/// The version of the `stacks` table written today (see [`crate::stack_table`]).
+pub const STACKS_VERSION: &str = "2";
 
 /// Column names of the `samples` table. Rows are sorted by (`series_id`, `time_nanos`).
 pub mod samples {
@@ -41,12 +44,23 @@ pub static SAMPLES: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
-/// Stack tree nodes: `parent_id` is all zeros for a root frame.
-pub static STACKS: LazyLock<SchemaRef> = LazyLock::new(|| {
+/// Stack tree nodes as version 1 wrote them, with their ids: `parent_id` is all zeros for
+/// a root frame. Still read; compaction rewrites them as version 2.
+pub static STACKS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         id("stack_id"),
         id("parent_id"),
         id("location_id"),
+    ]))
+});
+
+/// Stack tree nodes in preorder, parents named by rows back ([`crate::stack_table`]).
+pub static STACKS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    use crate::stack_table::col;
+    Arc::new(Schema::new(vec![
+        Field::new(col::UP, DataType::UInt32, false),
+        Field::new(col::PARENT_ID, ID, true),
+        id(col::LOCATION_ID),
     ]))
 });
 
@@ -98,6 +112,25 @@ pub static ATTRIBUTE_SETS: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
+/// The version written today for `kind`.
+pub fn version_of(kind: TableKind) -> &'static str {
+    match kind {
+        TableKind::Stacks => STACKS_VERSION,
+        _ => SCHEMA_VERSION,
+    }
+}
+
+/// The schema of `kind` at `version`, `None` for a version that never had one.
+pub fn schema_at(kind: TableKind, version: &str) -> Option<SchemaRef> {
+    match (kind, version) {
+        (TableKind::Stacks, "1") => Some(STACKS_V1.clone()),
+        (TableKind::Stacks, "2") => Some(STACKS.clone()),
+        (_, "1") => Some(schema_of(kind)),
+        _ => None,
+    }
+}
+
+/// The schema written today for `kind`.
 pub fn schema_of(kind: TableKind) -> SchemaRef {
     match kind {
         TableKind::Samples => SAMPLES.clone(),

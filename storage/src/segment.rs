@@ -22,7 +22,8 @@ use crate::catalog::{ObjectMeta, SegmentMeta, SegmentSeries, TableKind};
 use crate::model::{
     AttributeSet, Batch, Function, IdMap, Line, Location, Mapping, SampleRow, StackNode, SymbolId,
 };
-use crate::schema::{self, SCHEMA_VERSION, SCHEMA_VERSION_KEY, samples as col};
+use crate::schema::{self, SCHEMA_VERSION_KEY, samples as col};
+use crate::stack_table;
 use crate::store::{Store, StoreError, blocking};
 use crate::symbols::SymbolIndex;
 
@@ -234,13 +235,20 @@ pub fn open_table(
         .key_value_metadata()
         .and_then(|kvs| kvs.iter().find(|kv| kv.key == SCHEMA_VERSION_KEY))
         .and_then(|kv| kv.value.clone());
-    match version.as_deref() {
-        Some(SCHEMA_VERSION) => {}
-        Some(other) => return Err(corrupt(format!("unknown schema version {other:?}"))),
-        None => return Err(corrupt(format!("no {SCHEMA_VERSION_KEY} metadata"))),
-    }
-    if builder.schema().fields() != schema::schema_of(kind).fields() {
-        return Err(corrupt(format!("not the schema of the {} table", kind.as_str())));
+    let Some(version) = version else {
+        return Err(corrupt(format!("no {SCHEMA_VERSION_KEY} metadata")));
+    };
+    let Some(expected) = schema::schema_at(kind, &version) else {
+        return Err(corrupt(format!(
+            "unknown schema version {version:?} of the {} table",
+            kind.as_str()
+        )));
+    };
+    if builder.schema().fields() != expected.fields() {
+        return Err(corrupt(format!(
+            "not the schema of the {} table at version {version}",
+            kind.as_str()
+        )));
     }
     Ok(builder)
 }
@@ -331,7 +339,7 @@ fn writer_properties(kind: TableKind, tier: Tier) -> WriterProperties {
         .set_statistics_enabled(statistics)
         .set_key_value_metadata(Some(vec![KeyValue::new(
             SCHEMA_VERSION_KEY.to_string(),
-            SCHEMA_VERSION.to_string(),
+            schema::version_of(kind).to_string(),
         )]));
     if kind == TableKind::Samples {
         let schema = schema::schema_of(kind);
@@ -430,17 +438,7 @@ fn symbol_batch(kind: TableKind, batch: &SymbolTables<'_>) -> Result<RecordBatch
     let schema = schema::schema_of(kind);
     match kind {
         TableKind::Samples => unreachable!("samples are not a symbol table"),
-        TableKind::Stacks => {
-            let rows = sorted(batch.stacks);
-            record_batch(
-                schema,
-                vec![
-                    id_array(rows.iter().map(|(id, _)| *id)),
-                    id_array(rows.iter().map(|(_, n)| &n.parent_id)),
-                    id_array(rows.iter().map(|(_, n)| &n.location_id)),
-                ],
-            )
-        }
+        TableKind::Stacks => stack_table::encode(batch.stacks),
         TableKind::Locations => {
             let rows = sorted(batch.locations);
             let lines = rows.iter().flat_map(|(_, l)| &l.lines);
@@ -528,7 +526,10 @@ fn decode_symbols(kind: TableKind, key: &str, bytes: Bytes) -> Result<SymbolInde
     let mut index = SymbolIndex::default();
     // Attribute sets span several rows; gather them before building the sets.
     let mut attrs: BTreeMap<SymbolId, Vec<(String, String)>> = BTreeMap::new();
-    for table in open_table(kind, key, bytes)?.build()? {
+    let mut stacks = stack_table::Decoder::default();
+    let builder = open_table(kind, key, bytes)?;
+    let stacks_v1 = kind == TableKind::Stacks && builder.schema().fields() == schema::STACKS_V1.fields();
+    for table in builder.build()? {
         let table = table?;
         let c = table.columns();
         match kind {
@@ -538,6 +539,7 @@ fn decode_symbols(kind: TableKind, key: &str, bytes: Bytes) -> Result<SymbolInde
                     reason: "listed as a symbols object but holds samples".into(),
                 });
             }
+            TableKind::Stacks if !stacks_v1 => stacks.read(&table, key, &mut index.stacks)?,
             TableKind::Stacks => {
                 for ((id, parent_id), location_id) in ids(&c[0]).zip(ids(&c[1])).zip(ids(&c[2])) {
                     index.stacks.insert(

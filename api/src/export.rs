@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use stackhouse_ingest::convert::Conversion;
 use stackhouse_ingest::otlp::layout::Layout;
-use stackhouse_ingest::otlp::{AnySeries, Limits, SeriesAdmission, TimeWindow, normalize_within};
+use stackhouse_ingest::otlp::{AnySeries, Limits, SeriesAdmission, Tenant, TimeWindow, normalize_within};
 use stackhouse_proto::otlp_collector::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
@@ -166,9 +166,15 @@ impl Exporter {
             max_label_names: self.limits.max_label_names.of(&tenant),
         };
         let mut series = self.series_gate(&tenant).await?;
+        let known = self.writer.known(&tenant);
         // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
         let normalized = tokio::task::spawn_blocking(move || {
-            normalize_within(&tenant, &request, received_at, &limits, series.as_mut())
+            let state = Tenant {
+                limits: &limits,
+                series: series.as_mut(),
+                known: &known,
+            };
+            normalize_within(&tenant, &request, received_at, state)
         })
         .await?
         .map_err(|e| {

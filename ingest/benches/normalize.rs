@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 
 use stackhouse_ingest::otlp::{
-    Limits, SeriesAdmission, decode_json, decode_protobuf, normalize, normalize_within,
+    Limits, SeriesAdmission, Tenant, decode_json, decode_protobuf, normalize, normalize_within,
 };
 use stackhouse_storage::model::Series;
+use stackhouse_storage::symbols::KnownSymbols;
 
 const CAPTURE: &str = "/work/shared/testdata/otlp/ebpf-cpu-offcpu.v1_10";
 
@@ -55,7 +56,13 @@ fn main() {
         ..Limits::NONE
     };
     let known = KnownSeries(Default::default());
+    let stored = KnownSymbols::default();
     time("normalize+limits", rows, || {
-        normalize_within("bench", &request, 0, &limits, &mut &known).unwrap()
+        let tenant = Tenant {
+            limits: &limits,
+            series: &mut &known,
+            known: &stored,
+        };
+        normalize_within("bench", &request, 0, tenant).unwrap()
     });
 }

@@ -3,9 +3,10 @@
 
 use stackhouse_ingest::convert::{RequestBuilder, Source};
 use stackhouse_ingest::folded;
-use stackhouse_ingest::otlp::{Limits, SeriesAdmission, TRUNCATED_FRAME, normalize_within};
+use stackhouse_ingest::otlp::{Limits, SeriesAdmission, TRUNCATED_FRAME, Tenant, normalize_within};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_storage::model::{Batch, Series, SymbolId};
+use stackhouse_storage::symbols::KnownSymbols;
 
 /// One folded profile per `(service, text)`; `labels` extra resource labels on each.
 fn request(profiles: &[(&str, &str)], labels: usize) -> ExportProfilesServiceRequest {
@@ -56,6 +57,17 @@ impl SeriesAdmission for Admit {
     }
 }
 
+/// Nothing stored before: every stack and location brings its symbols.
+static NOTHING_STORED: std::sync::LazyLock<KnownSymbols> = std::sync::LazyLock::new(KnownSymbols::default);
+
+fn tenant<'t>(limits: &'t Limits, series: &'t mut Admit) -> Tenant<'t> {
+    Tenant {
+        limits,
+        series,
+        known: &NOTHING_STORED,
+    }
+}
+
 #[test]
 fn deep_stacks_keep_their_root_frames_below_a_marker_and_their_values() {
     let deep: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
@@ -64,8 +76,7 @@ fn deep_stacks_keep_their_root_frames_below_a_marker_and_their_values() {
         "t",
         &request(&[("app", &text)], 0),
         1,
-        &limits(4, 0),
-        &mut Admit(9),
+        tenant(&limits(4, 0), &mut Admit(9)),
     )
     .unwrap();
     assert_eq!(n.rejected_profiles, 0, "{:?}", n.errors);
@@ -92,8 +103,7 @@ fn deep_stacks_keep_their_root_frames_below_a_marker_and_their_values() {
         "t",
         &request(&[("app", "a;b;c;d 1\n")], 0),
         1,
-        &limits(4, 0),
-        &mut Admit(9),
+        tenant(&limits(4, 0), &mut Admit(9)),
     )
     .unwrap();
     assert_eq!(n.truncated_stacks, 0);
@@ -110,8 +120,7 @@ fn a_series_with_too_many_labels_is_refused_alone() {
         "t",
         &request(&[("app", "a 1\n")], 3),
         1,
-        &limits(0, 3),
-        &mut Admit(9),
+        tenant(&limits(0, 3), &mut Admit(9)),
     )
     .unwrap();
     assert_eq!((n.accepted_profiles, n.rejected_profiles), (0, 1));
@@ -125,8 +134,7 @@ fn a_series_with_too_many_labels_is_refused_alone() {
         "t",
         &request(&[("app", "a 1\n")], 2),
         1,
-        &limits(0, 3),
-        &mut Admit(9),
+        tenant(&limits(0, 3), &mut Admit(9)),
     )
     .unwrap();
     assert_eq!((n.accepted_profiles, n.rejected_profiles), (1, 0));
@@ -135,7 +143,13 @@ fn a_series_with_too_many_labels_is_refused_alone() {
 #[test]
 fn a_refused_series_takes_only_its_profile() {
     let profiles = [("one", "a 1\n"), ("two", "b 2\n"), ("three", "c 4\n")];
-    let n = normalize_within("t", &request(&profiles, 0), 1, &Limits::NONE, &mut Admit(2)).unwrap();
+    let n = normalize_within(
+        "t",
+        &request(&profiles, 0),
+        1,
+        tenant(&Limits::NONE, &mut Admit(2)),
+    )
+    .unwrap();
     assert_eq!((n.accepted_profiles, n.rejected_profiles), (2, 1));
     assert!(n.errors[0].ends_with("no more series"), "{:?}", n.errors);
     let values: i64 = n.batch.samples.iter().map(|s| s.value).sum();

@@ -351,6 +351,21 @@ pub struct Batch {
     pub mappings: IdMap<Mapping>,
     pub attr_sets: IdMap<AttributeSet>,
     pub profiles: Vec<ProfileRecord>,
+    /// The call paths this batch brings nodes for, by [`path_key`] to their leaf node, and
+    /// the locations it brings, by the hash of their content as the sender wrote it: once
+    /// committed, the writer remembers both so that ingest need not build them again.
+    pub path_keys: FastMap<u128, SymbolId>,
+    pub location_keys: FastMap<u128, SymbolId>,
+}
+
+/// Identifies a call path by its location ids (leaf first) in one hash over the path,
+/// instead of one hash per frame as its node ids need; only a lookup key, never stored.
+pub fn path_key(locations_leaf_first: &[SymbolId]) -> u128 {
+    let mut h = Xxh3Default::new();
+    for id in locations_leaf_first {
+        h.update(&id.0);
+    }
+    h.digest128()
 }
 
 impl Batch {
@@ -468,6 +483,7 @@ impl Batch {
         self.tenant.len()
             + self.samples.len() * size_of::<SampleRow>()
             + self.stacks.len() * size_of::<(SymbolId, StackNode)>()
+            + (self.path_keys.len() + self.location_keys.len()) * size_of::<(u128, SymbolId)>()
             + series
             + locations
             + functions
@@ -520,6 +536,8 @@ impl Batch {
         self.mappings.extend(other.mappings);
         self.attr_sets.extend(other.attr_sets);
         self.profiles.extend(other.profiles);
+        self.path_keys.extend(other.path_keys);
+        self.location_keys.extend(other.location_keys);
     }
 }
 

@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use crate::catalog::{Catalog, ObjectMeta};
-use crate::model::{AttributeSet, Batch, Function, IdMap, Location, Mapping, StackNode};
+use crate::model::{AttributeSet, Batch, FastMap, Function, IdMap, Location, Mapping, StackNode, SymbolId};
 use crate::segment::read_symbols;
 use crate::store::{Store, StoreError};
 
@@ -83,9 +83,70 @@ pub enum SymbolError {
     Catalog(#[from] crate::catalog::CatalogError),
 }
 
+/// Entries [`KnownSymbols`] keeps per tenant and kind (about 48 MiB each at most): the
+/// ones met first are the popular ones, and one not kept only costs hashing it again.
+const MAX_KNOWN: usize = 1 << 20;
+
+/// Symbols of a tenant that are committed, by keys ingest computes from a request in one
+/// hash each: call paths by [`path_key`](crate::model::path_key) to their leaf node, and
+/// locations by the hash of their content as sent. Fleets send the same stacks over and
+/// over; a request whose stacks are all known brings no symbols and hashes one key per
+/// stack and per location instead of one id per frame, function and mapping.
+///
+/// Only the writer adds entries, after their commit, and the index rebuild clears them with
+/// the index, so an entry found here always has its symbols in storage.
+#[derive(Default)]
+pub struct KnownSymbols(std::sync::RwLock<KnownMaps>);
+
+#[derive(Default)]
+struct KnownMaps {
+    paths: FastMap<u128, SymbolId>,
+    locations: FastMap<u128, SymbolId>,
+}
+
+impl KnownSymbols {
+    fn maps(&self) -> std::sync::RwLockReadGuard<'_, KnownMaps> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn path(&self, key: u128) -> Option<SymbolId> {
+        self.maps().paths.get(&key).copied()
+    }
+
+    pub fn location(&self, key: u128) -> Option<SymbolId> {
+        self.maps().locations.get(&key).copied()
+    }
+
+    /// Known call paths and locations.
+    pub fn len(&self) -> (usize, usize) {
+        let maps = self.maps();
+        (maps.paths.len(), maps.locations.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == (0, 0)
+    }
+
+    fn extend(&self, batch: &Batch) {
+        let mut maps = self.0.write().unwrap_or_else(|e| e.into_inner());
+        extend_capped(&mut maps.paths, &batch.path_keys);
+        extend_capped(&mut maps.locations, &batch.location_keys);
+    }
+
+    fn clear(&self) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = KnownMaps::default();
+    }
+}
+
+fn extend_capped(into: &mut FastMap<u128, SymbolId>, from: &FastMap<u128, SymbolId>) {
+    let room = MAX_KNOWN.saturating_sub(into.len());
+    into.extend(from.iter().take(room).map(|(k, v)| (*k, *v)));
+}
+
 #[derive(Default)]
 struct TenantSymbols {
     index: Arc<RwLock<SymbolIndex>>,
+    known: Arc<KnownSymbols>,
     /// Serializes loading and recording, so one object is never fetched twice at once and
     /// `loaded` always describes what `index` holds.
     loaded: tokio::sync::Mutex<HashSet<String>>,
@@ -143,6 +204,7 @@ impl SymbolCache {
                 let mut index = entry.index.write().await;
                 if rebuild {
                     *index = SymbolIndex::default();
+                    entry.known.clear();
                     loaded.clear();
                 }
                 index.merge(fresh);
@@ -158,7 +220,13 @@ impl SymbolCache {
         let entry = self.tenant(tenant);
         let mut loaded = entry.loaded.lock().await;
         entry.index.write().await.extend_from_batch(batch);
+        entry.known.extend(batch);
         loaded.extend(objects.iter().map(|o| o.key.clone()));
+    }
+
+    /// What of the tenant is committed, for ingest to look stacks and locations up in.
+    pub fn known(&self, tenant: &str) -> Arc<KnownSymbols> {
+        self.tenant(tenant).known.clone()
     }
 }
 

@@ -15,7 +15,7 @@ use crate::catalog::{Catalog, SegmentCommit};
 use crate::model::{Batch, ProfileKey, ProfileRecord};
 use crate::segment::{WrittenSegment, write_segment};
 use crate::store::Store;
-use crate::symbols::SymbolCache;
+use crate::symbols::{KnownSymbols, SymbolCache};
 
 /// Requests queued towards the writer task before `write` waits for room.
 const QUEUE: usize = 1024;
@@ -124,6 +124,7 @@ fn pending_bytes(bytes: usize) {
 
 pub struct Writer {
     tx: mpsc::Sender<Msg>,
+    symbols: Arc<SymbolCache>,
     /// Estimated bytes of the batches accepted and not yet acknowledged; checked here,
     /// not in the writer task, so refusing costs no queueing.
     buffered: Arc<AtomicUsize>,
@@ -150,7 +151,7 @@ impl Writer {
         let flusher = Arc::new(Flusher {
             store,
             catalog,
-            symbols,
+            symbols: symbols.clone(),
         });
         tokio::spawn(async move {
             WriterTask::new(flusher, config).run(rx).await;
@@ -158,11 +159,18 @@ impl Writer {
         });
         Writer {
             tx,
+            symbols,
             buffered: Arc::new(AtomicUsize::new(0)),
             budget,
             retry_after,
             stopped,
         }
+    }
+
+    /// What of `tenant` this writer knows to be committed, for normalizing requests
+    /// against.
+    pub fn known(&self, tenant: &str) -> Arc<KnownSymbols> {
+        self.symbols.known(tenant)
     }
 
     /// Estimated bytes of the batches accepted but not acknowledged yet.

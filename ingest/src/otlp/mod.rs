@@ -9,5 +9,5 @@ pub mod normalize;
 mod validate;
 
 pub use decode::{DecodeError, decode_json, decode_protobuf};
-pub use normalize::{AnySeries, Normalized, SeriesAdmission, normalize, normalize_within};
+pub use normalize::{AnySeries, Normalized, SeriesAdmission, Tenant, normalize, normalize_within};
 pub use validate::{Limits, ProfileError, RequestError, TRUNCATED_FRAME, TimeWindow};

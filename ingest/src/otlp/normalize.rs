@@ -7,8 +7,9 @@ use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_proto::otlp_common::{InstrumentationScope, KeyValue};
 use stackhouse_proto::otlp_profiles::{Location, Profile, ProfilesDictionary, ValueType};
 use stackhouse_storage::model::{
-    self, AttributeSet, Batch, Labels, ProfileRecord, ProfileType, SampleRow, Series, SymbolId,
+    self, AttributeSet, Batch, Labels, ProfileRecord, ProfileType, SampleRow, Series, SymbolId, path_key,
 };
+use stackhouse_storage::symbols::KnownSymbols;
 
 use super::attributes::{dictionary_pair, key_value_pair, string, value_string};
 pub use super::validate::RequestError;
@@ -60,22 +61,37 @@ pub fn normalize(
     request: &ExportProfilesServiceRequest,
     received_at_nanos: i64,
 ) -> Result<Normalized, RequestError> {
-    normalize_within(tenant, request, received_at_nanos, &Limits::NONE, &mut AnySeries)
+    let tenant_state = Tenant {
+        limits: &Limits::NONE,
+        series: &mut AnySeries,
+        known: &KnownSymbols::default(),
+    };
+    normalize_within(tenant, request, received_at_nanos, tenant_state)
 }
 
-/// [`normalize`] holding every profile to a tenant's `limits` and series admission.
+/// What normalizing a request of one tenant consults besides the request.
+pub struct Tenant<'t> {
+    pub limits: &'t Limits,
+    pub series: &'t mut dyn SeriesAdmission,
+    /// What the tenant has stored: a stack or location found here brings no symbols into
+    /// the batch.
+    pub known: &'t KnownSymbols,
+}
+
+/// [`normalize`] holding every profile to a tenant's limits and series admission, and
+/// leaving out the stack nodes the tenant has stored.
 pub fn normalize_within(
     tenant: &str,
     request: &ExportProfilesServiceRequest,
     received_at_nanos: i64,
-    limits: &Limits,
-    series: &mut dyn SeriesAdmission,
+    state: Tenant<'_>,
 ) -> Result<Normalized, RequestError> {
     let empty = ProfilesDictionary::default();
     let dict = request.dictionary.as_ref().unwrap_or(&empty);
     check_dictionary(dict)?;
+    let limits = state.limits;
     let mut validator = Validator::new(dict).within(limits.window);
-    let mut interner = Interner::new(dict, limits, series);
+    let mut interner = Interner::new(dict, state);
     let mut out = Normalized {
         batch: Batch::new(tenant),
         accepted_profiles: 0,
@@ -140,6 +156,7 @@ struct Interner<'a, 'l> {
     dict: &'a ProfilesDictionary,
     limits: &'l Limits,
     series: &'l mut dyn SeriesAdmission,
+    known: &'l KnownSymbols,
     truncated_stacks: usize,
     /// The marker frame of truncated stacks, once interned.
     truncated_frame: Option<SymbolId>,
@@ -150,6 +167,8 @@ struct Interner<'a, 'l> {
     attr_sets: HashMap<&'a [i32], SymbolId>,
     /// Reused buffer for the location ids of one stack.
     path: Vec<SymbolId>,
+    /// Reused buffer for the content of one location.
+    content: Vec<u8>,
 }
 
 /// Validation checks every index before interning reads it; this check stays so that a
@@ -182,11 +201,12 @@ fn cache(len: usize) -> Vec<Option<SymbolId>> {
 }
 
 impl<'a, 'l> Interner<'a, 'l> {
-    fn new(dict: &'a ProfilesDictionary, limits: &'l Limits, series: &'l mut dyn SeriesAdmission) -> Self {
+    fn new(dict: &'a ProfilesDictionary, tenant: Tenant<'l>) -> Self {
         Interner {
             dict,
-            limits,
-            series,
+            limits: tenant.limits,
+            series: tenant.series,
+            known: tenant.known,
             truncated_stacks: 0,
             truncated_frame: None,
             functions: cache(dict.function_table.len()),
@@ -195,6 +215,7 @@ impl<'a, 'l> Interner<'a, 'l> {
             stacks: cache(dict.stack_table.len()),
             attr_sets: HashMap::new(),
             path: Vec::new(),
+            content: Vec::new(),
         }
     }
 
@@ -392,7 +413,15 @@ impl<'a, 'l> Interner<'a, 'l> {
             path[0] = marker;
             self.truncated_stacks += 1;
         }
-        let id = batch.add_stack(&path);
+        let key = path_key(&path);
+        let id = match self.known.path(key) {
+            Some(id) => id,
+            None => {
+                let id = batch.add_stack(&path);
+                batch.path_keys.insert(key, id);
+                id
+            }
+        };
         self.path = path;
         self.stacks[i] = Some(id);
         Ok(id)
@@ -424,6 +453,11 @@ impl<'a, 'l> Interner<'a, 'l> {
         }
         let location = dict.location_table.get(i).unwrap_or(&ZERO_LOCATION);
         let mapping_id = self.mapping(batch, location.mapping_index)?;
+        let key = self.location_key(mapping_id, location);
+        if let Some(id) = key.and_then(|key| self.known.location(key)) {
+            self.locations[i] = Some(id);
+            return Ok(id);
+        }
         let mut lines = Vec::with_capacity(location.lines.len());
         for line in &location.lines {
             lines.push(model::Line {
@@ -437,8 +471,43 @@ impl<'a, 'l> Interner<'a, 'l> {
             address: location.address,
             lines,
         });
+        if let Some(key) = key {
+            batch.location_keys.insert(key, id);
+        }
         self.locations[i] = Some(id);
         Ok(id)
+    }
+
+    /// One hash over everything a location's id is made of, read straight from the
+    /// request: no string is copied and no function id computed. `None` when a line names
+    /// a function out of range, which [`Self::function`] then reports.
+    fn location_key(&mut self, mapping_id: SymbolId, location: &Location) -> Option<u128> {
+        let dict = self.dict;
+        let buf = &mut self.content;
+        buf.clear();
+        buf.extend_from_slice(&mapping_id.0);
+        buf.extend_from_slice(&location.address.to_le_bytes());
+        for line in &location.lines {
+            let i = usize::try_from(line.function_index).ok()?;
+            let function = match dict.function_table.get(i) {
+                Some(f) => *f,
+                None if i == 0 => Default::default(),
+                None => return None,
+            };
+            for index in [
+                function.name_strindex,
+                function.system_name_strindex,
+                function.filename_strindex,
+            ] {
+                let s = string(&dict.string_table, index);
+                buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                buf.extend_from_slice(s.as_bytes());
+            }
+            for v in [function.start_line, line.line, line.column] {
+                buf.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        Some(xxhash_rust::xxh3::xxh3_128(buf))
     }
 
     fn mapping(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {

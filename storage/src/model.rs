@@ -360,12 +360,14 @@ pub struct Batch {
 
 /// Identifies a call path by its location ids (leaf first) in one hash over the path,
 /// instead of one hash per frame as its node ids need; only a lookup key, never stored.
-pub fn path_key(locations_leaf_first: &[SymbolId]) -> u128 {
-    let mut h = Xxh3Default::new();
+/// The ids are copied into `buf` (reused by the caller) and hashed in one call: feeding the
+/// streaming hasher 16 bytes at a time cost most of a known stack's lookup.
+pub fn path_key(locations_leaf_first: &[SymbolId], buf: &mut Vec<u8>) -> u128 {
+    buf.clear();
     for id in locations_leaf_first {
-        h.update(&id.0);
+        buf.extend_from_slice(&id.0);
     }
-    h.digest128()
+    xxh3_128(buf)
 }
 
 impl Batch {
@@ -578,6 +580,19 @@ mod tests {
         assert_eq!(b.stacks[&s1].parent_id, s2);
         assert_ne!(s1, s2);
         assert_eq!(b.add_stack(&[]), SymbolId::ZERO);
+    }
+
+    #[test]
+    fn path_keys_tell_paths_apart_whatever_the_buffer_held() {
+        let [a, b] = [1u8, 2].map(|i| SymbolId([i; 16]));
+        let mut buf = vec![9u8; 100];
+        let ab = path_key(&[a, b], &mut buf);
+        let mut concatenated = [1u8; 32];
+        concatenated[16..].fill(2);
+        assert_eq!(ab, xxh3_128(&concatenated), "one hash over the ids in order");
+        assert_ne!(path_key(&[b, a], &mut buf), ab);
+        assert_ne!(path_key(&[a], &mut buf), ab);
+        assert_eq!(path_key(&[a, b], &mut Vec::new()), ab);
     }
 
     #[test]

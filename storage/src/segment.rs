@@ -328,7 +328,7 @@ impl Tier {
     }
 }
 
-fn writer_properties(kind: TableKind, tier: Tier) -> WriterProperties {
+fn writer_properties(kind: TableKind, tier: Tier, rows: usize) -> WriterProperties {
     let (compression, statistics) = match tier {
         Tier::Fresh => (Compression::LZ4_RAW, EnabledStatistics::Chunk),
         Tier::Compacted => (Compression::ZSTD(ZstdLevel::default()), EnabledStatistics::Page),
@@ -357,10 +357,14 @@ fn writer_properties(kind: TableKind, tier: Tier) -> WriterProperties {
         props = props
             .set_column_dictionary_enabled(time.clone(), false)
             .set_column_encoding(time, Encoding::DELTA_BINARY_PACKED);
+        // A filter is allocated for its distinct values when the writer starts it and folded
+        // down at the end; sized for a full row group, every small flush zeroed, counted and
+        // folded 384 KB of filters.
+        let ndv = rows.clamp(1, ROW_GROUP_ROWS) as u64;
         for name in BLOOM_COLUMNS {
             props = props
                 .set_column_bloom_filter_enabled(ColumnPath::from(name), true)
-                .set_column_bloom_filter_max_ndv(ColumnPath::from(name), ROW_GROUP_ROWS as u64);
+                .set_column_bloom_filter_max_ndv(ColumnPath::from(name), ndv);
         }
     }
     props.build()
@@ -368,7 +372,11 @@ fn writer_properties(kind: TableKind, tier: Tier) -> WriterProperties {
 
 fn encode(kind: TableKind, tier: Tier, table: &RecordBatch) -> Result<Bytes, StoreError> {
     let mut buf = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut buf, table.schema(), Some(writer_properties(kind, tier)))?;
+    let mut writer = ArrowWriter::try_new(
+        &mut buf,
+        table.schema(),
+        Some(writer_properties(kind, tier, table.num_rows())),
+    )?;
     writer.write(table)?;
     writer.close()?;
     Ok(Bytes::from(buf))

@@ -45,8 +45,9 @@ struct Windows {
 }
 
 /// Decodes, normalizes and writes `encoded` (window-major) `per_window` requests at a time,
-/// each window acknowledged before the next is decoded, as a receiver does: its decoded
-/// requests are dropped once normalized. `look_up` says whether normalize looks stacks and
+/// each window acknowledged before the next is decoded. As the receiver's handler does,
+/// each request is normalized straight after its own decode and dropped once normalized,
+/// so normalize reads what decode just wrote rather than 50 requests later. `look_up` says whether normalize looks stacks and
 /// locations up in what the writer committed.
 async fn ingest_windows(
     env: &Env,
@@ -73,30 +74,25 @@ async fn ingest_windows(
         locations: 0,
     };
     for window in encoded.chunks(per_window.max(1)) {
-        let (requests, took) = cpu(|| {
-            window
-                .iter()
-                .map(|(b, _)| layout::decode_protobuf(b, None))
-                .collect::<Result<Vec<_>, _>>()
-        });
-        run.decode_cpu += took;
-        let requests = requests.context("decoding the workload")?;
-        let (batches, took) = cpu(|| {
-            let batches = requests
-                .iter()
-                .map(|r| {
-                    let tenant = Tenant {
-                        limits: &Limits::NONE,
-                        series: &mut AnySeries,
-                        known: &known,
-                    };
-                    normalize_within(TENANT, r, received, tenant)
-                })
-                .collect::<Result<Vec<_>, _>>();
-            drop(requests);
-            batches
-        });
-        run.normalize_cpu += took;
+        let mut batches = Vec::with_capacity(window.len());
+        for (b, _) in window {
+            let (request, took) = cpu(|| layout::decode_protobuf(b, None));
+            run.decode_cpu += took;
+            let request = request.context("decoding the workload")?;
+            let (batch, took) = cpu(|| {
+                let tenant = Tenant {
+                    limits: &Limits::NONE,
+                    series: &mut AnySeries,
+                    known: &known,
+                };
+                let batch = normalize_within(TENANT, &request, received, tenant);
+                drop(request);
+                batch
+            });
+            run.normalize_cpu += took;
+            batches.push(batch);
+        }
+        let batches = batches.into_iter().collect::<Result<Vec<_>, _>>();
         let batches = batches.context("normalizing the workload")?;
         for n in &batches {
             if n.rejected_profiles > 0 {

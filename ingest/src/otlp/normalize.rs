@@ -413,7 +413,7 @@ impl<'a, 'l> Interner<'a, 'l> {
             path[0] = marker;
             self.truncated_stacks += 1;
         }
-        let key = path_key(&path);
+        let key = path_key(&path, &mut self.content);
         let id = match self.known.path(key) {
             Some(id) => id,
             None => {

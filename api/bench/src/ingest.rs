@@ -47,8 +47,8 @@ struct Windows {
 /// Decodes, normalizes and writes `encoded` (window-major) `per_window` requests at a time,
 /// each window acknowledged before the next is decoded. As the receiver's handler does,
 /// each request is normalized straight after its own decode and dropped once normalized,
-/// so normalize reads what decode just wrote rather than 50 requests later. `look_up` says whether normalize looks stacks and
-/// locations up in what the writer committed.
+/// so normalize reads what decode just wrote rather than 50 requests later. `look_up` says
+/// whether normalize looks stacks and locations up in what the writer committed.
 async fn ingest_windows(
     env: &Env,
     encoded: &[(Vec<u8>, usize)],
@@ -90,10 +90,8 @@ async fn ingest_windows(
                 batch
             });
             run.normalize_cpu += took;
-            batches.push(batch);
+            batches.push(batch.context("normalizing the workload")?);
         }
-        let batches = batches.into_iter().collect::<Result<Vec<_>, _>>();
-        let batches = batches.context("normalizing the workload")?;
         for n in &batches {
             if n.rejected_profiles > 0 {
                 bail!("the workload has rejected profiles: {:?}", n.errors);

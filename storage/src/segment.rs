@@ -15,7 +15,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
 
 use crate::catalog::{ObjectMeta, SegmentMeta, SegmentSeries, TableKind};
@@ -334,6 +334,9 @@ fn writer_properties(kind: TableKind, tier: Tier, rows: usize) -> WriterProperti
         Tier::Compacted => (Compression::ZSTD(ZstdLevel::default()), EnabledStatistics::Page),
     };
     let mut props = WriterProperties::builder()
+        // Parquet-rs dictionary-encodes 16-byte ids (FIXED_LEN_BYTE_ARRAY) only when writing
+        // format 2.0: in 1.0 files every stack and attribute-set id was stored whole.
+        .set_writer_version(WriterVersion::PARQUET_2_0)
         .set_compression(compression)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_statistics_enabled(statistics)
@@ -361,8 +364,12 @@ fn writer_properties(kind: TableKind, tier: Tier, rows: usize) -> WriterProperti
         // down at the end; sized for a full row group, every small flush zeroed, counted and
         // folded 384 KB of filters.
         let ndv = rows.clamp(1, ROW_GROUP_ROWS) as u64;
+        // Link ids rarely repeat within a row group: a dictionary of them, or format 2.0's
+        // fallback (DELTA_BYTE_ARRAY), takes more room than the ids themselves.
         for name in BLOOM_COLUMNS {
             props = props
+                .set_column_dictionary_enabled(ColumnPath::from(name), false)
+                .set_column_encoding(ColumnPath::from(name), Encoding::PLAIN)
                 .set_column_bloom_filter_enabled(ColumnPath::from(name), true)
                 .set_column_bloom_filter_max_ndv(ColumnPath::from(name), ndv);
         }

@@ -379,3 +379,93 @@ async fn unversioned_symbol_objects_are_refused() {
         other => panic!("expected a corrupt-object error, got {other:?}"),
     }
 }
+
+/// Bytes of one column over every row group of a Parquet object, and whether each of its
+/// chunks starts with a dictionary page.
+fn column_chunks(bytes: &Bytes, column: &str) -> (i64, Vec<bool>) {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
+    let mut size = 0;
+    let mut dictionaries = Vec::new();
+    for group in builder.metadata().row_groups() {
+        let chunk = group
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == column)
+            .unwrap_or_else(|| panic!("no column {column}"));
+        size += chunk.compressed_size();
+        dictionaries.push(chunk.dictionary_page_offset().is_some());
+    }
+    (size, dictionaries)
+}
+
+#[tokio::test]
+async fn repeated_ids_are_stored_once_per_row_group() {
+    let (_dir, store) = local_store();
+    let mut batch = Batch::new("acme");
+    let series_id = batch.add_series(series("svc"));
+    // Random-looking 16-byte ids, as content hashes are: 40 stacks, 3 attribute sets, a
+    // trace id of its own for every tenth sample.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        state
+    };
+    let mut id = || {
+        let (a, b) = (next(), next());
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&a.to_le_bytes());
+        bytes[8..].copy_from_slice(&b.to_le_bytes());
+        bytes
+    };
+    let stacks: Vec<SymbolId> = (0..40).map(|_| SymbolId(id())).collect();
+    let sets: Vec<SymbolId> = (0..3).map(|_| SymbolId(id())).collect();
+    let n = 200_000usize;
+    batch.samples = (0..n)
+        .map(|i| {
+            let pick = id();
+            SampleRow {
+                time_nanos: i as i64 * 15_700_000,
+                series_id,
+                stack_id: stacks[pick[0] as usize % stacks.len()],
+                value: 1,
+                attr_set_id: sets[pick[1] as usize % sets.len()],
+                trace_id: (i % 10 == 0).then_some(pick),
+                span_id: None,
+                profile_id: None,
+            }
+        })
+        .collect();
+
+    for level in [0, 1] {
+        let written = write_segment(&store, &batch, &format!("seg-{level}"), level)
+            .await
+            .unwrap();
+        let bytes = read_object(&store, &written.segment, TableKind::Samples).await;
+        // A 40-id dictionary makes each row a 6-bit index; stored whole, 16 random bytes
+        // that compression cannot shorten below a back-reference (2–3 bytes) per row.
+        for (column, distinct) in [("stack_id", 40), ("attr_set_id", 3)] {
+            let (size, dictionaries) = column_chunks(&bytes, column);
+            assert!(
+                dictionaries.iter().all(|&d| d),
+                "level {level}: {column} ({distinct} distinct ids) is not dictionary-encoded in every row group: {dictionaries:?}"
+            );
+            assert!(
+                (size as f64) < n as f64,
+                "level {level}: {column} takes {size} bytes for {n} rows of {distinct} distinct ids"
+            );
+        }
+        // Trace ids rarely repeat: a dictionary of them would only add its indices.
+        let (_, dictionaries) = column_chunks(&bytes, "trace_id");
+        assert!(
+            dictionaries.iter().all(|&d| !d),
+            "level {level}: trace_id dictionary-encoded"
+        );
+        assert_eq!(
+            i64s(&read_all(bytes), "time_nanos").len(),
+            n,
+            "level {level}: every row reads back"
+        );
+    }
+}

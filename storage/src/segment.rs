@@ -367,11 +367,12 @@ fn writer_properties(kind: TableKind, tier: Tier, rows: usize) -> WriterProperti
         // Link ids rarely repeat within a row group: a dictionary of them, or format 2.0's
         // fallback (DELTA_BYTE_ARRAY), takes more room than the ids themselves.
         for name in BLOOM_COLUMNS {
+            let path = ColumnPath::from(name);
             props = props
-                .set_column_dictionary_enabled(ColumnPath::from(name), false)
-                .set_column_encoding(ColumnPath::from(name), Encoding::PLAIN)
-                .set_column_bloom_filter_enabled(ColumnPath::from(name), true)
-                .set_column_bloom_filter_max_ndv(ColumnPath::from(name), ndv);
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path.clone(), Encoding::PLAIN)
+                .set_column_bloom_filter_enabled(path.clone(), true)
+                .set_column_bloom_filter_max_ndv(path, ndv);
         }
     }
     props.build()

@@ -10,6 +10,8 @@ use object_store::{ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use stackhouse_storage::catalog::{SegmentSeries, TableKind};
 use stackhouse_storage::model::{Batch, SampleRow, SymbolId};
 use stackhouse_storage::schema::{self, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
@@ -405,20 +407,8 @@ async fn repeated_ids_are_stored_once_per_row_group() {
     let series_id = batch.add_series(series("svc"));
     // Random-looking 16-byte ids, as content hashes are: 40 stacks, 3 attribute sets, a
     // trace id of its own for every tenth sample.
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move || {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        state
-    };
-    let mut id = || {
-        let (a, b) = (next(), next());
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&a.to_le_bytes());
-        bytes[8..].copy_from_slice(&b.to_le_bytes());
-        bytes
-    };
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut id = || rng.random::<[u8; 16]>();
     let stacks: Vec<SymbolId> = (0..40).map(|_| SymbolId(id())).collect();
     let sets: Vec<SymbolId> = (0..3).map(|_| SymbolId(id())).collect();
     let n = 200_000usize;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use stackhouse_ingest::convert::Conversion;
 use stackhouse_ingest::otlp::layout::Layout;
-use stackhouse_ingest::otlp::{AnySeries, Limits, SeriesAdmission, Tenant, TimeWindow, normalize_within};
+use stackhouse_ingest::otlp::{
+    AnySeries, Dictionary, Limits, SeriesAdmission, Tenant, TimeWindow, normalize_within,
+};
 use stackhouse_proto::otlp_collector::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
@@ -69,8 +71,16 @@ pub fn declared_layout(value: Option<&[u8]>, what: &str) -> Result<Option<Layout
 pub fn unconverted(request: ExportProfilesServiceRequest) -> Conversion {
     Conversion {
         request,
-        rejected_profiles: 0,
-        errors: Vec::new(),
+        ..Conversion::default()
+    }
+}
+
+/// An OTLP request decoded with its dictionary flat (`layout::decode_protobuf_flat`).
+pub fn unconverted_flat((request, dictionary): (ExportProfilesServiceRequest, Dictionary)) -> Conversion {
+    Conversion {
+        request,
+        dictionary: Some(dictionary),
+        ..Conversion::default()
     }
 }
 
@@ -156,6 +166,7 @@ impl Exporter {
         let received_at = now_nanos();
         let Conversion {
             request,
+            dictionary,
             rejected_profiles,
             mut errors,
         } = conversion;
@@ -174,7 +185,8 @@ impl Exporter {
                 series: series.as_mut(),
                 known: &known,
             };
-            normalize_within(&tenant, &request, received_at, state)
+            let dictionary = dictionary.unwrap_or_else(|| Dictionary::of(&request));
+            normalize_within(&tenant, &request, &dictionary, received_at, state)
         })
         .await?
         .map_err(|e| {

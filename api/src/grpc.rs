@@ -23,7 +23,7 @@ use tonic::{Status, body::Body as TonicBody};
 
 use crate::auth::Auth;
 use crate::error::ApiError;
-use crate::export::{Exporter, unconverted};
+use crate::export::{Exporter, unconverted_flat};
 use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
@@ -44,8 +44,8 @@ impl ExportKind for Development {
 
     fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, ApiError> {
         let declared = declared_layout(metadata)?;
-        layout::decode_protobuf(body, declared)
-            .map(unconverted)
+        layout::decode_protobuf_flat(body, declared)
+            .map(unconverted_flat)
             .map_err(ApiError::invalid)
     }
 }

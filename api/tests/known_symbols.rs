@@ -10,7 +10,7 @@ use stackhouse_api::monitoring::Protocol;
 use stackhouse_api::time_param::now_nanos;
 use stackhouse_ingest::convert::{RequestBuilder, Source};
 use stackhouse_ingest::folded;
-use stackhouse_ingest::otlp::{AnySeries, Limits, Normalized, Tenant, normalize_within};
+use stackhouse_ingest::otlp::{AnySeries, Dictionary, Limits, Normalized, Tenant, normalize_within};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, Scope};
 use stackhouse_storage::catalog::open_catalog;
@@ -54,7 +54,7 @@ fn normalized(request: &ExportProfilesServiceRequest, known: &KnownSymbols) -> N
         series: &mut AnySeries,
         known,
     };
-    let n = normalize_within(TENANT, request, 1, tenant).unwrap();
+    let n = normalize_within(TENANT, request, &Dictionary::of(request), 1, tenant).unwrap();
     assert_eq!(n.rejected_profiles, 0, "{:?}", n.errors);
     n
 }

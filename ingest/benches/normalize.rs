@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 
 use stackhouse_ingest::otlp::{
-    Limits, SeriesAdmission, Tenant, decode_json, decode_protobuf, normalize, normalize_within,
+    Dictionary, Limits, SeriesAdmission, Tenant, decode_json, decode_protobuf, layout, normalize,
+    normalize_within,
 };
 use stackhouse_storage::model::Series;
 use stackhouse_storage::symbols::KnownSymbols;
@@ -47,6 +48,9 @@ fn main() {
     let request = decode_protobuf(&pb).unwrap();
     let rows = normalize("bench", &request, 0).unwrap().batch.samples.len();
     time("decode_protobuf", rows, || decode_protobuf(&pb).unwrap());
+    time("decode_protobuf_flat", rows, || {
+        layout::decode_protobuf_flat(&pb, None).unwrap()
+    });
     time("decode_json", rows, || decode_json(&json).unwrap());
     time("normalize", rows, || normalize("bench", &request, 0).unwrap());
     // The server's path: default depth and label limits, and a series limit.
@@ -55,6 +59,7 @@ fn main() {
         max_label_names: 64,
         ..Limits::NONE
     };
+    let dictionary = Dictionary::of(&request);
     let known = KnownSeries(Default::default());
     let stored = KnownSymbols::default();
     time("normalize+limits", rows, || {
@@ -63,6 +68,6 @@ fn main() {
             series: &mut &known,
             known: &stored,
         };
-        normalize_within("bench", &request, 0, tenant).unwrap()
+        normalize_within("bench", &request, &dictionary, 0, tenant).unwrap()
     });
 }

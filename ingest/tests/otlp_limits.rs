@@ -3,7 +3,9 @@
 
 use stackhouse_ingest::convert::{RequestBuilder, Source};
 use stackhouse_ingest::folded;
-use stackhouse_ingest::otlp::{Limits, SeriesAdmission, TRUNCATED_FRAME, Tenant, normalize_within};
+use stackhouse_ingest::otlp::{
+    Dictionary, Limits, Normalized, RequestError, SeriesAdmission, TRUNCATED_FRAME, Tenant, normalize_within,
+};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_storage::model::{Batch, Series, SymbolId};
 use stackhouse_storage::symbols::KnownSymbols;
@@ -68,12 +70,19 @@ fn tenant<'t>(limits: &'t Limits, series: &'t mut Admit) -> Tenant<'t> {
     }
 }
 
+fn within(
+    request: &ExportProfilesServiceRequest,
+    at: i64,
+    tenant: Tenant<'_>,
+) -> Result<Normalized, RequestError> {
+    normalize_within("t", request, &Dictionary::of(request), at, tenant)
+}
+
 #[test]
 fn deep_stacks_keep_their_root_frames_below_a_marker_and_their_values() {
     let deep: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
     let text = format!("{} 7\nf0;f1 3\n{};g 2\n", deep.join(";"), deep.join(";"));
-    let n = normalize_within(
-        "t",
+    let n = within(
         &request(&[("app", &text)], 0),
         1,
         tenant(&limits(4, 0), &mut Admit(9)),
@@ -99,8 +108,7 @@ fn deep_stacks_keep_their_root_frames_below_a_marker_and_their_values() {
         ]
     );
     // Exactly at the limit: untouched.
-    let n = normalize_within(
-        "t",
+    let n = within(
         &request(&[("app", "a;b;c;d 1\n")], 0),
         1,
         tenant(&limits(4, 0), &mut Admit(9)),
@@ -116,8 +124,7 @@ fn deep_stacks_keep_their_root_frames_below_a_marker_and_their_values() {
 #[test]
 fn a_series_with_too_many_labels_is_refused_alone() {
     // service.name plus 3 labels: 4 labels.
-    let n = normalize_within(
-        "t",
+    let n = within(
         &request(&[("app", "a 1\n")], 3),
         1,
         tenant(&limits(0, 3), &mut Admit(9)),
@@ -130,8 +137,7 @@ fn a_series_with_too_many_labels_is_refused_alone() {
         n.errors
     );
     assert!(n.batch.samples.is_empty() && n.batch.series.is_empty());
-    let n = normalize_within(
-        "t",
+    let n = within(
         &request(&[("app", "a 1\n")], 2),
         1,
         tenant(&limits(0, 3), &mut Admit(9)),
@@ -143,13 +149,7 @@ fn a_series_with_too_many_labels_is_refused_alone() {
 #[test]
 fn a_refused_series_takes_only_its_profile() {
     let profiles = [("one", "a 1\n"), ("two", "b 2\n"), ("three", "c 4\n")];
-    let n = normalize_within(
-        "t",
-        &request(&profiles, 0),
-        1,
-        tenant(&Limits::NONE, &mut Admit(2)),
-    )
-    .unwrap();
+    let n = within(&request(&profiles, 0), 1, tenant(&Limits::NONE, &mut Admit(2))).unwrap();
     assert_eq!((n.accepted_profiles, n.rejected_profiles), (2, 1));
     assert!(n.errors[0].ends_with("no more series"), "{:?}", n.errors);
     let values: i64 = n.batch.samples.iter().map(|s| s.value).sum();

@@ -488,7 +488,8 @@ impl Flusher {
 
 /// Distinct `(key, value)` pairs of the attribute sets the samples use.
 fn sample_labels(batch: &Batch) -> Vec<(String, String)> {
-    let used: HashSet<_> = batch
+    // Once per sample: SipHash over a 16-byte id would cost as much as a row's encoding.
+    let used: HashSet<_, foldhash::fast::RandomState> = batch
         .samples
         .iter()
         .map(|s| s.attr_set_id)

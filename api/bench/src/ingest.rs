@@ -20,7 +20,7 @@ use super::measure::{cpu, cpu_time, peak_rss, quantile, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{Plan, query};
-use stackhouse_api::export::{Exporter, unconverted};
+use stackhouse_api::export::{Exporter, unconverted_flat};
 use stackhouse_api::monitoring::Protocol;
 use stackhouse_api::time_param::now_nanos;
 
@@ -76,17 +76,17 @@ async fn ingest_windows(
     for window in encoded.chunks(per_window.max(1)) {
         let mut batches = Vec::with_capacity(window.len());
         for (b, _) in window {
-            let (request, took) = cpu(|| layout::decode_protobuf(b, None));
+            let (request, took) = cpu(|| layout::decode_protobuf_flat(b, None));
             run.decode_cpu += took;
-            let request = request.context("decoding the workload")?;
+            let (request, dictionary) = request.context("decoding the workload")?;
             let (batch, took) = cpu(|| {
                 let tenant = Tenant {
                     limits: &Limits::NONE,
                     series: &mut AnySeries,
                     known: &known,
                 };
-                let batch = normalize_within(TENANT, &request, received, tenant);
-                drop(request);
+                let batch = normalize_within(TENANT, &request, &dictionary, received, tenant);
+                drop((request, dictionary));
                 batch
             });
             run.normalize_cpu += took;
@@ -293,10 +293,10 @@ pub async fn load_measurements(
                 tokio::time::sleep_until(at).await;
                 let (bytes, n) = &pool[(i + k as usize * senders) % pool.len()];
                 let t0 = Instant::now();
-                let request = layout::decode_protobuf(bytes, None).map_err(|e| e.to_string())?;
+                let request = layout::decode_protobuf_flat(bytes, None).map_err(|e| e.to_string())?;
                 let exported = exporter.export(
                     TENANT.to_string(),
-                    unconverted(request),
+                    unconverted_flat(request),
                     Protocol::OtlpGrpc,
                     bytes.len(),
                 );

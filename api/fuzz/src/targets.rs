@@ -32,10 +32,24 @@ pub const ALL: [(&str, Target); 10] = [
 
 const DECLARED: [Option<Layout>; 4] = [None, Some(Layout::V1_8), Some(Layout::V1_9), Some(Layout::V1_10)];
 
-/// OTLP protobuf as sent: layout detection, then each declared layout, then normalization.
+/// OTLP protobuf as sent: layout detection, then each declared layout, then normalization;
+/// the receivers' flat dictionary decode must accept and read exactly what prost does.
 pub fn otlp_protobuf(data: &[u8]) {
     for declared in DECLARED {
-        if let Ok(request) = layout::decode_protobuf(data, declared) {
+        let decoded = layout::decode_protobuf(data, declared);
+        let flat = layout::decode_protobuf_flat(data, declared);
+        match (&decoded, &flat) {
+            (Ok(request), Ok((profiles, dictionary))) => {
+                assert_eq!(profiles.resource_profiles, request.resource_profiles);
+                assert_eq!(
+                    dictionary.to_proto(),
+                    request.dictionary.clone().unwrap_or_default()
+                );
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            _ => panic!("prost and the flat decoder disagree: {decoded:?} vs {flat:?}"),
+        }
+        if let Ok(request) = decoded {
             normalize(&request);
         }
     }

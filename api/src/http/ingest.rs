@@ -174,8 +174,7 @@ fn convert(
     };
     let conversion = Conversion {
         request: builder.finish(),
-        rejected_profiles: 0,
-        errors: Vec::new(),
+        ..Conversion::default()
     };
     Ok((conversion, converted))
 }

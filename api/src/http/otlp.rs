@@ -16,7 +16,7 @@ use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
 use super::AppState;
 use super::body::{content_type_essence, inflate, read_limited};
 use crate::error::ApiError;
-use crate::export::{Exported, unconverted};
+use crate::export::{Exported, unconverted, unconverted_flat};
 use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
@@ -88,10 +88,9 @@ impl Api {
             Api::Development => {
                 let declared = declared_layout(headers)?;
                 match encoding {
-                    Encoding::Protobuf => layout::decode_protobuf(body, declared),
-                    Encoding::Json => layout::decode_json(body, declared),
+                    Encoding::Protobuf => layout::decode_protobuf_flat(body, declared).map(unconverted_flat),
+                    Encoding::Json => layout::decode_json(body, declared).map(unconverted),
                 }
-                .map(unconverted)
             }
             Api::Experimental => match encoding {
                 Encoding::Protobuf => experimental::from_protobuf(body),

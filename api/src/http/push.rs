@@ -87,6 +87,7 @@ fn convert(request: &PushRequest, limit: usize) -> Conversion {
     }
     Conversion {
         request: builder.finish(),
+        dictionary: None,
         rejected_profiles,
         errors,
     }

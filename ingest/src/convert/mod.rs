@@ -66,6 +66,9 @@ impl ConvertError {
 #[derive(Debug, Default)]
 pub struct Conversion {
     pub request: stackhouse_proto::otlp_collector::ExportProfilesServiceRequest,
+    /// The request's dictionary when the receiver decoded it flat from the wire (the
+    /// request's own `dictionary` is then empty); `None`: the request holds it.
+    pub dictionary: Option<crate::otlp::Dictionary>,
     pub rejected_profiles: usize,
     pub errors: Vec<String>,
 }

@@ -4,44 +4,38 @@
 use stackhouse_proto::otlp_common::{AnyValue, KeyValue, any_value::Value};
 use stackhouse_proto::otlp_profiles::KeyValueAndUnit;
 
-/// Looks up a validated string index; index 0 is "" even when the table is empty.
-pub(crate) fn string(strings: &[String], index: i32) -> &str {
-    usize::try_from(index)
-        .ok()
-        .and_then(|i| strings.get(i))
-        .map_or("", String::as_str)
-}
+use super::dictionary::Dictionary;
 
 /// A `KeyValue` names its key inline or, from newer senders, through the string table.
-pub(crate) fn key_value_key<'a>(kv: &'a KeyValue, strings: &'a [String]) -> &'a str {
+pub(crate) fn key_value_key<'a>(kv: &'a KeyValue, strings: &'a Dictionary) -> &'a str {
     if kv.key_strindex != 0 {
-        string(strings, kv.key_strindex)
+        strings.string(kv.key_strindex)
     } else {
         &kv.key
     }
 }
 
-pub(crate) fn key_value_pair(kv: &KeyValue, strings: &[String]) -> (String, String) {
+pub(crate) fn key_value_pair(kv: &KeyValue, strings: &Dictionary) -> (String, String) {
     (
         key_value_key(kv, strings).to_string(),
         value_string(kv.value.as_ref(), strings),
     )
 }
 
-pub(crate) fn dictionary_pair(attr: &KeyValueAndUnit, strings: &[String]) -> (String, String) {
+pub(crate) fn dictionary_pair(attr: &KeyValueAndUnit, strings: &Dictionary) -> (String, String) {
     (
-        string(strings, attr.key_strindex).to_string(),
+        strings.string(attr.key_strindex).to_string(),
         value_string(attr.value.as_ref(), strings),
     )
 }
 
 /// Scalars as their plain text (bytes in hex, like ids); arrays and key-value lists as
 /// compact JSON so that their structure survives.
-pub(crate) fn value_string(value: Option<&AnyValue>, strings: &[String]) -> String {
+pub(crate) fn value_string(value: Option<&AnyValue>, strings: &Dictionary) -> String {
     match value.and_then(|v| v.value.as_ref()) {
         None => String::new(),
         Some(Value::StringValue(s)) => s.clone(),
-        Some(Value::StringValueStrindex(i)) => string(strings, *i).to_string(),
+        Some(Value::StringValueStrindex(i)) => strings.string(*i).to_string(),
         Some(Value::BoolValue(b)) => b.to_string(),
         Some(Value::IntValue(i)) => i.to_string(),
         Some(Value::DoubleValue(d)) => d.to_string(),
@@ -50,12 +44,12 @@ pub(crate) fn value_string(value: Option<&AnyValue>, strings: &[String]) -> Stri
     }
 }
 
-fn json_value(value: Option<&AnyValue>, strings: &[String]) -> serde_json::Value {
+fn json_value(value: Option<&AnyValue>, strings: &Dictionary) -> serde_json::Value {
     use serde_json::Value as J;
     match value.and_then(|v| v.value.as_ref()) {
         None => J::Null,
         Some(Value::StringValue(s)) => J::from(s.as_str()),
-        Some(Value::StringValueStrindex(i)) => J::from(string(strings, *i)),
+        Some(Value::StringValueStrindex(i)) => J::from(strings.string(*i)),
         Some(Value::BoolValue(b)) => J::from(*b),
         Some(Value::IntValue(i)) => J::from(*i),
         Some(Value::DoubleValue(d)) => J::from(*d),
@@ -81,6 +75,7 @@ fn json_value(value: Option<&AnyValue>, strings: &[String]) -> serde_json::Value
 mod tests {
     use super::*;
     use stackhouse_proto::otlp_common::{ArrayValue, KeyValueList};
+    use stackhouse_proto::otlp_profiles::ProfilesDictionary;
 
     fn any(v: Value) -> AnyValue {
         AnyValue { value: Some(v) }
@@ -88,7 +83,10 @@ mod tests {
 
     #[test]
     fn values_stringify_by_kind() {
-        let strings = vec![String::new(), "s".to_string()];
+        let strings = Dictionary::from(&ProfilesDictionary {
+            string_table: vec![String::new(), "s".to_string()],
+            ..ProfilesDictionary::default()
+        });
         let cases = [
             (any(Value::StringValue("x".into())), "x"),
             (any(Value::StringValueStrindex(1)), "s"),

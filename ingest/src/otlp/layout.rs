@@ -58,6 +58,7 @@ use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_proto::otlp_profiles::Profile;
 
 use super::decode::{self, DecodeError, JsonPath};
+use super::dictionary::{self, Dictionary};
 use super::validate::Validator;
 
 /// The HTTP header (and gRPC metadata key) a sender may use to declare its layout.
@@ -117,6 +118,31 @@ pub fn decode_protobuf(
     bytes: &[u8],
     declared: Option<Layout>,
 ) -> Result<ExportProfilesServiceRequest, DecodeError> {
+    decode_in(bytes, declared, false).map(|(request, _)| request)
+}
+
+/// [`decode_protobuf`] with the dictionary in flat tables, as the receivers decode: the
+/// returned request has no dictionary. The same bytes are accepted and refused, with the
+/// same messages.
+pub fn decode_protobuf_flat(
+    bytes: &[u8],
+    declared: Option<Layout>,
+) -> Result<(ExportProfilesServiceRequest, Dictionary), DecodeError> {
+    let (mut request, flat) = decode_in(bytes, declared, true)?;
+    let dictionary = flat.unwrap_or_else(|| {
+        request
+            .dictionary
+            .take()
+            .map(|d| Dictionary::from(&d))
+            .unwrap_or_default()
+    });
+    Ok((request, dictionary))
+}
+
+/// A request, and its dictionary when it was decoded flat (`flat`, and a v1.10 reading).
+type Reading = (ExportProfilesServiceRequest, Option<Dictionary>);
+
+fn decode_in(bytes: &[u8], declared: Option<Layout>, flat: bool) -> Result<Reading, DecodeError> {
     let scan = match scan(bytes) {
         Ok(scan) => scan,
         // Let prost describe what is wrong with the bytes.
@@ -131,7 +157,7 @@ pub fn decode_protobuf(
                 "request declares opentelemetry-proto {layout} profiles layout but {reason}"
             )));
         }
-        let request = decode_as(bytes, layout)?;
+        let (request, dictionary) = decode_reading(bytes, layout, flat)?;
         // Wire types cannot tell a later sender declaring v1.8 (v1.9's profile_id and
         // attribute_indices read as v1.8's comments and original_payload); the values can.
         for (j, (at, profile)) in flat_profiles(&request).into_iter().enumerate() {
@@ -144,7 +170,7 @@ pub fn decode_protobuf(
                 )));
             }
         }
-        return Ok(request);
+        return Ok((request, dictionary));
     }
     let candidates: Vec<Layout> = LAYOUTS
         .into_iter()
@@ -159,18 +185,18 @@ pub fn decode_protobuf(
                 .collect::<Vec<_>>()
                 .join("; ")
         ))),
-        &[layout] => decode_as(bytes, layout),
+        &[layout] => decode_reading(bytes, layout, flat),
         _ => {
             // Real encoders write canonically: when only one candidate reads the wire that
             // way, `choose` keeps that reading whatever the others decode to, so they need
             // not be decoded.
             let mut canonical = candidates.iter().filter(|&&l| scan.noncanonical(l).is_none());
             if let (Some(&layout), None) = (canonical.next(), canonical.next())
-                && let Ok(request) = decode_as(bytes, layout)
+                && let Ok(reading) = decode_reading(bytes, layout, flat)
             {
-                return Ok(request);
+                return Ok(reading);
             }
-            choose(bytes, &scan, &candidates)
+            choose(bytes, &scan, &candidates).map(|request| (request, None))
         }
     }
 }
@@ -227,6 +253,17 @@ fn rename(
     }
     object.insert(new.to_string(), value);
     Ok(())
+}
+
+/// [`decode_as`], with the dictionary flat when `flat` and the flat decoder reads the wire.
+fn decode_reading(bytes: &[u8], layout: Layout, flat: bool) -> Result<Reading, DecodeError> {
+    if flat
+        && layout == Layout::V1_10
+        && let Some((request, dictionary)) = dictionary::decode_request(bytes)
+    {
+        return Ok((request, Some(dictionary)));
+    }
+    decode_as(bytes, layout).map(|request| (request, None))
 }
 
 fn decode_as(bytes: &[u8], layout: Layout) -> Result<ExportProfilesServiceRequest, DecodeError> {
@@ -339,9 +376,8 @@ fn plausibility(
     request: &ExportProfilesServiceRequest,
     scan: &Scan,
 ) -> Vec<Result<(), String>> {
-    let empty = Default::default();
-    let dict = request.dictionary.as_ref().unwrap_or(&empty);
-    let mut validator = Validator::new(dict);
+    let dict = Dictionary::of(request);
+    let mut validator = Validator::new(&dict);
     let mut out = Vec::new();
     for (r, rp) in request.resource_profiles.iter().enumerate() {
         let resource = rp.resource.as_ref().map_or(&[][..], |r| &r.attributes);

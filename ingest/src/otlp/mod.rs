@@ -3,11 +3,13 @@
 
 mod attributes;
 pub mod decode;
+pub mod dictionary;
 pub mod experimental;
 pub mod layout;
 pub mod normalize;
 mod validate;
 
 pub use decode::{DecodeError, decode_json, decode_protobuf};
+pub use dictionary::Dictionary;
 pub use normalize::{AnySeries, Normalized, SeriesAdmission, Tenant, normalize, normalize_within};
 pub use validate::{Limits, ProfileError, RequestError, TRUNCATED_FRAME, TimeWindow};

@@ -1,17 +1,17 @@
 //! Converts validated OTLP profiles into the normalized [`Batch`]: dictionary entries
 //! become content-addressed symbols, samples become rows of a series.
 
-use std::collections::HashMap;
-
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_proto::otlp_common::{InstrumentationScope, KeyValue};
-use stackhouse_proto::otlp_profiles::{Location, Profile, ProfilesDictionary, ValueType};
+use stackhouse_proto::otlp_profiles::{Profile, ValueType};
 use stackhouse_storage::model::{
-    self, AttributeSet, Batch, Labels, ProfileRecord, ProfileType, SampleRow, Series, SymbolId, path_key,
+    self, AttributeSet, Batch, FastMap, Labels, ProfileRecord, ProfileType, SampleRow, Series, SymbolId,
+    path_key,
 };
 use stackhouse_storage::symbols::KnownSymbols;
 
-use super::attributes::{dictionary_pair, key_value_pair, string, value_string};
+use super::attributes::{dictionary_pair, key_value_pair, value_string};
+use super::dictionary::{Dictionary, LocationRef};
 pub use super::validate::RequestError;
 use super::validate::{Limits, ProfileError, TRUNCATED_FRAME, Validator, check_dictionary};
 
@@ -66,7 +66,13 @@ pub fn normalize(
         series: &mut AnySeries,
         known: &KnownSymbols::default(),
     };
-    normalize_within(tenant, request, received_at_nanos, tenant_state)
+    normalize_within(
+        tenant,
+        request,
+        &Dictionary::of(request),
+        received_at_nanos,
+        tenant_state,
+    )
 }
 
 /// What normalizing a request of one tenant consults besides the request.
@@ -79,15 +85,16 @@ pub struct Tenant<'t> {
 }
 
 /// [`normalize`] holding every profile to a tenant's limits and series admission, and
-/// leaving out the stack nodes the tenant has stored.
+/// leaving out the stack nodes the tenant has stored. `dict` is the request's dictionary
+/// ([`Dictionary::of`] the request, or as the receiver decoded it from the wire); the
+/// request's own `dictionary` field is not read.
 pub fn normalize_within(
     tenant: &str,
     request: &ExportProfilesServiceRequest,
+    dict: &Dictionary,
     received_at_nanos: i64,
     state: Tenant<'_>,
 ) -> Result<Normalized, RequestError> {
-    let empty = ProfilesDictionary::default();
-    let dict = request.dictionary.as_ref().unwrap_or(&empty);
     check_dictionary(dict)?;
     let limits = state.limits;
     let mut validator = Validator::new(dict).within(limits.window);
@@ -142,18 +149,18 @@ pub fn normalize_within(
 type SampleLink = (Option<[u8; 16]>, Option<[u8; 8]>);
 
 /// Index 0 of a table is its zero value, also when the sender omitted the table.
-static ZERO_LOCATION: Location = Location {
+const ZERO_LOCATION: LocationRef<'static> = LocationRef {
     mapping_index: 0,
     address: 0,
-    lines: Vec::new(),
-    attribute_indices: Vec::new(),
+    lines: &[],
+    attribute_indices: &[],
 };
 
 /// Maps each dictionary index to its symbol id at most once per request: the dictionary is
 /// shared by every profile of the request, and hashing content is the expensive part.
 /// Only validated entries are interned, so every cached id has its symbol in the batch.
 struct Interner<'a, 'l> {
-    dict: &'a ProfilesDictionary,
+    dict: &'a Dictionary,
     limits: &'l Limits,
     series: &'l mut dyn SeriesAdmission,
     known: &'l KnownSymbols,
@@ -164,7 +171,7 @@ struct Interner<'a, 'l> {
     mappings: Vec<Option<SymbolId>>,
     locations: Vec<Option<SymbolId>>,
     stacks: Vec<Option<SymbolId>>,
-    attr_sets: HashMap<&'a [i32], SymbolId>,
+    attr_sets: FastMap<&'a [i32], SymbolId>,
     /// Reused buffer for the location ids of one stack.
     path: Vec<SymbolId>,
     /// Reused buffer for the content of one location.
@@ -201,7 +208,7 @@ fn cache(len: usize) -> Vec<Option<SymbolId>> {
 }
 
 impl<'a, 'l> Interner<'a, 'l> {
-    fn new(dict: &'a ProfilesDictionary, tenant: Tenant<'l>) -> Self {
+    fn new(dict: &'a Dictionary, tenant: Tenant<'l>) -> Self {
         Interner {
             dict,
             limits: tenant.limits,
@@ -209,18 +216,18 @@ impl<'a, 'l> Interner<'a, 'l> {
             known: tenant.known,
             truncated_stacks: 0,
             truncated_frame: None,
-            functions: cache(dict.function_table.len()),
-            mappings: cache(dict.mapping_table.len()),
-            locations: cache(dict.location_table.len()),
-            stacks: cache(dict.stack_table.len()),
-            attr_sets: HashMap::new(),
+            functions: cache(dict.functions().len()),
+            mappings: cache(dict.mappings().len()),
+            locations: cache(dict.locations_len()),
+            stacks: cache(dict.stacks_len()),
+            attr_sets: FastMap::default(),
             path: Vec::new(),
             content: Vec::new(),
         }
     }
 
     fn str(&self, index: i32) -> &'a str {
-        string(&self.dict.string_table, index)
+        self.dict.string(index)
     }
 
     fn add_profile(
@@ -328,7 +335,7 @@ impl<'a, 'l> Interner<'a, 'l> {
                 insert_label(&mut labels, ("otel.scope.name".to_string(), scope.name.clone()));
             }
             for kv in &scope.attributes {
-                insert_label(&mut labels, key_value_pair(kv, &self.dict.string_table));
+                insert_label(&mut labels, key_value_pair(kv, self.dict));
             }
         }
         labels.extend(attributes.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -338,7 +345,7 @@ impl<'a, 'l> Interner<'a, 'l> {
     fn resource_labels(&self, resource: &[KeyValue]) -> Labels {
         let mut labels = Labels::new();
         for kv in resource {
-            insert_label(&mut labels, key_value_pair(kv, &self.dict.string_table));
+            insert_label(&mut labels, key_value_pair(kv, self.dict));
         }
         labels
     }
@@ -347,8 +354,8 @@ impl<'a, 'l> Interner<'a, 'l> {
     fn profile_attributes(&self, profile: &Profile) -> Result<Labels, ProfileError> {
         let mut labels = Labels::new();
         for &i in profile.attribute_indices.iter().filter(|&&i| i != 0) {
-            let attribute = entry(&self.dict.attribute_table, i, "attribute_table")?;
-            insert_label(&mut labels, dictionary_pair(attribute, &self.dict.string_table));
+            let attribute = entry(self.dict.attributes(), i, "attribute_table")?;
+            insert_label(&mut labels, dictionary_pair(attribute, self.dict));
         }
         Ok(labels)
     }
@@ -362,10 +369,7 @@ impl<'a, 'l> Interner<'a, 'l> {
         }
         let mut pairs = Vec::with_capacity(indices.len());
         for &i in indices.iter().filter(|&&i| i != 0) {
-            let pair = dictionary_pair(
-                entry(&self.dict.attribute_table, i, "attribute_table")?,
-                &self.dict.string_table,
-            );
+            let pair = dictionary_pair(entry(self.dict.attributes(), i, "attribute_table")?, self.dict);
             if !pair.0.is_empty() {
                 pairs.push(pair);
             }
@@ -376,23 +380,25 @@ impl<'a, 'l> Interner<'a, 'l> {
     }
 
     fn link(&self, index: i32) -> Result<SampleLink, ProfileError> {
-        let i = slot(index, self.dict.link_table.len(), "link_table")?;
-        Ok(match self.dict.link_table.get(i).filter(|_| i != 0) {
-            Some(link) => (nonzero_id(&link.trace_id), nonzero_id(&link.span_id)),
+        let i = slot(index, self.dict.links_len(), "link_table")?;
+        Ok(match self.dict.link(i).filter(|_| i != 0) {
+            Some((trace_id, span_id)) => (nonzero_id(trace_id), nonzero_id(span_id)),
             None => (None, None),
         })
     }
 
     fn stack(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
         let dict = self.dict;
-        let i = slot(index, dict.stack_table.len(), "stack_table")?;
+        let i = slot(index, dict.stacks_len(), "stack_table")?;
         if i == 0 {
             return Ok(SymbolId::ZERO);
         }
         if let Some(id) = self.stacks[i] {
             return Ok(id);
         }
-        let locations = &entry(&dict.stack_table, index, "stack_table")?.location_indices;
+        let locations = dict
+            .stack(i)
+            .ok_or_else(|| out_of_range(index, "stack_table", dict.stacks_len()))?;
         let mut path = std::mem::take(&mut self.path);
         path.clear();
         for &location in locations {
@@ -447,11 +453,11 @@ impl<'a, 'l> Interner<'a, 'l> {
 
     fn location(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
         let dict = self.dict;
-        let i = slot(index, dict.location_table.len(), "location_table")?;
+        let i = slot(index, dict.locations_len(), "location_table")?;
         if let Some(id) = self.locations[i] {
             return Ok(id);
         }
-        let location = dict.location_table.get(i).unwrap_or(&ZERO_LOCATION);
+        let location = dict.location(i).unwrap_or(ZERO_LOCATION);
         let mapping_id = self.mapping(batch, location.mapping_index)?;
         let key = self.location_key(mapping_id, location);
         if let Some(id) = key.and_then(|key| self.known.location(key)) {
@@ -459,7 +465,7 @@ impl<'a, 'l> Interner<'a, 'l> {
             return Ok(id);
         }
         let mut lines = Vec::with_capacity(location.lines.len());
-        for line in &location.lines {
+        for line in location.lines {
             lines.push(model::Line {
                 function_id: self.function(batch, line.function_index)?,
                 line: line.line,
@@ -481,15 +487,15 @@ impl<'a, 'l> Interner<'a, 'l> {
     /// One hash over everything a location's id is made of, read straight from the
     /// request: no string is copied and no function id computed. `None` when a line names
     /// a function out of range, which [`Self::function`] then reports.
-    fn location_key(&mut self, mapping_id: SymbolId, location: &Location) -> Option<u128> {
+    fn location_key(&mut self, mapping_id: SymbolId, location: LocationRef<'_>) -> Option<u128> {
         let dict = self.dict;
         let buf = &mut self.content;
         buf.clear();
         buf.extend_from_slice(&mapping_id.0);
         buf.extend_from_slice(&location.address.to_le_bytes());
-        for line in &location.lines {
+        for line in location.lines {
             let i = usize::try_from(line.function_index).ok()?;
-            let function = match dict.function_table.get(i) {
+            let function = match dict.functions().get(i) {
                 Some(f) => *f,
                 None if i == 0 => Default::default(),
                 None => return None,
@@ -499,7 +505,7 @@ impl<'a, 'l> Interner<'a, 'l> {
                 function.system_name_strindex,
                 function.filename_strindex,
             ] {
-                let s = string(&dict.string_table, index);
+                let s = dict.string(index);
                 buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
                 buf.extend_from_slice(s.as_bytes());
             }
@@ -511,14 +517,14 @@ impl<'a, 'l> Interner<'a, 'l> {
     }
 
     fn mapping(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
-        let i = slot(index, self.dict.mapping_table.len(), "mapping_table")?;
+        let i = slot(index, self.dict.mappings().len(), "mapping_table")?;
         if i == 0 {
             return Ok(SymbolId::ZERO);
         }
         if let Some(id) = self.mappings[i] {
             return Ok(id);
         }
-        let mapping = entry(&self.dict.mapping_table, index, "mapping_table")?;
+        let mapping = entry(self.dict.mappings(), index, "mapping_table")?;
         let id = batch.add_mapping(model::Mapping {
             memory_start: mapping.memory_start,
             memory_limit: mapping.memory_limit,
@@ -533,21 +539,21 @@ impl<'a, 'l> Interner<'a, 'l> {
     fn build_id(&self, attribute_indices: &[i32]) -> Result<String, ProfileError> {
         let mut attributes = Vec::with_capacity(attribute_indices.len());
         for &i in attribute_indices.iter().filter(|&&i| i != 0) {
-            attributes.push(entry(&self.dict.attribute_table, i, "attribute_table")?);
+            attributes.push(entry(self.dict.attributes(), i, "attribute_table")?);
         }
         Ok(BUILD_ID_KEYS
             .iter()
             .find_map(|&key| attributes.iter().find(|a| self.str(a.key_strindex) == key))
-            .map(|a| value_string(a.value.as_ref(), &self.dict.string_table))
+            .map(|a| value_string(a.value.as_ref(), self.dict))
             .unwrap_or_default())
     }
 
     fn function(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {
-        let i = slot(index, self.dict.function_table.len(), "function_table")?;
+        let i = slot(index, self.dict.functions().len(), "function_table")?;
         if let Some(id) = self.functions[i] {
             return Ok(id);
         }
-        let function = self.dict.function_table.get(i).copied().unwrap_or_default();
+        let function = self.dict.functions().get(i).copied().unwrap_or_default();
         let id = batch.add_function(model::Function {
             name: self.str(function.name_strindex).to_string(),
             system_name: self.str(function.system_name_strindex).to_string(),

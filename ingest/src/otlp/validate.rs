@@ -2,11 +2,9 @@
 //! reference in bounds, ids of the right length, sample shapes consistent, times
 //! representable. Normalization relies on these checks and does not repeat them.
 
-use super::attributes::string;
+use super::dictionary::{Dictionary, LocationRef};
 use stackhouse_proto::otlp_common::{AnyValue, InstrumentationScope, KeyValue, any_value::Value};
-use stackhouse_proto::otlp_profiles::{
-    Function, KeyValueAndUnit, Link, Location, Mapping, Profile, ProfilesDictionary, Stack,
-};
+use stackhouse_proto::otlp_profiles::{Function, KeyValueAndUnit, Mapping, Profile};
 
 /// Problems that make the whole request meaningless, because every profile shares the
 /// dictionary.
@@ -73,6 +71,8 @@ trait Context<T> {
 }
 
 impl<T> Context<T> for Result<T, ProfileError> {
+    // Called for every sample and table entry, nearly always with `Ok`.
+    #[inline]
     fn at(self, at: impl FnOnce() -> String) -> Result<T, ProfileError> {
         self.map_err(|source| ProfileError::At {
             at: at(),
@@ -81,9 +81,9 @@ impl<T> Context<T> for Result<T, ProfileError> {
     }
 }
 
-pub(crate) fn check_dictionary(dict: &ProfilesDictionary) -> Result<(), RequestError> {
-    if let Some(first) = dict.string_table.first().filter(|s| !s.is_empty()) {
-        return Err(RequestError::NonEmptyFirstString(first.clone()));
+pub(crate) fn check_dictionary(dict: &Dictionary) -> Result<(), RequestError> {
+    if dict.strings_len() > 0 && !dict.string(0).is_empty() {
+        return Err(RequestError::NonEmptyFirstString(dict.string(0).to_string()));
     }
     let zero_attribute = |a: &KeyValueAndUnit| {
         a.key_strindex == 0 && a.unit_strindex == 0 && a.value.as_ref().is_none_or(|v| v.value.is_none())
@@ -91,34 +91,28 @@ pub(crate) fn check_dictionary(dict: &ProfilesDictionary) -> Result<(), RequestE
     let first_is_zero = [
         (
             "mapping_table",
-            dict.mapping_table
-                .first()
-                .is_none_or(|m| *m == Mapping::default()),
+            dict.mappings().first().is_none_or(|m| *m == Mapping::default()),
         ),
         (
             "location_table",
-            dict.location_table
-                .first()
-                .is_none_or(|l| *l == Location::default()),
+            dict.location(0).is_none_or(|l| {
+                l.mapping_index == 0 && l.address == 0 && l.lines.is_empty() && l.attribute_indices.is_empty()
+            }),
         ),
         (
             "function_table",
-            dict.function_table
-                .first()
-                .is_none_or(|f| *f == Function::default()),
+            dict.functions().first().is_none_or(|f| *f == Function::default()),
         ),
         (
             "link_table",
-            dict.link_table.first().is_none_or(|l| *l == Link::default()),
+            dict.link(0)
+                .is_none_or(|(trace_id, span_id)| trace_id.is_empty() && span_id.is_empty()),
         ),
         (
             "attribute_table",
-            dict.attribute_table.first().is_none_or(zero_attribute),
+            dict.attributes().first().is_none_or(zero_attribute),
         ),
-        (
-            "stack_table",
-            dict.stack_table.first().is_none_or(|s| *s == Stack::default()),
-        ),
+        ("stack_table", dict.stack(0).is_none_or(<[i32]>::is_empty)),
     ];
     match first_is_zero.into_iter().find(|(_, zero)| !zero) {
         Some((table, _)) => Err(RequestError::NonZeroFirstEntry(table)),
@@ -215,7 +209,7 @@ impl TimeWindow {
 /// Checks profiles against one dictionary, remembering which dictionary entries were
 /// already found valid: many profiles and samples share the same stacks.
 pub(crate) struct Validator<'a> {
-    dict: &'a ProfilesDictionary,
+    dict: &'a Dictionary,
     stack_ok: Vec<bool>,
     location_ok: Vec<bool>,
     function_ok: Vec<bool>,
@@ -225,15 +219,15 @@ pub(crate) struct Validator<'a> {
 }
 
 impl<'a> Validator<'a> {
-    pub(crate) fn new(dict: &'a ProfilesDictionary) -> Self {
+    pub(crate) fn new(dict: &'a Dictionary) -> Self {
         Validator {
             dict,
             window: TimeWindow::ANY,
-            stack_ok: vec![false; dict.stack_table.len()],
-            location_ok: vec![false; dict.location_table.len()],
-            function_ok: vec![false; dict.function_table.len()],
-            mapping_ok: vec![false; dict.mapping_table.len()],
-            attribute_ok: vec![false; dict.attribute_table.len()],
+            stack_ok: vec![false; dict.stacks_len()],
+            location_ok: vec![false; dict.locations_len()],
+            function_ok: vec![false; dict.functions().len()],
+            mapping_ok: vec![false; dict.mappings().len()],
+            attribute_ok: vec![false; dict.attributes().len()],
         }
     }
 
@@ -260,7 +254,7 @@ impl<'a> Validator<'a> {
             .at(|| "sample_type".into())?;
         self.string("unit_strindex", sample_type.unit_strindex)
             .at(|| "sample_type".into())?;
-        if string(&self.dict.string_table, sample_type.type_strindex).is_empty() {
+        if self.dict.string(sample_type.type_strindex).is_empty() {
             return Err(ProfileError::UnknownProfileType);
         }
         let period_type = profile.period_type.unwrap_or_default();
@@ -307,16 +301,16 @@ impl<'a> Validator<'a> {
     }
 
     fn string(&self, field: &'static str, i: i32) -> Result<usize, ProfileError> {
-        index(field, i, "string_table", self.dict.string_table.len())
+        index(field, i, "string_table", self.dict.strings_len())
     }
 
     fn stack(&mut self, i: i32) -> Result<(), ProfileError> {
         let dict = self.dict;
-        let i = index("stack_index", i, "stack_table", dict.stack_table.len())?;
+        let i = index("stack_index", i, "stack_table", dict.stacks_len())?;
         if i == 0 || self.stack_ok[i] {
             return Ok(());
         }
-        for &location in &dict.stack_table[i].location_indices {
+        for &location in dict.stack(i).unwrap_or_default() {
             self.location(location).at(|| format!("stack_table[{i}]"))?;
         }
         self.stack_ok[i] = true;
@@ -325,31 +319,34 @@ impl<'a> Validator<'a> {
 
     fn location(&mut self, i: i32) -> Result<(), ProfileError> {
         let dict = self.dict;
-        let i = index("location_index", i, "location_table", dict.location_table.len())?;
+        let i = index("location_index", i, "location_table", dict.locations_len())?;
         if i == 0 || self.location_ok[i] {
             return Ok(());
         }
-        self.location_refs(&dict.location_table[i])
+        let Some(location) = dict.location(i) else {
+            return Ok(());
+        };
+        self.location_refs(location)
             .at(|| format!("location_table[{i}]"))?;
         self.location_ok[i] = true;
         Ok(())
     }
 
-    fn location_refs(&mut self, location: &Location) -> Result<(), ProfileError> {
+    fn location_refs(&mut self, location: LocationRef<'_>) -> Result<(), ProfileError> {
         self.mapping(location.mapping_index)?;
-        for line in &location.lines {
+        for line in location.lines {
             self.function(line.function_index)?;
         }
-        self.attributes(&location.attribute_indices)
+        self.attributes(location.attribute_indices)
     }
 
     fn mapping(&mut self, i: i32) -> Result<(), ProfileError> {
         let dict = self.dict;
-        let i = index("mapping_index", i, "mapping_table", dict.mapping_table.len())?;
+        let i = index("mapping_index", i, "mapping_table", dict.mappings().len())?;
         if i == 0 || self.mapping_ok[i] {
             return Ok(());
         }
-        let mapping = &dict.mapping_table[i];
+        let mapping = &dict.mappings()[i];
         self.string("filename_strindex", mapping.filename_strindex)
             .and_then(|_| self.attributes(&mapping.attribute_indices))
             .at(|| format!("mapping_table[{i}]"))?;
@@ -359,11 +356,11 @@ impl<'a> Validator<'a> {
 
     fn function(&mut self, i: i32) -> Result<(), ProfileError> {
         let dict = self.dict;
-        let i = index("function_index", i, "function_table", dict.function_table.len())?;
+        let i = index("function_index", i, "function_table", dict.functions().len())?;
         if i == 0 || self.function_ok[i] {
             return Ok(());
         }
-        let f = &dict.function_table[i];
+        let f = &dict.functions()[i];
         self.string("name_strindex", f.name_strindex)
             .and_then(|_| self.string("system_name_strindex", f.system_name_strindex))
             .and_then(|_| self.string("filename_strindex", f.filename_strindex))
@@ -378,16 +375,11 @@ impl<'a> Validator<'a> {
 
     fn attribute(&mut self, i: i32) -> Result<(), ProfileError> {
         let dict = self.dict;
-        let i = index(
-            "attribute_index",
-            i,
-            "attribute_table",
-            dict.attribute_table.len(),
-        )?;
+        let i = index("attribute_index", i, "attribute_table", dict.attributes().len())?;
         if i == 0 || self.attribute_ok[i] {
             return Ok(());
         }
-        let attr = &dict.attribute_table[i];
+        let attr = &dict.attributes()[i];
         self.string("key_strindex", attr.key_strindex)
             .and_then(|_| self.string("unit_strindex", attr.unit_strindex))
             .and_then(|_| self.any_value(attr.value.as_ref()))
@@ -397,12 +389,12 @@ impl<'a> Validator<'a> {
     }
 
     fn link(&self, i: i32) -> Result<(), ProfileError> {
-        let i = index("link_index", i, "link_table", self.dict.link_table.len())?;
-        let Some(link) = self.dict.link_table.get(i).filter(|_| i != 0) else {
+        let i = index("link_index", i, "link_table", self.dict.links_len())?;
+        let Some((trace_id, span_id)) = self.dict.link(i).filter(|_| i != 0) else {
             return Ok(());
         };
-        id_length("trace_id", &link.trace_id, 16).at(|| format!("link_table[{i}]"))?;
-        id_length("span_id", &link.span_id, 8).at(|| format!("link_table[{i}]"))
+        id_length("trace_id", trace_id, 16).at(|| format!("link_table[{i}]"))?;
+        id_length("span_id", span_id, 8).at(|| format!("link_table[{i}]"))
     }
 
     fn key_value(&self, kv: &KeyValue) -> Result<(), ProfileError> {

@@ -155,6 +155,7 @@ pub fn convert(request: &ExperimentalRequest) -> Conversion {
     extra.append(&mut request, resource_profiles);
     Conversion {
         request,
+        dictionary: None,
         rejected_profiles,
         errors,
     }

@@ -24,8 +24,12 @@ struct Span {
 }
 
 impl Span {
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
     fn of<T>(slice: &[T], span: Span) -> &[T] {
-        &slice[span.start as usize..span.end as usize]
+        &slice[span.range()]
     }
 }
 
@@ -90,7 +94,7 @@ impl Dictionary {
         usize::try_from(index)
             .ok()
             .and_then(|i| self.strings.get(i))
-            .map_or("", |&span| &self.text[span.start as usize..span.end as usize])
+            .map_or("", |&span| &self.text[span.range()])
     }
 
     pub fn functions(&self) -> &[Function] {
@@ -167,7 +171,7 @@ impl Dictionary {
             string_table: self
                 .strings
                 .iter()
-                .map(|&s| self.text[s.start as usize..s.end as usize].to_string())
+                .map(|&s| self.text[s.range()].to_string())
                 .collect(),
             attribute_table: self.attributes.clone(),
             stack_table: (0..self.stacks.len())

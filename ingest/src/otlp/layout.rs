@@ -130,11 +130,9 @@ pub fn decode_protobuf_flat(
 ) -> Result<(ExportProfilesServiceRequest, Dictionary), DecodeError> {
     let (mut request, flat) = decode_in(bytes, declared, true)?;
     let dictionary = flat.unwrap_or_else(|| {
-        request
-            .dictionary
-            .take()
-            .map(|d| Dictionary::from(&d))
-            .unwrap_or_default()
+        let dictionary = Dictionary::of(&request);
+        request.dictionary = None;
+        dictionary
     });
     Ok((request, dictionary))
 }

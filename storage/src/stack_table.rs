@@ -27,65 +27,76 @@ pub mod col {
 /// of `up = 1`.
 pub fn encode(stacks: &IdMap<StackNode>) -> Result<RecordBatch, StoreError> {
     let order = preorder(stacks);
-    let mut row: FastMap<SymbolId, u32> = FastMap::default();
-    row.reserve(order.len());
-    let mut up = Vec::with_capacity(order.len());
-    let mut external = Vec::with_capacity(order.len());
-    for (i, (id, node)) in order.iter().enumerate() {
-        match row.get(&node.parent_id) {
-            Some(&parent) => {
-                up.push(i as u32 - parent);
-                external.push(None);
-            }
-            None => {
-                up.push(0);
-                external.push((!node.parent_id.is_zero()).then_some(node.parent_id.0));
-            }
-        }
-        row.insert(*id, i as u32);
-    }
-    let location_ids: Vec<u8> = order.iter().flat_map(|(_, n)| n.location_id.0).collect();
+    let up: Vec<u32> = order
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.parent_row.map_or(0, |row| i as u32 - row))
+        .collect();
+    let external = order
+        .iter()
+        .map(|p| (p.parent_row.is_none() && !p.node.parent_id.is_zero()).then_some(p.node.parent_id.0));
+    let location_ids: Vec<u8> = order.iter().flat_map(|p| p.node.location_id.0).collect();
     let columns: Vec<ArrayRef> = vec![
         Arc::new(UInt32Array::from(up)),
         Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(
-            external.into_iter(),
-            16,
+            external, 16,
         )?),
         Arc::new(FixedSizeBinaryArray::new(16, location_ids.into(), None)),
     ];
     Ok(RecordBatch::try_new(schema::STACKS.clone(), columns)?)
 }
 
+/// A node in its row of the table.
+struct Placed {
+    id: SymbolId,
+    node: StackNode,
+    /// The row of its parent, when the parent is in the table before it.
+    parent_row: Option<u32>,
+}
+
 /// Every node once, parents before their children where the parent is in `stacks`.
-fn preorder(stacks: &IdMap<StackNode>) -> Vec<(SymbolId, StackNode)> {
-    let mut children: FastMap<SymbolId, Vec<SymbolId>> = FastMap::default();
-    let mut roots = Vec::new();
-    for (&id, node) in stacks {
-        if stacks.contains_key(&node.parent_id) {
-            children.entry(node.parent_id).or_default().push(id);
-        } else {
-            roots.push(id);
-        }
-    }
-    for list in children.values_mut() {
-        list.sort_unstable();
-    }
-    roots.sort_unstable();
+///
+/// Children are found in one array sorted by (parent, id) rather than in a map of child
+/// lists: a flush writes thousands of new nodes, mostly chains of one child each, and a
+/// list per parent was an allocation per node.
+fn preorder(stacks: &IdMap<StackNode>) -> Vec<Placed> {
+    let (mut edges, mut roots): (Vec<_>, Vec<_>) = stacks
+        .iter()
+        .map(|(&id, &node)| (node.parent_id, id, node))
+        .partition(|(parent, ..)| stacks.contains_key(parent));
+    edges.sort_unstable_by_key(|&(parent, id, _)| (parent, id));
+    roots.sort_unstable_by_key(|&(_, id, _)| id);
     let mut order = Vec::with_capacity(stacks.len());
-    let mut todo: Vec<SymbolId> = roots.into_iter().rev().collect();
-    while let Some(id) = todo.pop() {
-        order.push((id, stacks[&id]));
-        if let Some(list) = children.get(&id) {
-            todo.extend(list.iter().rev());
-        }
+    let mut todo: Vec<(SymbolId, StackNode, Option<u32>)> = roots
+        .into_iter()
+        .rev()
+        .map(|(_, id, node)| (id, node, None))
+        .collect();
+    while let Some((id, node, parent_row)) = todo.pop() {
+        let row = order.len() as u32;
+        order.push(Placed { id, node, parent_row });
+        let first = edges.partition_point(|&(parent, ..)| parent < id);
+        let count = edges[first..]
+            .iter()
+            .take_while(|&&(parent, ..)| parent == id)
+            .count();
+        let children = edges[first..first + count].iter().rev();
+        todo.extend(children.map(|&(_, child, node)| (child, node, Some(row))));
     }
     // Content ids cannot form a cycle short of a hash collision; should one ever do, its
-    // nodes are still written, naming their parents by id.
+    // nodes are still written, by id, each naming its parent by row when that row came
+    // before it and by id otherwise.
     if order.len() < stacks.len() {
-        let placed: std::collections::HashSet<SymbolId> = order.iter().map(|(id, _)| *id).collect();
+        let placed: std::collections::HashSet<SymbolId> = order.iter().map(|p| p.id).collect();
         let mut rest: Vec<_> = stacks.iter().filter(|(id, _)| !placed.contains(id)).collect();
         rest.sort_unstable_by_key(|(id, _)| **id);
-        order.extend(rest.into_iter().map(|(id, node)| (*id, *node)));
+        let mut rows: FastMap<SymbolId, u32> = FastMap::default();
+        for (&id, &node) in rest {
+            let row = order.len() as u32;
+            let parent_row = rows.get(&node.parent_id).copied();
+            rows.insert(id, row);
+            order.push(Placed { id, node, parent_row });
+        }
     }
     order
 }
@@ -186,6 +197,100 @@ mod tests {
         let external = table.column(1).null_count();
         assert_eq!(table.num_rows() - external, 3, "the children of the two roots");
         assert_eq!(round_trip(&partial), partial);
+    }
+
+    /// The table's rows as (up, external parent, location), for comparing tables.
+    fn rows(table: &RecordBatch) -> Vec<(u32, Option<SymbolId>, SymbolId)> {
+        let up = table.column(0).as_primitive::<UInt32Type>();
+        let (parents, locations) = (
+            table.column(1).as_fixed_size_binary(),
+            table.column(2).as_fixed_size_binary(),
+        );
+        (0..table.num_rows())
+            .map(|i| {
+                let parent = (!parents.is_null(i)).then(|| id_at(parents, i));
+                (up.value(i), parent, id_at(locations, i))
+            })
+            .collect()
+    }
+
+    /// The order as specified, walked plainly: roots by id, each node's children by id
+    /// right after it, then any node no root reaches, by id.
+    fn reference_rows(stacks: &IdMap<StackNode>) -> Vec<(u32, Option<SymbolId>, SymbolId)> {
+        let mut ids: Vec<SymbolId> = stacks.keys().copied().collect();
+        ids.sort();
+        let mut order = Vec::new();
+        fn visit(id: SymbolId, ids: &[SymbolId], stacks: &IdMap<StackNode>, order: &mut Vec<SymbolId>) {
+            order.push(id);
+            for &child in ids.iter().filter(|c| stacks[*c].parent_id == id) {
+                visit(child, ids, stacks, order);
+            }
+        }
+        for &id in ids
+            .iter()
+            .filter(|id| !stacks.contains_key(&stacks[*id].parent_id))
+        {
+            visit(id, &ids, stacks, &mut order);
+        }
+        order.extend(ids.iter().filter(|id| !order.contains(id)).collect::<Vec<_>>());
+        order
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let node = stacks[id];
+                let before = order[..i].iter().position(|p| *p == node.parent_id);
+                match before {
+                    Some(row) => ((i - row) as u32, None, node.location_id),
+                    None => (
+                        0,
+                        (!node.parent_id.is_zero()).then_some(node.parent_id),
+                        node.location_id,
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_follow_the_specified_order_over_a_random_forest() {
+        use rand::rngs::SmallRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut batch = Batch::new("t");
+        // Paths drawn from a few frames, so that prefixes are shared and nodes branch.
+        for _ in 0..300 {
+            let depth = rng.random_range(1..12);
+            let path: Vec<SymbolId> = (0..depth).map(|_| id(rng.random_range(1..6))).collect();
+            batch.add_stack(&path);
+        }
+        let mut stacks = batch.stacks.clone();
+        assert_eq!(rows(&encode(&stacks).unwrap()), reference_rows(&stacks));
+        // Without some nodes, as when an earlier object stored them: their children name
+        // their parents by id.
+        let dropped: Vec<SymbolId> = stacks.keys().copied().filter(|_| rng.random_bool(0.2)).collect();
+        stacks.retain(|id, _| !dropped.contains(id));
+        let table = encode(&stacks).unwrap();
+        assert!(
+            table.column(1).null_count() < table.num_rows(),
+            "some parents are external"
+        );
+        assert_eq!(rows(&table), reference_rows(&stacks));
+        assert_eq!(round_trip(&stacks), stacks);
+    }
+
+    #[test]
+    fn a_cycle_is_still_written_whole() {
+        // Only a hash collision could make one; the ids are made up for the purpose.
+        let node = |parent: u8, location: u8| StackNode {
+            parent_id: id(parent),
+            location_id: id(location),
+        };
+        let stacks: IdMap<StackNode> = [(id(1), node(2, 9)), (id(2), node(1, 8)), (id(3), node(0, 7))]
+            .into_iter()
+            .collect();
+        let table = encode(&stacks).unwrap();
+        assert_eq!(table.num_rows(), 3);
+        assert_eq!(rows(&table), reference_rows(&stacks));
     }
 
     #[test]

@@ -109,12 +109,10 @@ impl KnownSymbols {
         self.0.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn path(&self, key: u128) -> Option<SymbolId> {
-        self.maps().paths.get(&key).copied()
-    }
-
-    pub fn location(&self, key: u128) -> Option<SymbolId> {
-        self.maps().locations.get(&key).copied()
+    /// Lookups under one read lock: a request looks up a few thousand keys, and taking the
+    /// lock for each was two atomic operations per key.
+    pub fn reader(&self) -> KnownReader<'_> {
+        KnownReader(self.maps())
     }
 
     /// Known call paths and locations.
@@ -135,6 +133,20 @@ impl KnownSymbols {
 
     fn clear(&self) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = KnownMaps::default();
+    }
+}
+
+/// [`KnownSymbols`] held for reading. The writer records a flush only once no reader
+/// holds it, so hold it for one request, not across waits.
+pub struct KnownReader<'a>(std::sync::RwLockReadGuard<'a, KnownMaps>);
+
+impl KnownReader<'_> {
+    pub fn path(&self, key: u128) -> Option<SymbolId> {
+        self.0.paths.get(&key).copied()
+    }
+
+    pub fn location(&self, key: u128) -> Option<SymbolId> {
+        self.0.locations.get(&key).copied()
     }
 }
 

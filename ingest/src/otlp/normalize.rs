@@ -8,7 +8,7 @@ use stackhouse_storage::model::{
     self, AttributeSet, Batch, FastMap, Labels, ProfileRecord, ProfileType, SampleRow, Series, SymbolId,
     path_key,
 };
-use stackhouse_storage::symbols::KnownSymbols;
+use stackhouse_storage::symbols::{KnownReader, KnownSymbols};
 
 use super::attributes::{dictionary_pair, key_value_pair, value_string};
 use super::dictionary::{Dictionary, LocationRef};
@@ -163,7 +163,7 @@ struct Interner<'a, 'l> {
     dict: &'a Dictionary,
     limits: &'l Limits,
     series: &'l mut dyn SeriesAdmission,
-    known: &'l KnownSymbols,
+    known: KnownReader<'l>,
     truncated_stacks: usize,
     /// The marker frame of truncated stacks, once interned.
     truncated_frame: Option<SymbolId>,
@@ -213,7 +213,7 @@ impl<'a, 'l> Interner<'a, 'l> {
             dict,
             limits: tenant.limits,
             series: tenant.series,
-            known: tenant.known,
+            known: tenant.known.reader(),
             truncated_stacks: 0,
             truncated_frame: None,
             functions: cache(dict.functions().len()),

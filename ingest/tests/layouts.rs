@@ -324,6 +324,10 @@ fn v1_9(samples: &[SampleSpec]) -> Vec<u8> {
 }
 
 fn v1_8(samples: &[SampleSpec]) -> Vec<u8> {
+    v1_8_commented(samples, vec![9])
+}
+
+fn v1_8_commented(samples: &[SampleSpec], comment_strindices: Vec<i32>) -> Vec<u8> {
     let vt = |t, u| old::ValueType8 {
         type_strindex: t,
         unit_strindex: u,
@@ -336,7 +340,7 @@ fn v1_8(samples: &[SampleSpec]) -> Vec<u8> {
         duration_nano: 10_000_000_000,
         period_type: Some(vt(1, 2)),
         period: 10_000_000,
-        comment_strindices: vec![9],
+        comment_strindices,
         profile_id: PROFILE_ID.to_vec(),
         dropped_attributes_count: 3,
         original_payload_format: "pprof".into(),
@@ -406,6 +410,25 @@ fn profile_ids_that_are_not_varints_are_detected_as_v1_10() {
             .unwrap_or_else(|_| panic!("layout detection did not finish for profile id {id:02x?}"));
         assert_eq!(decoded.unwrap(), expected, "profile id {id:02x?}");
     }
+}
+
+/// v1.8's comments index the request's string table, which the scan counts only when a
+/// v1.8 reading asks: the last entry is a comment, one past it is refused.
+#[test]
+fn v1_8_comments_must_index_the_string_table() {
+    let strings = dictionary().string_table.len() as i32;
+    layout::decode_protobuf(&v1_8_commented(&SAMPLES, vec![strings - 1]), Some(Layout::V1_8))
+        .expect("the last string is a comment");
+    let message = layout_error(layout::decode_protobuf(
+        &v1_8_commented(&SAMPLES, vec![1, strings]),
+        Some(Layout::V1_8),
+    ));
+    assert!(
+        message.contains(&format!(
+            "comment_strindices has index {strings}, beyond the {strings} entries of string_table"
+        )),
+        "{message}"
+    );
 }
 
 #[test]

@@ -842,27 +842,25 @@ fn scan(bytes: &[u8]) -> Result<Scan<'_>, WireError> {
     };
     for f in fields(bytes) {
         let f = f?;
-        match (f.number, f.wire) {
-            (1, WireType::LengthDelimited) => {
-                at.scope = 0;
+        if (f.number, f.wire) != (1, WireType::LengthDelimited) {
+            continue;
+        }
+        at.scope = 0;
+        for f in fields(f.payload) {
+            let f = f?;
+            if (f.number, f.wire) == (2, WireType::LengthDelimited) {
+                at.profile = 0;
                 for f in fields(f.payload) {
                     let f = f?;
                     if (f.number, f.wire) == (2, WireType::LengthDelimited) {
-                        at.profile = 0;
-                        for f in fields(f.payload) {
-                            let f = f?;
-                            if (f.number, f.wire) == (2, WireType::LengthDelimited) {
-                                scan_profile(&mut scan, f.payload, &at)?;
-                                at.profile += 1;
-                            }
-                        }
-                        at.scope += 1;
+                        scan_profile(&mut scan, f.payload, &at)?;
+                        at.profile += 1;
                     }
                 }
-                at.resource += 1;
+                at.scope += 1;
             }
-            _ => {}
         }
+        at.resource += 1;
     }
     Ok(scan)
 }

@@ -62,26 +62,23 @@ struct Placed {
 fn preorder(stacks: &IdMap<StackNode>) -> Vec<Placed> {
     let (mut edges, mut roots): (Vec<_>, Vec<_>) = stacks
         .iter()
-        .map(|(&id, &node)| (node.parent_id, id, node))
-        .partition(|(parent, ..)| stacks.contains_key(parent));
-    edges.sort_unstable_by_key(|&(parent, id, _)| (parent, id));
-    roots.sort_unstable_by_key(|&(_, id, _)| id);
+        .map(|(&id, &node)| (id, node))
+        .partition(|(_, node)| stacks.contains_key(&node.parent_id));
+    edges.sort_unstable_by_key(|&(id, node)| (node.parent_id, id));
+    roots.sort_unstable_by_key(|&(id, _)| id);
     let mut order = Vec::with_capacity(stacks.len());
     let mut todo: Vec<(SymbolId, StackNode, Option<u32>)> = roots
         .into_iter()
         .rev()
-        .map(|(_, id, node)| (id, node, None))
+        .map(|(id, node)| (id, node, None))
         .collect();
     while let Some((id, node, parent_row)) = todo.pop() {
         let row = order.len() as u32;
         order.push(Placed { id, node, parent_row });
-        let first = edges.partition_point(|&(parent, ..)| parent < id);
-        let count = edges[first..]
-            .iter()
-            .take_while(|&&(parent, ..)| parent == id)
-            .count();
-        let children = edges[first..first + count].iter().rev();
-        todo.extend(children.map(|&(_, child, node)| (child, node, Some(row))));
+        let first = edges.partition_point(|(_, n)| n.parent_id < id);
+        let end = first + edges[first..].partition_point(|(_, n)| n.parent_id == id);
+        let children = edges[first..end].iter().rev();
+        todo.extend(children.map(|&(child, node)| (child, node, Some(row))));
     }
     // Content ids cannot form a cycle short of a hash collision; should one ever do, its
     // nodes are still written, by id, each naming its parent by row when that row came

@@ -192,11 +192,11 @@ impl Writer {
             });
         }
         // A profile's rows are one run of its series: looked up once per run, not per row.
-        let mut run = None;
-        let unknown = batch.samples.iter().find(|s| {
-            let new_run = run.replace(s.series_id) != Some(s.series_id);
-            new_run && !batch.series.contains_key(&s.series_id)
-        });
+        let unknown = batch
+            .samples
+            .chunk_by(|a, b| a.series_id == b.series_id)
+            .map(|run| &run[0])
+            .find(|s| !batch.series.contains_key(&s.series_id));
         if let Some(s) = unknown {
             // Caught per request, so one bad request does not fail the whole group.
             return Err(WriteError::Unavailable(format!(

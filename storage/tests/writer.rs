@@ -542,3 +542,26 @@ async fn samples_of_undefined_series_are_refused_per_request() {
     ));
     writer.shutdown().await;
 }
+
+/// The writer looks a batch's series up once per run of rows: a run of an undefined series
+/// between defined ones is still refused, named, and nothing of the batch is stored.
+#[tokio::test]
+async fn a_run_of_an_undefined_series_between_defined_ones_is_refused() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    let mut batch = sample_batch("acme");
+    let defined = batch.samples[0].clone();
+    let undefined = stackhouse_storage::model::SampleRow {
+        series_id: 4242,
+        ..defined.clone()
+    };
+    assert!(!batch.series.contains_key(&4242));
+    batch.samples.extend([undefined.clone(), undefined, defined]);
+    let err = writer.write(batch).await.unwrap_err();
+    assert!(
+        matches!(&err, WriteError::Unavailable(m) if m.contains("series 4242 but not its definition")),
+        "{err}"
+    );
+    assert!(segments(env.catalog.as_ref(), "acme").await.is_empty());
+    writer.shutdown().await;
+}

@@ -570,6 +570,7 @@ struct Seen {
     at: Pos,
 }
 
+#[derive(Default)]
 struct Scan<'a> {
     /// The request's bytes.
     request: &'a [u8],
@@ -829,10 +830,7 @@ fn count_fields(node: Node, body: &[u8], counts: &mut Vec<(u32, WireType, usize)
 fn scan(bytes: &[u8]) -> Result<Scan<'_>, WireError> {
     let mut scan = Scan {
         request: bytes,
-        seen: Vec::new(),
-        strings: std::cell::OnceCell::new(),
-        comment_max: Vec::new(),
-        counts: Vec::new(),
+        ..Scan::default()
     };
     let mut at = Pos {
         resource: 0,

@@ -226,6 +226,13 @@ impl SymbolCache {
         Ok(entry.index.clone().read_owned().await)
     }
 
+    /// The index as the last [`SymbolCache::read`] left it, without asking the catalog:
+    /// for a query whose plan read it after listing its segments, so it already holds
+    /// their symbols (an index is only ever rebuilt whole, from a newer listing).
+    pub async fn loaded(&self, tenant: &str) -> OwnedRwLockReadGuard<SymbolIndex> {
+        self.tenant(tenant).index.clone().read_owned().await
+    }
+
     /// Records the symbols this process just committed in `objects`, so they are not read
     /// back from the store.
     pub async fn record(&self, tenant: &str, objects: &[ObjectMeta], batch: &Batch) {

@@ -173,7 +173,7 @@ impl QueryEngine {
                 );
             }
 
-            let symbols = self.symbols.read(&q.scope.tenant).await?;
+            let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let native = self.debuginfo.files_for(&q.scope.tenant, &symbols).await?;
             let mut symbolizer = Symbolizer::new(&symbols, &native);
             let mut attributes: IdMap<BTreeMap<String, String>> = IdMap::default();

@@ -122,7 +122,7 @@ impl QueryEngine {
                 }
             }
             let (rows, stats) = self.aggregate(&plan, &dims).await?;
-            let symbols = self.symbols.read(&q.scope.tenant).await?;
+            let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let mut groups: HashMap<Vec<String>, BTreeMap<i64, Bucket>> = HashMap::new();
             for row in &rows {
                 let key = group_values(&q.group_by, row, &plan, &symbols);

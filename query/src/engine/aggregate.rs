@@ -80,6 +80,9 @@ impl QueryEngine {
         plan: &Plan,
         dims: &[Dim],
     ) -> Result<(Vec<Row>, ScanStats), QueryError> {
+        if dims == [Dim::Stack] {
+            return self.sum_by_stack(plan).await;
+        }
         let df = self.samples(plan)?.aggregate(
             dims.iter().map(Dim::expr).collect(),
             vec![sum(col(samples::VALUE)).alias(samples::VALUE)],
@@ -115,7 +118,7 @@ impl QueryEngine {
         Ok((rows, stats))
     }
 
-    fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
+    pub(super) fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
         let table = SamplesTable::new(&self.store, &plan.segments)?;
         let df = self.ctx.read_table(Arc::new(table))?;
         Ok(match &plan.filter {
@@ -130,22 +133,27 @@ impl QueryEngine {
         let batches: Vec<RecordBatch> = execute_stream(physical.clone(), Arc::new(task))?
             .try_collect()
             .await?;
-        let mut stats = ScanStats {
-            segments: plan.segments.len() as u64,
-            bytes_total: plan
-                .segments
-                .iter()
-                .filter_map(|s| s.object(TableKind::Samples))
-                .map(|o| o.size_bytes)
-                .sum(),
-            ..ScanStats::default()
-        };
-        collect_scan_metrics(&physical, &mut stats);
-        metrics::counter!("stackhouse_query_bytes_scanned_total").increment(stats.bytes_scanned);
-        metrics::counter!("stackhouse_query_rows_scanned_total").increment(stats.rows_scanned);
-        tracing::debug!(?stats, "scan finished");
-        Ok((batches, stats))
+        Ok((batches, scan_stats(plan, &physical)))
     }
+}
+
+/// What the executed `physical` plan of `plan` read, counted in the metrics as well.
+pub(super) fn scan_stats(plan: &Plan, physical: &Arc<dyn ExecutionPlan>) -> ScanStats {
+    let mut stats = ScanStats {
+        segments: plan.segments.len() as u64,
+        bytes_total: plan
+            .segments
+            .iter()
+            .filter_map(|s| s.object(TableKind::Samples))
+            .map(|o| o.size_bytes)
+            .sum(),
+        ..ScanStats::default()
+    };
+    collect_scan_metrics(physical, &mut stats);
+    metrics::counter!("stackhouse_query_bytes_scanned_total").increment(stats.bytes_scanned);
+    metrics::counter!("stackhouse_query_rows_scanned_total").increment(stats.rows_scanned);
+    tracing::debug!(?stats, "scan finished");
+    stats
 }
 
 /// Sums the Parquet reader's metrics of every scan in the plan.

@@ -1,6 +1,6 @@
 //! The machinery every endpoint shares: the engine and its limits, the scope of a query,
 //! catalog pruning (`plan`), the DataFusion scan and aggregation (`scan`, `selection`,
-//! `aggregate`), grouping, and building call trees (`stack_tree`). The endpoints
+//! `aggregate`, `stack_sums`), grouping, and building call trees (`stack_tree`). The endpoints
 //! themselves are in `crate::endpoints`.
 
 pub(crate) mod aggregate;
@@ -9,6 +9,7 @@ pub(crate) mod plan;
 pub(crate) mod scan;
 pub mod scope;
 pub(crate) mod selection;
+pub(crate) mod stack_sums;
 pub(crate) mod stack_tree;
 
 use std::future::Future;

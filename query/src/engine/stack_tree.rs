@@ -49,9 +49,9 @@ impl QueryEngine {
         let mut dims = vec![Dim::Stack];
         dims.extend(group_dims(group_by));
         let (rows, stats) = self.aggregate(&plan, &dims).await?;
-        // Read after the scan: segments committed since planning are loaded now, so every
-        // stack the scan returned has its symbols.
-        let symbols = self.symbols.read(&scope.tenant).await?;
+        // Planning read the symbols after listing the segments it scans, so every stack
+        // the scan returned has its symbols without asking the catalog again.
+        let symbols = self.symbols.loaded(&scope.tenant).await;
         let tenant = scope.tenant.clone();
         let group_by = group_by.to_vec();
         let max_groups = self.limits.max_groups;

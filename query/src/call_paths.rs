@@ -280,10 +280,11 @@ impl<'p> PathSums<'p> {
 }
 
 /// Ungrouped values summed over the whole cached tree: the nodes of the query's tree are
-/// the cached nodes its paths reach, numbered as in the cache.
+/// the cached nodes its paths reach, numbered as in the cache. Only totals are kept: a
+/// node's self value is what its total leaves over its children's, and is asked for only
+/// for the nodes a cut keeps.
 struct DenseSums<'p> {
     paths: &'p CallPaths,
-    self_values: Vec<i64>,
     totals: Vec<i64>,
     reached: Vec<bool>,
     len: usize,
@@ -293,16 +294,15 @@ struct DenseSums<'p> {
 impl<'p> DenseSums<'p> {
     fn new(paths: &'p CallPaths, values: &[(PathNode, i64)]) -> DenseSums<'p> {
         let cached = paths.parents.len();
-        let mut self_values = vec![0i64; cached];
+        let mut totals = vec![0i64; cached];
         let mut reached = vec![false; cached];
         reached[CallPaths::ROOT as usize] = true;
         let mut no_negative_values = true;
         for &(end, value) in values {
-            self_values[end as usize] += value;
+            totals[end as usize] += value;
             reached[end as usize] = true;
             no_negative_values &= value >= 0;
         }
-        let mut totals = self_values.clone();
         // A child is always cached after its parent: from the top number down, a node's
         // total is final before its parent adds it.
         let mut len = 1;
@@ -316,12 +316,26 @@ impl<'p> DenseSums<'p> {
         }
         DenseSums {
             paths,
-            self_values,
             totals,
             reached,
             len,
             no_negative_values,
         }
+    }
+
+    /// The reached children of `id`, last created first.
+    fn children(&self, id: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut child = self.paths.last_child[id];
+        std::iter::from_fn(move || {
+            while child != CallPaths::ROOT {
+                let at = child as usize;
+                child = self.paths.earlier_sibling[at];
+                if self.reached[at] {
+                    return Some(at);
+                }
+            }
+            None
+        })
     }
 }
 
@@ -343,7 +357,7 @@ impl RankedTree for DenseSums<'_> {
     }
 
     fn self_value(&self, id: usize) -> i64 {
-        self.self_values[id]
+        self.totals[id] - self.children(id).map(|c| self.totals[c]).sum::<i64>()
     }
 
     fn parent(&self, id: usize) -> usize {
@@ -351,13 +365,7 @@ impl RankedTree for DenseSums<'_> {
     }
 
     fn children_into(&self, id: usize, out: &mut Vec<usize>) {
-        let mut child = self.paths.last_child[id];
-        while child != CallPaths::ROOT {
-            if self.reached[child as usize] {
-                out.push(child as usize);
-            }
-            child = self.paths.earlier_sibling[child as usize];
-        }
+        out.extend(self.children(id));
     }
 
     fn no_negative_values(&self) -> bool {

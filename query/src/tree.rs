@@ -419,12 +419,7 @@ pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
 /// are sorted.
 fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
     let totals = tree.totals();
-    let mut ranked: Vec<i64> = (0..totals.len())
-        .filter(|&id| tree.contains(id))
-        .map(|id| totals[id])
-        .collect();
-    let (_, &mut threshold, _) = ranked.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
-    let above = ranked.iter().filter(|&&t| t > threshold).count();
+    let (threshold, above) = kth_total(tree, k);
     let mut ties = k - above;
     let mut kept = Vec::with_capacity(k);
     let mut stack = vec![ROOT];
@@ -444,6 +439,28 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
         stack.extend(next.iter().rev());
     }
     kept
+}
+
+/// The `k`-th largest total of a tree without negative values, and how many totals are
+/// larger. A walk from the root that always takes the largest total it can reach meets
+/// totals in descending order, as no child outweighs its parent: it visits `k` nodes and
+/// their children, however large the tree. `k` is at most the tree's length.
+fn kth_total<T: RankedTree>(tree: &T, k: usize) -> (i64, usize) {
+    let totals = tree.totals();
+    let mut candidates = BinaryHeap::from([(totals[ROOT], ROOT)]);
+    let mut taken = Vec::with_capacity(k);
+    let mut children = Vec::new();
+    while taken.len() < k {
+        let Some((total, id)) = candidates.pop() else {
+            break;
+        };
+        taken.push(total);
+        children.clear();
+        tree.children_into(id, &mut children);
+        candidates.extend(children.iter().map(|&c| (totals[c], c)));
+    }
+    let threshold = *taken.last().expect("the root is taken");
+    (threshold, taken.partition_point(|&t| t > threshold))
 }
 
 /// [`truncate_tree`]'s best-first choice, in pre-order of the built tree for ties: what
@@ -482,10 +499,6 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
 /// their parent's total leaves over.
 fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
     kept.sort_unstable_by_key(|&(id, _)| id);
-    let mut position = vec![u32::MAX; tree.totals().len()];
-    for (at, &(id, _)) in kept.iter().enumerate() {
-        position[id] = u32::try_from(at).expect("fewer than 2^32 kept nodes");
-    }
     let mut children: Vec<Vec<Node>> = Vec::new();
     children.resize_with(kept.len(), Vec::new);
     // Children are numbered above their parents: from the top down, a node's kept
@@ -509,9 +522,10 @@ fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
         if at == 0 {
             return node;
         }
-        let parent = position[tree.parent(id)];
-        debug_assert!(parent != u32::MAX, "the parent of a kept node is kept");
-        children[parent as usize].push(node);
+        let parent = kept[..at]
+            .binary_search_by_key(&tree.parent(id), |&(id, _)| id)
+            .expect("the parent of a kept node is kept");
+        children[parent].push(node);
     }
     unreachable!("the root is always kept")
 }

@@ -391,9 +391,28 @@ fn cmp_siblings<T: RankedTree>(tree: &T, a: usize, b: usize) -> std::cmp::Orderi
         .then_with(|| tree.name(a).cmp(tree.name(b)))
 }
 
-/// A kept node and how many children it has in the tree (0 where none can have been
-/// dropped): the kept nodes fewer than that are folded into an `other` node.
-type Kept = (usize, usize);
+/// A node a cut keeps.
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    id: usize,
+    /// How many children it has in the tree (0 where none can have been dropped): the kept
+    /// ones fewer than that are folded into an `other` node.
+    children: usize,
+    self_value: i64,
+}
+
+impl Kept {
+    /// `id` and its `children` in the tree, which a selection walks anyway: its self value
+    /// is what its total leaves over theirs.
+    fn with_children<T: RankedTree>(tree: &T, id: usize, children: &[usize]) -> Kept {
+        let totals = tree.totals();
+        Kept {
+            id,
+            children: children.len(),
+            self_value: totals[id] - children.iter().map(|&c| totals[c]).sum::<i64>(),
+        }
+    }
+}
 
 /// `tree` cut to `max_nodes` as [`truncate_tree`] cuts the built tree, materializing only
 /// the kept nodes and their `other` nodes.
@@ -401,7 +420,11 @@ pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
     let kept = if tree.len() <= max_nodes {
         (0..tree.totals().len())
             .filter(|&id| tree.contains(id))
-            .map(|id| (id, 0))
+            .map(|id| Kept {
+                id,
+                children: 0,
+                self_value: tree.self_value(id),
+            })
             .collect()
     } else if tree.no_negative_values() {
         keep_top(tree, max_nodes.max(1))
@@ -433,7 +456,7 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
         }
         next.clear();
         tree.children_into(id, &mut next);
-        kept.push((id, next.len()));
+        kept.push(Kept::with_children(tree, id, &next));
         next.retain(|&c| totals[c] >= threshold);
         next.sort_by(|&a, &b| cmp_siblings(tree, a, b));
         stack.extend(next.iter().rev());
@@ -487,7 +510,7 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
         };
         children.clear();
         tree.children_into(id, &mut children);
-        kept.push((id, children.len()));
+        kept.push(Kept::with_children(tree, id, &children));
         candidates.extend(children.iter().map(|&c| (totals[c], Reverse(preorder[c]), c)));
     }
     kept
@@ -498,15 +521,18 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
 /// [`truncate_tree`] does. Dropped nodes are never visited: what they fold into is what
 /// their parent's total leaves over.
 fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
-    kept.sort_unstable_by_key(|&(id, _)| id);
+    kept.sort_unstable_by_key(|k| k.id);
     let mut children: Vec<Vec<Node>> = Vec::new();
     children.resize_with(kept.len(), Vec::new);
     // Children are numbered above their parents: from the top down, a node's kept
     // children are all built before it.
     for at in (0..kept.len()).rev() {
-        let (id, in_tree) = kept[at];
+        let Kept {
+            id,
+            children: in_tree,
+            self_value,
+        } = kept[at];
         let total = tree.totals()[id];
-        let self_value = tree.self_value(id);
         let mut below = std::mem::take(&mut children[at]);
         if below.len() < in_tree {
             let folded = total - self_value - below.iter().map(|c| c.total).sum::<i64>();
@@ -523,7 +549,7 @@ fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
             return node;
         }
         let parent = kept[..at]
-            .binary_search_by_key(&tree.parent(id), |&(id, _)| id)
+            .binary_search_by_key(&tree.parent(id), |k| k.id)
             .expect("the parent of a kept node is kept");
         children[parent].push(node);
     }

@@ -281,8 +281,7 @@ impl<'p> PathSums<'p> {
 
 /// Ungrouped values summed over the whole cached tree: the nodes of the query's tree are
 /// the cached nodes its paths reach, numbered as in the cache. Only totals are kept: a
-/// node's self value is what its total leaves over its children's, and is asked for only
-/// for the nodes a cut keeps.
+/// node's self value is what its total leaves over its children's (see `tree::truncated`).
 struct DenseSums<'p> {
     paths: &'p CallPaths,
     totals: Vec<i64>,
@@ -322,21 +321,6 @@ impl<'p> DenseSums<'p> {
             no_negative_values,
         }
     }
-
-    /// The reached children of `id`, last created first.
-    fn children(&self, id: usize) -> impl Iterator<Item = usize> + '_ {
-        let mut child = self.paths.last_child[id];
-        std::iter::from_fn(move || {
-            while child != CallPaths::ROOT {
-                let at = child as usize;
-                child = self.paths.earlier_sibling[at];
-                if self.reached[at] {
-                    return Some(at);
-                }
-            }
-            None
-        })
-    }
 }
 
 impl RankedTree for DenseSums<'_> {
@@ -356,16 +340,18 @@ impl RankedTree for DenseSums<'_> {
         &self.paths.names.names()[self.paths.node_names[id] as usize]
     }
 
-    fn self_value(&self, id: usize) -> i64 {
-        self.totals[id] - self.children(id).map(|c| self.totals[c]).sum::<i64>()
-    }
-
     fn parent(&self, id: usize) -> usize {
         self.paths.parents[id] as usize
     }
 
     fn children_into(&self, id: usize, out: &mut Vec<usize>) {
-        out.extend(self.children(id));
+        let mut child = self.paths.last_child[id];
+        while child != CallPaths::ROOT {
+            if self.reached[child as usize] {
+                out.push(child as usize);
+            }
+            child = self.paths.earlier_sibling[child as usize];
+        }
     }
 
     fn no_negative_values(&self) -> bool {

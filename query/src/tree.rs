@@ -373,7 +373,6 @@ pub(crate) trait RankedTree {
     /// Whether number `id` is a node of the tree.
     fn contains(&self, id: usize) -> bool;
     fn name(&self, id: usize) -> &str;
-    fn self_value(&self, id: usize) -> i64;
     fn parent(&self, id: usize) -> usize;
     /// Appends the children of `id` to `out`, in no particular order.
     fn children_into(&self, id: usize, out: &mut Vec<usize>);
@@ -395,15 +394,15 @@ fn cmp_siblings<T: RankedTree>(tree: &T, a: usize, b: usize) -> std::cmp::Orderi
 #[derive(Clone, Copy, Debug)]
 struct Kept {
     id: usize,
-    /// How many children it has in the tree (0 where none can have been dropped): the kept
-    /// ones fewer than that are folded into an `other` node.
+    /// How many children it has in the tree: the kept ones fewer than that are folded into
+    /// an `other` node.
     children: usize,
     self_value: i64,
 }
 
 impl Kept {
     /// `id` and its `children` in the tree, which a selection walks anyway: its self value
-    /// is what its total leaves over theirs.
+    /// is what its total leaves over theirs, so no tree needs to keep self values.
     fn with_children<T: RankedTree>(tree: &T, id: usize, children: &[usize]) -> Kept {
         let totals = tree.totals();
         Kept {
@@ -418,12 +417,13 @@ impl Kept {
 /// the kept nodes and their `other` nodes.
 pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
     let kept = if tree.len() <= max_nodes {
+        let mut children = Vec::new();
         (0..tree.totals().len())
             .filter(|&id| tree.contains(id))
-            .map(|id| Kept {
-                id,
-                children: 0,
-                self_value: tree.self_value(id),
+            .map(|id| {
+                children.clear();
+                tree.children_into(id, &mut children);
+                Kept::with_children(tree, id, &children)
             })
             .collect()
     } else if tree.no_negative_values() {
@@ -579,10 +579,6 @@ impl RankedTree for Ranked<'_> {
 
     fn name(&self, id: usize) -> &str {
         self.names.get(self.tree.names[id])
-    }
-
-    fn self_value(&self, id: usize) -> i64 {
-        self.tree.self_values[id]
     }
 
     fn parent(&self, id: usize) -> usize {

@@ -18,6 +18,7 @@ use datafusion::physical_plan::{SendableRecordBatchStream, execute_stream_partit
 use futures::TryStreamExt;
 use stackhouse_storage::model::{FastMap, SymbolId};
 use stackhouse_storage::schema::samples;
+use tokio::task::JoinSet;
 
 use super::QueryEngine;
 use super::aggregate::{Row, scan_stats};
@@ -44,16 +45,15 @@ impl QueryEngine {
         let task = Arc::new(df.task_ctx());
         let physical = df.create_physical_plan().await?;
         let partitions = execute_stream_partitioned(physical.clone(), task.clone())?;
-        // One task per partition: the scan decodes on whichever thread polls it.
-        let handles: Vec<_> = partitions
-            .into_iter()
-            .map(|stream| tokio::spawn(sum_partition(stream, task.memory_pool().clone())))
-            .collect();
+        // One task per partition: the scan decodes on whichever thread polls it. A join set
+        // aborts its tasks when dropped, so a cancelled query (a timeout) stops its scans.
+        let mut tasks = JoinSet::new();
+        for stream in partitions {
+            tasks.spawn(sum_partition(stream, task.memory_pool().clone()));
+        }
         let mut merged: Option<Part> = None;
-        for handle in handles {
-            let part = handle
-                .await
-                .map_err(|e| QueryError::Internal(format!("stack sum task failed: {e}")))??;
+        while let Some(part) = tasks.join_next().await {
+            let part = part.map_err(|e| QueryError::Internal(format!("stack sum task failed: {e}")))??;
             merged = Some(match merged {
                 Some(merged) => merge(merged, part)?,
                 None => part,
@@ -100,8 +100,7 @@ fn add_batch(batch: &RecordBatch, sums: &mut Sums) -> Result<(), QueryError> {
     let key = |bytes: &[u8]| u128::from_le_bytes(bytes.try_into().expect("16-byte ids"));
     if stacks.null_count() == 0 && values.null_count() == 0 {
         for (id, &value) in stacks.value_data().chunks_exact(16).zip(values.values()) {
-            let sum = sums.entry(key(id)).or_default();
-            *sum = sum.wrapping_add(value);
+            add(sums, key(id), value);
         }
         return Ok(());
     }
@@ -113,20 +112,22 @@ fn add_batch(batch: &RecordBatch, sums: &mut Sums) -> Result<(), QueryError> {
         } else {
             key(stacks.value(i))
         };
-        let sum = sums.entry(id).or_default();
-        if !values.is_null(i) {
-            *sum = sum.wrapping_add(values.value(i));
-        }
+        add(sums, id, if values.is_null(i) { 0 } else { values.value(i) });
     }
     Ok(())
+}
+
+/// Wrapping, as DataFusion's `SUM` over `Int64`.
+fn add(sums: &mut Sums, id: u128, value: i64) {
+    let sum = sums.entry(id).or_default();
+    *sum = sum.wrapping_add(value);
 }
 
 /// Two partitions' sums in the larger map of the two, its reservation grown to match.
 fn merge(a: Part, b: Part) -> Result<Part, QueryError> {
     let (mut larger, smaller) = if a.0.len() >= b.0.len() { (a, b) } else { (b, a) };
     for (id, value) in smaller.0 {
-        let sum = larger.0.entry(id).or_default();
-        *sum = sum.wrapping_add(value);
+        add(&mut larger.0, id, value);
     }
     larger.1.try_resize(larger.0.capacity() * ENTRY_BYTES)?;
     Ok(larger)

@@ -305,25 +305,7 @@ pub fn tenant_value<T: std::str::FromStr>(s: &str) -> Result<(String, T), String
     Ok((tenant.to_string(), value))
 }
 
-/// A default with per-tenant exceptions, as the `--tenant-*` flags give them.
-#[derive(Clone, Debug, Default)]
-pub struct PerTenant<T> {
-    pub default: T,
-    pub overrides: std::collections::HashMap<String, T>,
-}
-
-impl<T: Copy> PerTenant<T> {
-    pub fn new(default: T, overrides: &[(String, T)]) -> PerTenant<T> {
-        PerTenant {
-            default,
-            overrides: overrides.iter().cloned().collect(),
-        }
-    }
-
-    pub fn of(&self, tenant: &str) -> T {
-        self.overrides.get(tenant).copied().unwrap_or(self.default)
-    }
-}
+pub use stackhouse_storage::per_tenant::PerTenant;
 
 /// The catalog `--catalog` names, else the SQLite file under `--data-dir`.
 pub fn catalog_url(catalog: Option<&str>, data_dir: &std::path::Path) -> anyhow::Result<String> {

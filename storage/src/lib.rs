@@ -2,9 +2,11 @@
 
 pub mod catalog;
 pub mod cleanup;
+pub mod clock;
 pub mod compaction;
 pub mod maintenance;
 pub mod model;
+pub mod per_tenant;
 pub mod retention;
 pub mod schema;
 pub mod segment;

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use common::*;
+use stackhouse_storage::catalog::prelude::*;
 use stackhouse_storage::catalog::{
-    Catalog, CatalogError, CatalogResult, CatalogStats, DebugFile, ObjectMeta, SegmentCommit, SegmentMeta,
+    CatalogError, CatalogResult, CatalogStats, DebugFile, ObjectMeta, SegmentCommit, SegmentMeta,
     SegmentReplacement, Setting, TableKind, TenantToken,
 };
 use stackhouse_storage::model::{Batch, ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
@@ -326,7 +327,7 @@ struct FailingCatalog {
 }
 
 #[async_trait]
-impl Catalog for FailingCatalog {
+impl SegmentCatalog for FailingCatalog {
     async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()> {
         if commit.segment.tenant == self.failing_tenant {
             self.refused.fetch_add(1, Ordering::SeqCst);
@@ -340,14 +341,27 @@ impl Catalog for FailingCatalog {
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
         self.inner.segments(tenant, range).await
     }
-    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
-        self.inner.symbol_objects(tenant).await
-    }
     async fn tenants(&self) -> CatalogResult<Vec<String>> {
         self.inner.tenants().await
     }
     async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
         self.inner.replace_segments(replacement).await
+    }
+    async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
+        self.inner.stats(tenant).await
+    }
+    async fn ping(&self) -> CatalogResult<()> {
+        self.inner.ping().await
+    }
+    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>> {
+        self.inner.data_range(tenant).await
+    }
+}
+
+#[async_trait]
+impl SymbolCatalog for FailingCatalog {
+    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
+        self.inner.symbol_objects(tenant).await
     }
     async fn replace_symbols(
         &self,
@@ -360,21 +374,10 @@ impl Catalog for FailingCatalog {
             .replace_symbols(tenant, removed, added, delete_after_nanos)
             .await
     }
-    async fn acquire_lease(&self, name: &str, holder: &str, ttl: Duration) -> CatalogResult<bool> {
-        self.inner.acquire_lease(name, holder, ttl).await
-    }
-    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
-        self.inner.release_lease(name, holder).await
-    }
-    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>> {
-        self.inner.due_deletions(now_nanos, limit).await
-    }
-    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
-        self.inner.forget_deletions(keys).await
-    }
-    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>> {
-        self.inner.unreferenced(keys).await
-    }
+}
+
+#[async_trait]
+impl SeriesCatalog for FailingCatalog {
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
         self.inner.series(tenant, range).await
     }
@@ -387,63 +390,81 @@ impl Catalog for FailingCatalog {
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
         self.inner.label_values(tenant, name, range).await
     }
+}
+
+#[async_trait]
+impl ProfileCatalog for FailingCatalog {
     async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>> {
         self.inner.stored_profiles(tenant, keys).await
     }
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         self.inner.profile(tenant, id).await
     }
-    async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
-        self.inner.stats(tenant).await
-    }
-    async fn ping(&self) -> CatalogResult<()> {
-        self.inner.ping().await
-    }
+}
 
-    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>> {
-        self.inner.data_range(tenant).await
+#[async_trait]
+impl LeaseCatalog for FailingCatalog {
+    async fn acquire_lease(&self, name: &str, holder: &str, ttl: Duration) -> CatalogResult<bool> {
+        self.inner.acquire_lease(name, holder, ttl).await
     }
+    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
+        self.inner.release_lease(name, holder).await
+    }
+}
 
+#[async_trait]
+impl DeletionQueue for FailingCatalog {
+    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>> {
+        self.inner.due_deletions(now_nanos, limit).await
+    }
+    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
+        self.inner.forget_deletions(keys).await
+    }
+    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>> {
+        self.inner.unreferenced(keys).await
+    }
+}
+
+#[async_trait]
+impl SettingCatalog for FailingCatalog {
     async fn settings(&self, tenant: &str) -> CatalogResult<Vec<Setting>> {
         self.inner.settings(tenant).await
     }
-
     async fn put_setting(&self, tenant: &str, setting: &Setting) -> CatalogResult<Setting> {
         self.inner.put_setting(tenant, setting).await
     }
-
     async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
         self.inner.delete_setting(tenant, name).await
     }
+}
 
+#[async_trait]
+impl DebugFileCatalog for FailingCatalog {
     async fn debug_files(&self, tenant: &str) -> CatalogResult<Vec<DebugFile>> {
         self.inner.debug_files(tenant).await
     }
-
     async fn debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<Option<DebugFile>> {
         self.inner.debug_file(tenant, build_id).await
     }
-
     async fn put_debug_file(&self, tenant: &str, file: &DebugFile) -> CatalogResult<()> {
         self.inner.put_debug_file(tenant, file).await
     }
-
     async fn delete_debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<bool> {
         self.inner.delete_debug_file(tenant, build_id).await
     }
+}
 
+#[async_trait]
+impl TokenCatalog for FailingCatalog {
     async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {
         self.inner.create_token(token, sha256_hex).await
     }
-
     async fn tokens(&self, tenant: Option<&str>) -> CatalogResult<Vec<TenantToken>> {
         self.inner.tokens(tenant).await
     }
-
     async fn revoke_token(&self, id: &str, at_millis: i64) -> CatalogResult<bool> {
         self.inner.revoke_token(id, at_millis).await
     }
-
     async fn token_by_hash(&self, sha256_hex: &str) -> CatalogResult<Option<TenantToken>> {
         self.inner.token_by_hash(sha256_hex).await
     }

@@ -4,37 +4,27 @@
 
 use std::str::FromStr;
 
-use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
+use super::backend::{Backend, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
-    ObjectColumns, ProfileRow, add_table_stats, check_replacement, distinct_sample_labels, distinct_series,
-    distinct_sorted, duration_nanos, empty_stats, encode_labels, keep_in_order, now_nanos, profile_key,
-    redact_password, same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
+    distinct_sample_labels, encode_labels, now_nanos, redact_password, same_identity, segments_gone,
+    series_from_columns, symbols_gone, to_i64,
 };
-use super::reads::Reads;
-use super::sql;
-use super::{
-    Catalog, CatalogError, CatalogResult, CatalogStats, DebugFile, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentReplacement, Setting, TenantToken,
-};
-use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
+use super::segments::INSERT_SEGMENT;
+use super::{CatalogError, CatalogResult, ObjectMeta, SegmentCommit, SegmentMeta};
+use crate::model::{ProfileKey, ProfileType, Series};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 
 const MAX_CONNECTIONS: u32 = 10;
 
-#[derive(Clone, Debug)]
-pub struct PostgresCatalog {
-    pool: PgPool,
-}
-
-impl PostgresCatalog {
+impl SqlCatalog {
     /// Connects to `postgres://…` and runs the migrations (sqlx holds an advisory lock
     /// while migrating, so replicas starting together do not race).
-    pub async fn connect(url: &str) -> CatalogResult<PostgresCatalog> {
+    pub async fn connect_postgres(url: &str) -> CatalogResult<SqlCatalog> {
         let options = PgConnectOptions::from_str(url).map_err(|e| CatalogError::InvalidUrl {
             url: redact_password(url),
             reason: e.to_string(),
@@ -43,296 +33,271 @@ impl PostgresCatalog {
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options)
             .await?;
-        Self::from_pool(pool).await
+        Self::from_postgres_pool(pool).await
     }
 
     /// Wraps an existing pool (configured by the caller) and runs the migrations.
-    pub async fn from_pool(pool: PgPool) -> CatalogResult<PostgresCatalog> {
+    pub async fn from_postgres_pool(pool: PgPool) -> CatalogResult<SqlCatalog> {
         MIGRATOR.run(&pool).await?;
-        Ok(PostgresCatalog { pool })
-    }
-
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    async fn upsert_series(
-        tx: &mut Transaction<'_, Postgres>,
-        tenant: &str,
-        series: &[&Series],
-    ) -> CatalogResult<()> {
-        let ids: Vec<i64> = series.iter().map(|s| s.id).collect();
-        let periods: Vec<i64> = series.iter().map(|s| s.period).collect();
-        let labels = series
-            .iter()
-            .map(|s| encode_labels(&s.labels))
-            .collect::<CatalogResult<Vec<_>>>()?;
-        let column = |f: fn(&ProfileType) -> &String| -> Vec<String> {
-            series.iter().map(|s| f(&s.profile_type).clone()).collect()
-        };
-        // Inserting first (and skipping existing ids) makes a concurrent insert of the same
-        // series wait for the other transaction instead of failing on the primary key; the
-        // check below then sees whichever definition won.
-        sqlx::query(
-            "INSERT INTO series (tenant, series_id, profile_type, sample_type, sample_unit, period_type,
-                                 period_unit, labels, period)
-             SELECT $1::TEXT, u.id, u.st || ':' || u.su || ':' || u.pt || ':' || u.pu,
-                    u.st, u.su, u.pt, u.pu, u.labels, u.period
-             FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::BIGINT[])
-                  AS u(id, st, su, pt, pu, labels, period)
-             ON CONFLICT (tenant, series_id) DO NOTHING",
-        )
-        .bind(tenant)
-        .bind(&ids)
-        .bind(column(|p| &p.sample_type))
-        .bind(column(|p| &p.sample_unit))
-        .bind(column(|p| &p.period_type))
-        .bind(column(|p| &p.period_unit))
-        .bind(&labels)
-        .bind(&periods)
-        .execute(&mut **tx)
-        .await?;
-
-        let stored = sqlx::query(
-            "SELECT series_id, sample_type, sample_unit, period_type, period_unit, labels
-             FROM series WHERE tenant = $1 AND series_id = ANY($2)",
-        )
-        .bind(tenant)
-        .bind(&ids)
-        .fetch_all(&mut **tx)
-        .await?;
-        for row in &stored {
-            let id: i64 = row.try_get(0)?;
-            let profile_type = [row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?];
-            let stored = series_from_columns(id, profile_type, row.try_get(5)?, 0)?;
-            let incoming = series.iter().find(|s| s.id == id);
-            if incoming.is_some_and(|s| !same_identity(&stored, s)) {
-                return Err(CatalogError::SeriesCollision { id });
-            }
-        }
-
-        sqlx::query(
-            "UPDATE series s SET period = u.period
-             FROM UNNEST($2::BIGINT[], $3::BIGINT[]) AS u(id, period)
-             WHERE s.tenant = $1 AND s.series_id = u.id AND s.period <> u.period",
-        )
-        .bind(tenant)
-        .bind(&ids)
-        .bind(&periods)
-        .execute(&mut **tx)
-        .await?;
-
-        let (mut label_ids, mut names, mut values) = (Vec::new(), Vec::new(), Vec::new());
-        for s in series {
-            for (name, value) in &s.labels {
-                label_ids.push(s.id);
-                names.push(name.as_str());
-                values.push(value.as_str());
-            }
-        }
-        sqlx::query(
-            "INSERT INTO series_labels (tenant, series_id, name, value)
-             SELECT $1::TEXT, u.id, u.name, u.value FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS u(id, name, value)
-             ON CONFLICT (tenant, series_id, name) DO NOTHING",
-        )
-        .bind(tenant)
-        .bind(&label_ids)
-        .bind(&names)
-        .bind(&values)
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
-    }
-
-    /// The segment row with its objects and series extents: what a flush and a compaction
-    /// both write.
-    async fn insert_segment_rows(tx: &mut Transaction<'_, Postgres>, seg: &SegmentMeta) -> CatalogResult<()> {
-        sqlx::query(sql::INSERT_SEGMENT)
-            .bind(&seg.id)
-            .bind(&seg.tenant)
-            .bind(seg.min_time)
-            .bind(seg.max_time)
-            .bind(seg.level)
-            .bind(seg.created_at_nanos)
-            .execute(&mut **tx)
-            .await?;
-
-        let positions: Vec<i64> = (0..seg.objects.len() as i64).collect();
-        let kinds: Vec<&str> = seg.objects.iter().map(|o| o.kind.as_str()).collect();
-        let keys: Vec<&str> = seg.objects.iter().map(|o| o.key.as_str()).collect();
-        let sizes = seg
-            .objects
-            .iter()
-            .map(|o| to_i64(o.size_bytes, "object size"))
-            .collect::<CatalogResult<Vec<_>>>()?;
-        let rows = seg
-            .objects
-            .iter()
-            .map(|o| to_i64(o.rows, "object row count"))
-            .collect::<CatalogResult<Vec<_>>>()?;
-        sqlx::query(
-            "INSERT INTO segment_objects (segment_id, position, kind, key, size_bytes, rows)
-             SELECT $1::TEXT, u.* FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BIGINT[]) AS u",
-        )
-        .bind(&seg.id)
-        .bind(&positions)
-        .bind(&kinds)
-        .bind(&keys)
-        .bind(&sizes)
-        .bind(&rows)
-        .execute(&mut **tx)
-        .await?;
-
-        let positions: Vec<i64> = (0..seg.series.len() as i64).collect();
-        let ids: Vec<i64> = seg.series.iter().map(|s| s.series_id).collect();
-        let mins: Vec<i64> = seg.series.iter().map(|s| s.min_time).collect();
-        let maxs: Vec<i64> = seg.series.iter().map(|s| s.max_time).collect();
-        let samples = seg
-            .series
-            .iter()
-            .map(|s| to_i64(s.samples, "sample count"))
-            .collect::<CatalogResult<Vec<_>>>()?;
-        sqlx::query(
-            "INSERT INTO segment_series (segment_id, tenant, series_id, position, min_time, max_time, samples)
-             SELECT $1::TEXT, $2::TEXT, u.* FROM UNNEST($3::BIGINT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[]) AS u",
-        )
-        .bind(&seg.id)
-        .bind(&seg.tenant)
-        .bind(&ids)
-        .bind(&positions)
-        .bind(&mins)
-        .bind(&maxs)
-        .bind(&samples)
-        .execute(&mut **tx)
-        .await?;
-
-        Ok(())
-    }
-
-    async fn insert_symbols(
-        tx: &mut Transaction<'_, Postgres>,
-        tenant: &str,
-        objects: &[ObjectMeta],
-        created_at_nanos: i64,
-    ) -> CatalogResult<()> {
-        let kinds: Vec<&str> = objects.iter().map(|o| o.kind.as_str()).collect();
-        let keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
-        let sizes = objects
-            .iter()
-            .map(|o| to_i64(o.size_bytes, "object size"))
-            .collect::<CatalogResult<Vec<_>>>()?;
-        let rows = objects
-            .iter()
-            .map(|o| to_i64(o.rows, "object row count"))
-            .collect::<CatalogResult<Vec<_>>>()?;
-        sqlx::query(
-            "INSERT INTO symbol_objects (tenant, key, kind, size_bytes, rows, created_at_nanos)
-             SELECT $1::TEXT, u.key, u.kind, u.size_bytes, u.rows, $2::BIGINT
-             FROM UNNEST($3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BIGINT[]) AS u(key, kind, size_bytes, rows)",
-        )
-        .bind(tenant)
-        .bind(created_at_nanos)
-        .bind(&keys)
-        .bind(&kinds)
-        .bind(&sizes)
-        .bind(&rows)
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
-    }
-
-    async fn insert_segment(tx: &mut Transaction<'_, Postgres>, commit: &SegmentCommit) -> CatalogResult<()> {
-        let seg = &commit.segment;
-        Self::insert_segment_rows(tx, seg).await?;
-        Self::insert_symbols(tx, &seg.tenant, &commit.symbols, seg.created_at_nanos).await?;
-
-        let (names, values): (Vec<&str>, Vec<&str>) = distinct_sample_labels(commit).into_iter().unzip();
-        sqlx::query(
-            "INSERT INTO sample_labels (segment_id, name, value)
-             SELECT $1::TEXT, u.* FROM UNNEST($2::TEXT[], $3::TEXT[]) AS u",
-        )
-        .bind(&seg.id)
-        .bind(&names)
-        .bind(&values)
-        .execute(&mut **tx)
-        .await?;
-
-        let p = &commit.profiles;
-        sqlx::query(
-            "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count,
-                                   resource, attributes)
-             SELECT $1::TEXT, u.pid, $2::TEXT, u.sid, u.start_nanos, u.end_nanos, u.sample_count,
-                    u.resource, u.attributes
-             FROM UNNEST($3::BYTEA[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[])
-                  AS u(pid, sid, start_nanos, end_nanos, sample_count, resource, attributes)",
-        )
-        .bind(&seg.tenant)
-        .bind(&seg.id)
-        .bind(p.iter().map(|p| p.profile_id.to_vec()).collect::<Vec<_>>())
-        .bind(p.iter().map(|p| p.series_id).collect::<Vec<_>>())
-        .bind(p.iter().map(|p| p.start_nanos).collect::<Vec<_>>())
-        .bind(p.iter().map(|p| p.end_nanos).collect::<Vec<_>>())
-        .bind(p.iter().map(|p| p.sample_count).collect::<Vec<_>>())
-        .bind(p.iter().map(|p| encode_labels(&p.resource)).collect::<CatalogResult<Vec<_>>>()?)
-        .bind(p.iter().map(|p| encode_labels(&p.attributes)).collect::<CatalogResult<Vec<_>>>()?)
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
-    }
-
-    /// Segments overlapping `range`, in three queries inside one snapshot so the rows agree
-    /// with each other.
-    async fn fetch_segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .await?;
-        let segments = Reads::<Postgres>::segments(&mut tx, tenant, range).await?;
-        tx.commit().await?;
-        Ok(segments)
+        Ok(SqlCatalog {
+            backend: Backend::Postgres(pool),
+        })
     }
 }
 
-#[async_trait]
-impl Catalog for PostgresCatalog {
-    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()> {
-        let series = distinct_series(commit)?;
-        let mut tx = self.pool.begin().await?;
-        Self::upsert_series(&mut tx, &commit.segment.tenant, &series).await?;
-        Self::insert_segment(&mut tx, commit).await?;
+async fn upsert_series(
+    tx: &mut Transaction<'_, Postgres>,
+    tenant: &str,
+    series: &[&Series],
+) -> CatalogResult<()> {
+    let ids: Vec<i64> = series.iter().map(|s| s.id).collect();
+    let periods: Vec<i64> = series.iter().map(|s| s.period).collect();
+    let labels = series
+        .iter()
+        .map(|s| encode_labels(&s.labels))
+        .collect::<CatalogResult<Vec<_>>>()?;
+    let column = |f: fn(&ProfileType) -> &String| -> Vec<String> {
+        series.iter().map(|s| f(&s.profile_type).clone()).collect()
+    };
+    // Inserting first (and skipping existing ids) makes a concurrent insert of the same
+    // series wait for the other transaction instead of failing on the primary key; the
+    // check below then sees whichever definition won.
+    sqlx::query(
+        "INSERT INTO series (tenant, series_id, profile_type, sample_type, sample_unit, period_type,
+                             period_unit, labels, period)
+         SELECT $1::TEXT, u.id, u.st || ':' || u.su || ':' || u.pt || ':' || u.pu,
+                u.st, u.su, u.pt, u.pu, u.labels, u.period
+         FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::BIGINT[])
+              AS u(id, st, su, pt, pu, labels, period)
+         ON CONFLICT (tenant, series_id) DO NOTHING",
+    )
+    .bind(tenant)
+    .bind(&ids)
+    .bind(column(|p| &p.sample_type))
+    .bind(column(|p| &p.sample_unit))
+    .bind(column(|p| &p.period_type))
+    .bind(column(|p| &p.period_unit))
+    .bind(&labels)
+    .bind(&periods)
+    .execute(&mut **tx)
+    .await?;
+
+    let stored = sqlx::query(
+        "SELECT series_id, sample_type, sample_unit, period_type, period_unit, labels
+         FROM series WHERE tenant = $1 AND series_id = ANY($2)",
+    )
+    .bind(tenant)
+    .bind(&ids)
+    .fetch_all(&mut **tx)
+    .await?;
+    for row in &stored {
+        let id: i64 = row.try_get(0)?;
+        let profile_type = [row.try_get(1)?, row.try_get(2)?, row.try_get(3)?, row.try_get(4)?];
+        let stored = series_from_columns(id, profile_type, row.try_get(5)?, 0)?;
+        let incoming = series.iter().find(|s| s.id == id);
+        if incoming.is_some_and(|s| !same_identity(&stored, s)) {
+            return Err(CatalogError::SeriesCollision { id });
+        }
+    }
+
+    sqlx::query(
+        "UPDATE series s SET period = u.period
+         FROM UNNEST($2::BIGINT[], $3::BIGINT[]) AS u(id, period)
+         WHERE s.tenant = $1 AND s.series_id = u.id AND s.period <> u.period",
+    )
+    .bind(tenant)
+    .bind(&ids)
+    .bind(&periods)
+    .execute(&mut **tx)
+    .await?;
+
+    let (mut label_ids, mut names, mut values) = (Vec::new(), Vec::new(), Vec::new());
+    for s in series {
+        for (name, value) in &s.labels {
+            label_ids.push(s.id);
+            names.push(name.as_str());
+            values.push(value.as_str());
+        }
+    }
+    sqlx::query(
+        "INSERT INTO series_labels (tenant, series_id, name, value)
+         SELECT $1::TEXT, u.id, u.name, u.value FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS u(id, name, value)
+         ON CONFLICT (tenant, series_id, name) DO NOTHING",
+    )
+    .bind(tenant)
+    .bind(&label_ids)
+    .bind(&names)
+    .bind(&values)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The segment row with its objects and series extents: what a flush and a compaction
+/// both write.
+async fn insert_segment_rows(tx: &mut Transaction<'_, Postgres>, seg: &SegmentMeta) -> CatalogResult<()> {
+    sqlx::query(INSERT_SEGMENT)
+        .bind(&seg.id)
+        .bind(&seg.tenant)
+        .bind(seg.min_time)
+        .bind(seg.max_time)
+        .bind(seg.level)
+        .bind(seg.created_at_nanos)
+        .execute(&mut **tx)
+        .await?;
+
+    let positions: Vec<i64> = (0..seg.objects.len() as i64).collect();
+    let kinds: Vec<&str> = seg.objects.iter().map(|o| o.kind.as_str()).collect();
+    let keys: Vec<&str> = seg.objects.iter().map(|o| o.key.as_str()).collect();
+    let sizes = seg
+        .objects
+        .iter()
+        .map(|o| to_i64(o.size_bytes, "object size"))
+        .collect::<CatalogResult<Vec<_>>>()?;
+    let rows = seg
+        .objects
+        .iter()
+        .map(|o| to_i64(o.rows, "object row count"))
+        .collect::<CatalogResult<Vec<_>>>()?;
+    sqlx::query(
+        "INSERT INTO segment_objects (segment_id, position, kind, key, size_bytes, rows)
+         SELECT $1::TEXT, u.* FROM UNNEST($2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BIGINT[]) AS u",
+    )
+    .bind(&seg.id)
+    .bind(&positions)
+    .bind(&kinds)
+    .bind(&keys)
+    .bind(&sizes)
+    .bind(&rows)
+    .execute(&mut **tx)
+    .await?;
+
+    let positions: Vec<i64> = (0..seg.series.len() as i64).collect();
+    let ids: Vec<i64> = seg.series.iter().map(|s| s.series_id).collect();
+    let mins: Vec<i64> = seg.series.iter().map(|s| s.min_time).collect();
+    let maxs: Vec<i64> = seg.series.iter().map(|s| s.max_time).collect();
+    let samples = seg
+        .series
+        .iter()
+        .map(|s| to_i64(s.samples, "sample count"))
+        .collect::<CatalogResult<Vec<_>>>()?;
+    sqlx::query(
+        "INSERT INTO segment_series (segment_id, tenant, series_id, position, min_time, max_time, samples)
+         SELECT $1::TEXT, $2::TEXT, u.* FROM UNNEST($3::BIGINT[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[]) AS u",
+    )
+    .bind(&seg.id)
+    .bind(&seg.tenant)
+    .bind(&ids)
+    .bind(&positions)
+    .bind(&mins)
+    .bind(&maxs)
+    .bind(&samples)
+    .execute(&mut **tx)
+    .await?;
+
+    Ok(())
+}
+
+async fn insert_symbols(
+    tx: &mut Transaction<'_, Postgres>,
+    tenant: &str,
+    objects: &[ObjectMeta],
+    created_at_nanos: i64,
+) -> CatalogResult<()> {
+    let kinds: Vec<&str> = objects.iter().map(|o| o.kind.as_str()).collect();
+    let keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+    let sizes = objects
+        .iter()
+        .map(|o| to_i64(o.size_bytes, "object size"))
+        .collect::<CatalogResult<Vec<_>>>()?;
+    let rows = objects
+        .iter()
+        .map(|o| to_i64(o.rows, "object row count"))
+        .collect::<CatalogResult<Vec<_>>>()?;
+    sqlx::query(
+        "INSERT INTO symbol_objects (tenant, key, kind, size_bytes, rows, created_at_nanos)
+         SELECT $1::TEXT, u.key, u.kind, u.size_bytes, u.rows, $2::BIGINT
+         FROM UNNEST($3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BIGINT[]) AS u(key, kind, size_bytes, rows)",
+    )
+    .bind(tenant)
+    .bind(created_at_nanos)
+    .bind(&keys)
+    .bind(&kinds)
+    .bind(&sizes)
+    .bind(&rows)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_segment(tx: &mut Transaction<'_, Postgres>, commit: &SegmentCommit) -> CatalogResult<()> {
+    let seg = &commit.segment;
+    insert_segment_rows(tx, seg).await?;
+    insert_symbols(tx, &seg.tenant, &commit.symbols, seg.created_at_nanos).await?;
+
+    let (names, values): (Vec<&str>, Vec<&str>) = distinct_sample_labels(commit).into_iter().unzip();
+    sqlx::query(
+        "INSERT INTO sample_labels (segment_id, name, value)
+         SELECT $1::TEXT, u.* FROM UNNEST($2::TEXT[], $3::TEXT[]) AS u",
+    )
+    .bind(&seg.id)
+    .bind(&names)
+    .bind(&values)
+    .execute(&mut **tx)
+    .await?;
+
+    let p = &commit.profiles;
+    sqlx::query(
+        "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count,
+                               resource, attributes)
+         SELECT $1::TEXT, u.pid, $2::TEXT, u.sid, u.start_nanos, u.end_nanos, u.sample_count,
+                u.resource, u.attributes
+         FROM UNNEST($3::BYTEA[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[])
+              AS u(pid, sid, start_nanos, end_nanos, sample_count, resource, attributes)",
+    )
+    .bind(&seg.tenant)
+    .bind(&seg.id)
+    .bind(p.iter().map(|p| p.profile_id.to_vec()).collect::<Vec<_>>())
+    .bind(p.iter().map(|p| p.series_id).collect::<Vec<_>>())
+    .bind(p.iter().map(|p| p.start_nanos).collect::<Vec<_>>())
+    .bind(p.iter().map(|p| p.end_nanos).collect::<Vec<_>>())
+    .bind(p.iter().map(|p| p.sample_count).collect::<Vec<_>>())
+    .bind(p.iter().map(|p| encode_labels(&p.resource)).collect::<CatalogResult<Vec<_>>>()?)
+    .bind(p.iter().map(|p| encode_labels(&p.attributes)).collect::<CatalogResult<Vec<_>>>()?)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+impl Dialect for PgPool {
+    type Db = Postgres;
+
+    fn sql(&self, statement: &PerDialect) -> &'static str {
+        statement.postgres
+    }
+
+    async fn begin_snapshot(&self) -> CatalogResult<Transaction<'static, Postgres>> {
+        Ok(self
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?)
+    }
+
+    async fn commit_segment(&self, commit: &SegmentCommit, series: &[&Series]) -> CatalogResult<()> {
+        let mut tx = self.begin().await?;
+        upsert_series(&mut tx, &commit.segment.tenant, series).await?;
+        insert_segment(&mut tx, commit).await?;
         tx.commit().await?;
         Ok(())
     }
 
-    async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
-        self.fetch_segments(tenant, range).await
-    }
-
-    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
-        let rows = sqlx::query_as::<_, ObjectColumns>(
-            "SELECT kind, key, size_bytes, rows FROM symbol_objects WHERE tenant = $1
-             ORDER BY created_at_nanos, key COLLATE \"C\"",
-        )
-        .bind(tenant)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(ObjectMeta::try_from).collect()
-    }
-
-    async fn tenants(&self) -> CatalogResult<Vec<String>> {
-        Reads(&self.pool).tenants().await
-    }
-
-    async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
-        check_replacement(replacement)?;
+    async fn replace_segments(&self, swap: SegmentSwap<'_>) -> CatalogResult<()> {
+        let SegmentSwap {
+            replacement,
+            removed,
+            kept_keys,
+        } = swap;
         let tenant = &replacement.tenant;
-        let removed = distinct_sorted(&replacement.removed);
-        let kept_keys: Vec<String> = replacement
-            .added
-            .iter()
-            .flat_map(|seg| seg.objects.iter().map(|o| o.key.clone()))
-            .collect();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         // Under READ COMMITTED a racing replacement blocks here on the row locks, and once
         // the first commits it skips the rows that transaction deleted: fewer rows, conflict.
         // Sorted ids lock in one order, so two replacements cannot deadlock.
@@ -341,11 +306,11 @@ impl Catalog for PostgresCatalog {
              ORDER BY id COLLATE \"C\" FOR UPDATE",
         )
         .bind(tenant)
-        .bind(&removed)
+        .bind(removed)
         .fetch_all(&mut *tx)
         .await?;
         if locked.len() != removed.len() {
-            return Err(segments_gone(&removed, locked.len()));
+            return Err(segments_gone(removed, locked.len()));
         }
         // An object the merged segment lists again must not be deleted under it.
         sqlx::query(
@@ -354,22 +319,22 @@ impl Catalog for PostgresCatalog {
              WHERE o.segment_id = ANY($1) AND NOT (o.key = ANY($4))
              ON CONFLICT (key) DO NOTHING",
         )
-        .bind(&removed)
+        .bind(removed)
         .bind(tenant)
         .bind(replacement.delete_after_nanos)
-        .bind(&kept_keys)
+        .bind(kept_keys)
         .execute(&mut *tx)
         .await?;
         // Added rows first: deleting the removed segments cascades to their profiles and
         // sample labels, which must have moved by then.
         if let Some(added) = &replacement.added {
-            Self::insert_segment_rows(&mut tx, added).await?;
+            insert_segment_rows(&mut tx, added).await?;
             sqlx::query(
                 "UPDATE profiles SET segment_id = $1
                  WHERE segment_id = ANY($2) AND ($3::BIGINT IS NULL OR end_nanos >= $3)",
             )
             .bind(&added.id)
-            .bind(&removed)
+            .bind(removed)
             .bind(replacement.drop_profiles_before)
             .execute(&mut *tx)
             .await?;
@@ -379,44 +344,43 @@ impl Catalog for PostgresCatalog {
                  ON CONFLICT DO NOTHING",
             )
             .bind(&added.id)
-            .bind(&removed)
+            .bind(removed)
             .execute(&mut *tx)
             .await?;
         }
         let deleted = sqlx::query("DELETE FROM segments WHERE tenant = $1 AND id = ANY($2)")
             .bind(tenant)
-            .bind(&removed)
+            .bind(removed)
             .execute(&mut *tx)
             .await?
             .rows_affected();
         if deleted != removed.len() as u64 {
-            return Err(segments_gone(&removed, deleted as usize));
+            return Err(segments_gone(removed, deleted as usize));
         }
         tx.commit().await?;
         Ok(())
     }
 
-    async fn replace_symbols(
-        &self,
-        tenant: &str,
-        removed: &[String],
-        added: &[ObjectMeta],
-        delete_after_nanos: i64,
-    ) -> CatalogResult<()> {
-        let removed = distinct_sorted(removed);
-        let kept_keys: Vec<String> = added.iter().map(|o| o.key.clone()).collect();
-        let mut tx = self.pool.begin().await?;
+    async fn replace_symbols(&self, swap: SymbolSwap<'_>) -> CatalogResult<()> {
+        let SymbolSwap {
+            tenant,
+            removed,
+            added,
+            kept_keys,
+            delete_after_nanos,
+        } = swap;
+        let mut tx = self.begin().await?;
         // Same locking as replace_segments: a racing replacement finds fewer rows.
         let locked = sqlx::query(
             "SELECT key, created_at_nanos FROM symbol_objects WHERE tenant = $1 AND key = ANY($2)
              ORDER BY key COLLATE \"C\" FOR UPDATE",
         )
         .bind(tenant)
-        .bind(&removed)
+        .bind(removed)
         .fetch_all(&mut *tx)
         .await?;
         if locked.len() != removed.len() {
-            return Err(symbols_gone(tenant, &removed, locked.len()));
+            return Err(symbols_gone(tenant, removed, locked.len()));
         }
         let oldest = locked
             .iter()
@@ -431,68 +395,30 @@ impl Catalog for PostgresCatalog {
              ON CONFLICT (key) DO NOTHING",
         )
         .bind(tenant)
-        .bind(&removed)
+        .bind(removed)
         .bind(delete_after_nanos)
-        .bind(&kept_keys)
+        .bind(kept_keys)
         .execute(&mut *tx)
         .await?;
         let deleted = sqlx::query("DELETE FROM symbol_objects WHERE tenant = $1 AND key = ANY($2)")
             .bind(tenant)
-            .bind(&removed)
+            .bind(removed)
             .execute(&mut *tx)
             .await?
             .rows_affected();
         if deleted != removed.len() as u64 {
-            return Err(symbols_gone(tenant, &removed, deleted as usize));
+            return Err(symbols_gone(tenant, removed, deleted as usize));
         }
         // Merged objects take the place of what they replace in the tenant's order.
-        Self::insert_symbols(&mut tx, tenant, added, oldest.unwrap_or_else(now_nanos)).await?;
+        insert_symbols(&mut tx, tenant, added, oldest.unwrap_or_else(now_nanos)).await?;
         tx.commit().await?;
         Ok(())
-    }
-
-    async fn acquire_lease(&self, name: &str, holder: &str, ttl: std::time::Duration) -> CatalogResult<bool> {
-        let now = now_nanos();
-        let held: Option<String> = sqlx::query_scalar(
-            "INSERT INTO leases (name, holder, expires_at_nanos) VALUES ($1, $2, $3)
-             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at_nanos = EXCLUDED.expires_at_nanos
-             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at_nanos <= $4
-             RETURNING holder",
-        )
-        .bind(name)
-        .bind(holder)
-        .bind(now.saturating_add(duration_nanos(ttl)))
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(held.is_some())
-    }
-
-    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
-        sqlx::query(sql::RELEASE_LEASE)
-            .bind(name)
-            .bind(holder)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>> {
-        let keys = sqlx::query_scalar(
-            "SELECT key FROM pending_deletions WHERE delete_after_nanos <= $1
-             ORDER BY delete_after_nanos, key COLLATE \"C\" LIMIT $2",
-        )
-        .bind(now_nanos)
-        .bind(limit.max(0))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(keys)
     }
 
     async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
         sqlx::query("DELETE FROM pending_deletions WHERE key = ANY($1)")
             .bind(keys)
-            .execute(&self.pool)
+            .execute(self)
             .await?;
         Ok(())
     }
@@ -505,31 +431,16 @@ impl Catalog for PostgresCatalog {
                AND NOT EXISTS (SELECT 1 FROM pending_deletions d WHERE d.key = u.k)",
         )
         .bind(keys)
-        .fetch_all(&self.pool)
+        .fetch_all(self)
         .await?;
-        Ok(keep_in_order(keys, found))
+        Ok(found)
     }
 
-    async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
-        Reads(&self.pool).series(tenant, range).await
-    }
-
-    async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
-        Reads(&self.pool).profile_types(tenant, range).await
-    }
-
-    async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        Reads(&self.pool).label_names(tenant, range).await
-    }
-
-    async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        Reads(&self.pool).label_values(tenant, name, range).await
-    }
-
-    async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn stored_profiles(
+        &self,
+        tenant: &str,
+        keys: &[ProfileKey],
+    ) -> CatalogResult<Vec<(Vec<u8>, i64, i64)>> {
         let ids: Vec<&[u8]> = keys.iter().map(|(id, _, _)| &id[..]).collect();
         let series: Vec<i64> = keys.iter().map(|k| k.1).collect();
         let starts: Vec<i64> = keys.iter().map(|k| k.2).collect();
@@ -543,103 +454,8 @@ impl Catalog for PostgresCatalog {
         .bind(ids)
         .bind(series)
         .bind(starts)
-        .fetch_all(&self.pool)
+        .fetch_all(self)
         .await?;
-        rows.into_iter().map(profile_key).collect()
-    }
-
-    async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
-        let rows = sqlx::query_as::<_, ProfileRow>(
-            "SELECT segment_id, profile_id, series_id, start_nanos, end_nanos, sample_count, resource, attributes
-             FROM profiles WHERE tenant = $1 AND profile_id = $2
-             ORDER BY segment_id COLLATE \"C\", series_id, start_nanos",
-        )
-        .bind(tenant)
-        .bind(&id[..])
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(ProfileRow::into_record).collect()
-    }
-
-    async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .await?;
-        let (segments, series) = sqlx::query_as::<_, (i64, i64)>(sql::STATS_COUNTS)
-            .bind(tenant)
-            .fetch_one(&mut *tx)
-            .await?;
-        let mut stats = empty_stats(segments, series)?;
-        // SUM(BIGINT) is NUMERIC in Postgres; the cast fails loudly rather than wrapping.
-        let tables = sqlx::query_as::<_, (String, i64, i64, i64)>(
-            "SELECT kind, COUNT(*), COALESCE(SUM(rows), 0)::BIGINT, COALESCE(SUM(size_bytes), 0)::BIGINT
-             FROM (SELECT o.kind, o.rows, o.size_bytes
-                   FROM segment_objects o JOIN segments s ON s.id = o.segment_id
-                   WHERE s.tenant = $1
-                   UNION ALL
-                   SELECT kind, rows, size_bytes FROM symbol_objects WHERE tenant = $1) AS objects
-             GROUP BY kind",
-        )
-        .bind(tenant)
-        .fetch_all(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        for (kind, objects, rows, bytes) in &tables {
-            add_table_stats(&mut stats, kind, *objects, *rows, *bytes)?;
-        }
-        Ok(stats)
-    }
-
-    async fn ping(&self) -> CatalogResult<()> {
-        Reads(&self.pool).ping().await
-    }
-
-    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>> {
-        Reads(&self.pool).data_range(tenant).await
-    }
-
-    async fn settings(&self, tenant: &str) -> CatalogResult<Vec<Setting>> {
-        Reads(&self.pool).settings(tenant).await
-    }
-
-    async fn put_setting(&self, tenant: &str, setting: &Setting) -> CatalogResult<Setting> {
-        Reads(&self.pool).put_setting(tenant, setting).await
-    }
-
-    async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
-        Reads(&self.pool).delete_setting(tenant, name).await
-    }
-
-    async fn debug_files(&self, tenant: &str) -> CatalogResult<Vec<DebugFile>> {
-        Reads(&self.pool).debug_files(tenant).await
-    }
-
-    async fn debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<Option<DebugFile>> {
-        Reads(&self.pool).debug_file(tenant, build_id).await
-    }
-
-    async fn put_debug_file(&self, tenant: &str, file: &DebugFile) -> CatalogResult<()> {
-        Reads(&self.pool).put_debug_file(tenant, file).await
-    }
-
-    async fn delete_debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<bool> {
-        Reads(&self.pool).delete_debug_file(tenant, build_id).await
-    }
-
-    async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {
-        Reads(&self.pool).create_token(token, sha256_hex).await
-    }
-
-    async fn tokens(&self, tenant: Option<&str>) -> CatalogResult<Vec<TenantToken>> {
-        Reads(&self.pool).tokens(tenant).await
-    }
-
-    async fn revoke_token(&self, id: &str, at_millis: i64) -> CatalogResult<bool> {
-        Reads(&self.pool).revoke_token(id, at_millis).await
-    }
-
-    async fn token_by_hash(&self, sha256_hex: &str) -> CatalogResult<Option<TenantToken>> {
-        Reads(&self.pool).token_by_hash(sha256_hex).await
+        Ok(rows)
     }
 }

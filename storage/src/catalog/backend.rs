@@ -1,0 +1,95 @@
+//! One catalog type over either database. Where SQLite and Postgres agree, an entity's SQL
+//! is written once, in the entity's module, and [`on_either!`] runs it against whichever
+//! pool the catalog holds (so it is type-checked against both drivers, with no trait
+//! bounds to spell out). What really differs is a [`Dialect`] method, or a [`PerDialect`]
+//! statement where only the text differs.
+
+use sqlx::postgres::PgPool;
+use sqlx::sqlite::SqlitePool;
+use sqlx::{Database, Transaction};
+
+use super::{CatalogResult, ObjectMeta, SegmentCommit, SegmentReplacement};
+use crate::model::{ProfileKey, Series};
+
+/// The metadata index in one SQLite file (the single binary) or in Postgres (replicas
+/// sharing it); open one with [`super::open_catalog`].
+#[derive(Clone, Debug)]
+pub struct SqlCatalog {
+    pub(crate) backend: Backend,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// `on_either!(catalog, |pool| body)`: `body` once per backend, with `pool` the catalog's
+/// `SqlitePool` or `PgPool`.
+macro_rules! on_either {
+    ($catalog:expr, |$pool:ident| $body:expr) => {
+        match &$catalog.backend {
+            $crate::catalog::backend::Backend::Sqlite($pool) => $body,
+            $crate::catalog::backend::Backend::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_either;
+
+/// A statement whose text differs between the dialects, e.g. where Postgres needs
+/// `COLLATE "C"` to order keys bytewise as SQLite does.
+pub(crate) struct PerDialect {
+    pub(crate) sqlite: &'static str,
+    pub(crate) postgres: &'static str,
+}
+
+/// What each backend does its own way: SQLite binds lists as one JSON parameter read with
+/// `json_each` and writes row by row under `BEGIN IMMEDIATE`; Postgres binds arrays,
+/// `UNNEST`s them and locks rows with `FOR UPDATE`.
+pub(crate) trait Dialect {
+    type Db: Database;
+
+    fn sql(&self, statement: &PerDialect) -> &'static str;
+
+    /// A transaction whose reads see one snapshot, so the rows of several statements agree.
+    async fn begin_snapshot(&self) -> CatalogResult<Transaction<'static, Self::Db>>;
+
+    /// `series` are the commit's distinct series, sorted by id.
+    async fn commit_segment(&self, commit: &SegmentCommit, series: &[&Series]) -> CatalogResult<()>;
+
+    async fn replace_segments(&self, swap: SegmentSwap<'_>) -> CatalogResult<()>;
+
+    async fn replace_symbols(&self, swap: SymbolSwap<'_>) -> CatalogResult<()>;
+
+    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()>;
+
+    /// Distinct keys among `keys` nothing refers to, in no particular order.
+    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>>;
+
+    /// The `(profile_id, series_id, start_nanos)` rows of `keys` that `tenant` has stored.
+    async fn stored_profiles(
+        &self,
+        tenant: &str,
+        keys: &[ProfileKey],
+    ) -> CatalogResult<Vec<(Vec<u8>, i64, i64)>>;
+}
+
+/// A [`super::SegmentCatalog::replace_segments`] call, checked.
+pub(crate) struct SegmentSwap<'a> {
+    pub(crate) replacement: &'a SegmentReplacement,
+    /// The ids of `replacement.removed`, distinct and sorted.
+    pub(crate) removed: &'a [String],
+    /// The keys the merged segment lists: an object merged again must not be deleted.
+    pub(crate) kept_keys: &'a [String],
+}
+
+/// A [`super::SymbolCatalog::replace_symbols`] call.
+pub(crate) struct SymbolSwap<'a> {
+    pub(crate) tenant: &'a str,
+    /// Distinct and sorted.
+    pub(crate) removed: &'a [String],
+    pub(crate) added: &'a [ObjectMeta],
+    /// The keys of `added`: an object merged again into itself must not be deleted.
+    pub(crate) kept_keys: &'a [String],
+    pub(crate) delete_after_nanos: i64,
+}

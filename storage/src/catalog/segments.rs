@@ -1,0 +1,166 @@
+//! Segments: what a flush commits, what compaction and retention swap, what queries list.
+
+use async_trait::async_trait;
+
+use super::backend::{Dialect, SegmentSwap, SqlCatalog, on_either};
+use super::common::{
+    ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, check_replacement,
+    distinct_series, distinct_sorted, empty_stats, sorted_distinct,
+};
+use super::{CatalogResult, CatalogStats, SegmentCommit, SegmentMeta, SegmentReplacement};
+use crate::model::TimeRange;
+
+#[async_trait]
+pub trait SegmentCatalog: Send + Sync {
+    /// Makes a written segment visible: segment, series, sample labels and profiles in one
+    /// transaction. Nothing is visible if it fails.
+    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()>;
+
+    /// Segments of `tenant` whose time extent overlaps `range`, with objects and series.
+    async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>>;
+
+    /// Every tenant that has segments or symbols.
+    async fn tenants(&self) -> CatalogResult<Vec<String>>;
+
+    /// Applies a compaction or retention swap; see [`SegmentReplacement`].
+    async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()>;
+
+    async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats>;
+
+    /// Cheap round trip for readiness checks.
+    async fn ping(&self) -> CatalogResult<()>;
+
+    /// The first and last sample time `tenant` has stored, `None` when nothing.
+    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>>;
+}
+
+pub(crate) const INSERT_SEGMENT: &str =
+    "INSERT INTO segments (id, tenant, min_time, max_time, level, created_at_nanos)
+    VALUES ($1, $2, $3, $4, $5, $6)";
+
+const SEGMENTS_IN_RANGE: &str = "SELECT s.id, s.tenant, s.min_time, s.max_time, s.level, s.created_at_nanos
+    FROM segments s
+    WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3";
+
+const OBJECTS_IN_RANGE: &str = "SELECT o.segment_id, o.position, o.kind, o.key, o.size_bytes, o.rows
+    FROM segment_objects o JOIN segments s ON s.id = o.segment_id
+    WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3";
+
+const SEGMENT_SERIES_IN_RANGE: &str =
+    "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
+    FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
+    WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3";
+
+const TENANTS: &str = "SELECT tenant FROM segments UNION SELECT tenant FROM symbol_objects";
+
+const STATS_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM segments WHERE tenant = $1),
+           (SELECT COUNT(*) FROM series WHERE tenant = $1)";
+
+// SUM(BIGINT) is NUMERIC in Postgres; the cast fails loudly rather than wrapping (SQLite
+// sums integers as integers and fails on overflow itself).
+const STATS_TABLES: &str =
+    "SELECT kind, COUNT(*), CAST(COALESCE(SUM(rows), 0) AS BIGINT), CAST(COALESCE(SUM(size_bytes), 0) AS BIGINT)
+    FROM (SELECT o.kind, o.rows, o.size_bytes
+          FROM segment_objects o JOIN segments s ON s.id = o.segment_id
+          WHERE s.tenant = $1
+          UNION ALL
+          SELECT kind, rows, size_bytes FROM symbol_objects WHERE tenant = $1) AS objects
+    GROUP BY kind";
+
+const PING: &str = "SELECT 1";
+
+const DATA_RANGE: &str = "SELECT MIN(min_time), MAX(max_time) FROM segments WHERE tenant = $1";
+
+#[async_trait]
+impl SegmentCatalog for SqlCatalog {
+    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()> {
+        let series = distinct_series(commit)?;
+        on_either!(self, |pool| pool.commit_segment(commit, &series).await)
+    }
+
+    // Three queries inside one snapshot, so the rows agree with each other.
+    async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
+        on_either!(self, |pool| {
+            let mut tx = pool.begin_snapshot().await?;
+            let segments = sqlx::query_as::<_, SegmentRow>(SEGMENTS_IN_RANGE)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .fetch_all(&mut *tx)
+                .await?;
+            let objects = sqlx::query_as::<_, ObjectRow>(OBJECTS_IN_RANGE)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .fetch_all(&mut *tx)
+                .await?;
+            let series = sqlx::query_as::<_, SegmentSeriesRow>(SEGMENT_SERIES_IN_RANGE)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            assemble_segments(segments, objects, series)
+        })
+    }
+
+    async fn tenants(&self) -> CatalogResult<Vec<String>> {
+        let rows: Vec<(String,)> = on_either!(self, |pool| sqlx::query_as(TENANTS).fetch_all(pool).await?);
+        Ok(sorted_distinct(
+            rows.into_iter().map(|(tenant,)| tenant).collect(),
+        ))
+    }
+
+    async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
+        check_replacement(replacement)?;
+        let removed = distinct_sorted(&replacement.removed);
+        let kept_keys: Vec<String> = replacement
+            .added
+            .iter()
+            .flat_map(|seg| seg.objects.iter().map(|o| o.key.clone()))
+            .collect();
+        let swap = SegmentSwap {
+            replacement,
+            removed: &removed,
+            kept_keys: &kept_keys,
+        };
+        on_either!(self, |pool| pool.replace_segments(swap).await)
+    }
+
+    async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
+        let ((segments, series), tables) = on_either!(self, |pool| {
+            let mut tx = pool.begin_snapshot().await?;
+            let counts: (i64, i64) = sqlx::query_as(STATS_COUNTS)
+                .bind(tenant)
+                .fetch_one(&mut *tx)
+                .await?;
+            let tables: Vec<(String, i64, i64, i64)> = sqlx::query_as(STATS_TABLES)
+                .bind(tenant)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            (counts, tables)
+        });
+        let mut stats = empty_stats(segments, series)?;
+        for (kind, objects, rows, bytes) in &tables {
+            add_table_stats(&mut stats, kind, *objects, *rows, *bytes)?;
+        }
+        Ok(stats)
+    }
+
+    async fn ping(&self) -> CatalogResult<()> {
+        on_either!(self, |pool| {
+            sqlx::query(PING).execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    async fn data_range(&self, tenant: &str) -> CatalogResult<Option<(i64, i64)>> {
+        let (min, max): (Option<i64>, Option<i64>) = on_either!(self, |pool| sqlx::query_as(DATA_RANGE)
+            .bind(tenant)
+            .fetch_one(pool)
+            .await?);
+        Ok(min.zip(max))
+    }
+}

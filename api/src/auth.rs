@@ -13,10 +13,10 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use clap::ValueEnum;
 use sha2::{Digest, Sha256};
 use stackhouse_storage::catalog::{Catalog, TenantToken};
 
+pub use crate::config::AuthMode;
 use crate::error::{ApiError, ErrorKind};
 use crate::tenant;
 
@@ -24,16 +24,6 @@ use crate::tenant;
 pub const TOKEN_PREFIX: &str = "shk_";
 /// Most cached token lookups; past it the cache starts over.
 const CACHE_ENTRIES: usize = 10_000;
-
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum AuthMode {
-    /// Anyone may send and read; the tenant is `X-Scope-OrgID` (a laptop, or behind a
-    /// proxy that authenticates).
-    #[default]
-    Off,
-    /// Every request but health, metrics and the web UI's files needs a tenant token.
-    Required,
-}
 
 /// A new token's secret (shown once) and what is stored about it.
 pub struct IssuedToken {

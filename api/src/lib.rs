@@ -2,7 +2,6 @@
 
 pub mod auth;
 pub mod config;
-pub mod config_file;
 pub mod connect;
 pub mod debuginfo_upload;
 pub mod error;
@@ -11,7 +10,6 @@ pub mod grpc;
 pub mod http;
 pub mod import;
 pub mod ingest_limits;
-pub mod lifecycle;
 pub mod monitoring;
 pub mod rate_limit;
 pub mod server;

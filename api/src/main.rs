@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use stackhouse_api::config::ServeArgs;
-use stackhouse_api::config_file;
+use stackhouse_api::config::{self, ServeArgs};
 use stackhouse_api::debuginfo_upload::UploadArgs;
 use stackhouse_api::import::ImportArgs;
 use stackhouse_api::tokens::TokenArgs;
@@ -70,7 +69,7 @@ fn parse_cli() -> anyhow::Result<Cli> {
     if let Some(("serve", serve)) = matches.subcommand()
         && let Some(path) = serve.get_one::<PathBuf>("config")
     {
-        let extra = config_file::flags(&config_file::serve_command(), serve, path)?;
+        let extra = config::file::flags(&config::serve_command(), serve, path)?;
         argv.extend(extra.into_iter().map(OsString::from));
         return Ok(Cli::parse_from(argv));
     }
@@ -83,7 +82,7 @@ fn main() -> anyhow::Result<()> {
         Command::Config {
             command: ConfigCommand::Example,
         } => {
-            print!("{}", config_file::example(&config_file::serve_command()));
+            print!("{}", config::example::example(&config::serve_command()));
             Ok(())
         }
         Command::Serve(args) => {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use stackhouse_query::{QueryConfig, QueryEngine};
 use stackhouse_storage::catalog::{open_catalog, redact_password};
+use stackhouse_storage::clock::{self, SharedClock};
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::{Writer, WriterConfig};
@@ -33,7 +34,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let Services { state, writer } = services(&args).await?;
+    let Services { state, writer, clock } = services(&args).await?;
     let (exporter, auth) = (state.exporter.clone(), state.auth.clone());
     let (storage_url, catalog_url) = (args.storage_url()?, args.catalog_url()?);
 
@@ -44,6 +45,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             state.store.clone(),
             state.catalog.clone(),
             args.lifecycle.maintenance(),
+            clock,
             stop_rx.clone(),
         ))
     });
@@ -139,6 +141,9 @@ pub struct Services {
     pub state: http::AppState,
     /// The group-commit writer, to flush and acknowledge pending data on shutdown.
     pub writer: Arc<Writer>,
+    /// The one clock of the process: query times, retention, compaction and cleanup read
+    /// it, so a test can hand every part the same manual clock.
+    pub clock: SharedClock,
 }
 
 /// Opens storage and catalog and builds the writer, query engine, limits and auth that
@@ -154,6 +159,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
     let catalog = open_catalog(&catalog_url)
         .await
         .with_context(|| format!("opening catalog {}", redact_password(&catalog_url)))?;
+    let clock = clock::system();
     let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
     let writer = Arc::new(Writer::start(
         store.clone(),
@@ -192,8 +198,9 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
         store,
         max_message_bytes: args.max_message_bytes,
         auth,
+        clock: clock.clone(),
     };
-    Ok(Services { state, writer })
+    Ok(Services { state, writer, clock })
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {

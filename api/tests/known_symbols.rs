@@ -163,10 +163,15 @@ async fn resent_stacks_bring_no_nodes_and_keep_their_ids_and_answers() {
 
     // Compaction rewrites the symbol objects; the writer's next look at them rebuilds its
     // index from storage, and the paths with it.
-    Compactor::new(store.clone(), catalog.clone(), CompactionConfig::default())
-        .compact_tenant(TENANT, CompactMode::Full)
-        .await
-        .unwrap();
+    Compactor::new(
+        store.clone(),
+        catalog.clone(),
+        CompactionConfig::default(),
+        stackhouse_storage::clock::system(),
+    )
+    .compact_tenant(TENANT, CompactMode::Full)
+    .await
+    .unwrap();
     drop(symbols.read(TENANT).await.unwrap());
     assert!(
         known.is_empty(),

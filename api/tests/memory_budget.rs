@@ -75,6 +75,7 @@ async fn server(budget: usize) -> Server {
         store,
         max_message_bytes: 1 << 20,
         auth: Arc::new(Auth::off(catalog.clone())),
+        clock: stackhouse_storage::clock::system(),
     };
     Server {
         _dir: dir,

@@ -24,6 +24,7 @@ use stackhouse_query::{
 };
 use stackhouse_storage::catalog::{Catalog, open_catalog};
 use stackhouse_storage::cleanup;
+use stackhouse_storage::clock::{self, SystemClock};
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor, Policy};
 use stackhouse_storage::model::{
     AttributeSet, Batch, Function, Labels, Line, Location, ProfileType, SampleRow, Series, SymbolId,
@@ -213,6 +214,7 @@ fn compactor(w: &World, grace: Duration) -> Compactor {
             deletion_grace: grace,
             ..CompactionConfig::default()
         },
+        clock::system(),
     )
 }
 
@@ -367,7 +369,9 @@ async fn compaction_to_one_block_keeps_every_answer() {
 
     // Replaced objects are readable until cleanup deletes them.
     assert_eq!(answers(&w.engine).await, before, "answers right after the swap");
-    let deleted = cleanup::delete_due(&w.store, &w.catalog).await.unwrap();
+    let deleted = cleanup::delete_due(&w.store, &w.catalog, &SystemClock)
+        .await
+        .unwrap();
     assert!(deleted >= segments_before, "{deleted} objects deleted");
 
     assert_eq!(
@@ -443,7 +447,9 @@ async fn ingest_queries_and_compaction_at_once_never_lose_or_double_count() {
             let mut merges = 0;
             while !done.load(Ordering::SeqCst) {
                 merges += compactor.run_once().await.unwrap().merges;
-                cleanup::delete_due(&w.store, &w.catalog).await.unwrap();
+                cleanup::delete_due(&w.store, &w.catalog, &SystemClock)
+                    .await
+                    .unwrap();
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             merges
@@ -533,7 +539,9 @@ async fn retention_removes_exactly_the_expired_samples() {
     for s in w.catalog.segments(TENANT, TimeRange::ALL).await.unwrap() {
         assert!(s.min_time >= cutoff, "segment {} starts at {}", s.id, s.min_time);
     }
-    cleanup::delete_due(&w.store, &w.catalog).await.unwrap();
+    cleanup::delete_due(&w.store, &w.catalog, &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(
         flamegraph(&engine(&w.store, &w.catalog), scope("{}", hour())).await,
         kept
@@ -545,16 +553,13 @@ async fn retention_removes_exactly_the_expired_samples() {
 
     // The default of 30 days keeps data from 2025 only if run in 2025: use a config whose
     // retention covers everything, and one that covers nothing.
-    let keep_all = retention::RetentionConfig {
-        default: Duration::from_secs(100 * 365 * 86400),
-        ..Default::default()
-    };
+    let keep_all = retention::RetentionConfig::uniform(Duration::from_secs(100 * 365 * 86400));
     retention::run_once(&c, &keep_all).await.unwrap();
     assert_eq!(flamegraph(&w.engine, scope("{}", hour())).await, kept);
-    let drop_all = retention::RetentionConfig {
-        default: Duration::from_secs(100 * 365 * 86400),
-        per_tenant: [(TENANT.to_string(), Duration::from_secs(1))].into(),
-    };
+    let drop_all = retention::RetentionConfig::new(
+        Duration::from_secs(100 * 365 * 86400),
+        &[(TENANT.to_string(), Duration::from_secs(1))],
+    );
     retention::run_once(&c, &drop_all).await.unwrap();
     assert!(flamegraph(&w.engine, scope("{}", hour())).await.is_empty());
     assert!(
@@ -590,12 +595,12 @@ async fn orphaned_objects_are_removed_and_committed_ones_kept() {
             .unwrap();
     }
     // Younger than the grace period: kept, a writer may be about to commit them.
-    let removed = cleanup::delete_orphans(&w.store, &w.catalog, Duration::from_secs(3600))
+    let removed = cleanup::delete_orphans(&w.store, &w.catalog, Duration::from_secs(3600), &SystemClock)
         .await
         .unwrap();
     assert!(removed.is_empty(), "{removed:?}");
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let mut removed = cleanup::delete_orphans(&w.store, &w.catalog, Duration::from_secs(1))
+    let mut removed = cleanup::delete_orphans(&w.store, &w.catalog, Duration::from_secs(1), &SystemClock)
         .await
         .unwrap();
     removed.sort();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::TryStreamExt;
 
 use crate::catalog::{Catalog, CatalogError};
-use crate::compaction::now_nanos;
+use crate::clock::Clock;
 use crate::store::{Store, StoreError};
 
 /// Keys handled per catalog round trip.
@@ -28,10 +28,14 @@ impl From<object_store::Error> for CleanupError {
 }
 
 /// Deletes the queued objects whose grace period is over; returns how many.
-pub async fn delete_due(store: &Store, catalog: &Arc<dyn Catalog>) -> Result<usize, CleanupError> {
+pub async fn delete_due(
+    store: &Store,
+    catalog: &Arc<dyn Catalog>,
+    clock: &dyn Clock,
+) -> Result<usize, CleanupError> {
     let mut deleted = 0;
     loop {
-        let keys = catalog.due_deletions(now_nanos(), CHUNK as i64).await?;
+        let keys = catalog.due_deletions(clock.now_nanos(), CHUNK as i64).await?;
         if keys.is_empty() {
             return Ok(deleted);
         }
@@ -52,8 +56,10 @@ pub async fn delete_orphans(
     store: &Store,
     catalog: &Arc<dyn Catalog>,
     grace: Duration,
+    clock: &dyn Clock,
 ) -> Result<Vec<String>, CleanupError> {
-    let cutoff = chrono::Utc::now() - chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+    let now = chrono::DateTime::from_timestamp_nanos(clock.now_nanos());
+    let cutoff = now - chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
     let root = store.path("");
     let prefix = store.path("tenants");
     let mut listing = store.object_store().list(Some(&prefix));

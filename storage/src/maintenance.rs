@@ -9,8 +9,9 @@ use tokio::time::MissedTickBehavior;
 
 use crate::catalog::Catalog;
 use crate::cleanup;
+use crate::clock::SharedClock;
 use crate::compaction::{CompactionConfig, Compactor};
-use crate::retention::{self, RetentionConfig};
+use crate::retention::{self, DEFAULT_RETENTION, RetentionConfig};
 use crate::store::Store;
 
 #[derive(Clone, Debug)]
@@ -29,7 +30,7 @@ impl Default for MaintenanceConfig {
     fn default() -> Self {
         MaintenanceConfig {
             compaction: CompactionConfig::default(),
-            retention: RetentionConfig::default(),
+            retention: RetentionConfig::uniform(DEFAULT_RETENTION),
             retention_interval: Duration::from_secs(60),
             cleanup_interval: Duration::from_secs(30),
             orphan_interval: Duration::from_secs(3600),
@@ -43,9 +44,15 @@ pub async fn run(
     store: Store,
     catalog: Arc<dyn Catalog>,
     config: MaintenanceConfig,
+    clock: SharedClock,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let compactor = Compactor::new(store.clone(), catalog.clone(), config.compaction.clone());
+    let compactor = Compactor::new(
+        store.clone(),
+        catalog.clone(),
+        config.compaction.clone(),
+        clock.clone(),
+    );
     let ticker = |period: Duration| {
         let mut t = tokio::time::interval(period.max(Duration::from_millis(10)));
         t.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -80,12 +87,12 @@ pub async fn run(
                 }
             }
             _ = clean.tick() => {
-                if let Err(e) = cleanup::delete_due(&store, &catalog).await {
+                if let Err(e) = cleanup::delete_due(&store, &catalog, &*clock).await {
                     tracing::warn!(error = %e, "deleting replaced objects failed");
                 }
             }
             _ = orphans.tick() => {
-                if let Err(e) = cleanup::delete_orphans(&store, &catalog, config.orphan_grace).await {
+                if let Err(e) = cleanup::delete_orphans(&store, &catalog, config.orphan_grace, &*clock).await {
                     tracing::warn!(error = %e, "orphan cleanup failed");
                 }
             }

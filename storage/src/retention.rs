@@ -2,35 +2,20 @@
 //! are dropped from the catalog; a segment straddling the cutoff is rewritten without its
 //! expired samples, so queries see exactly what is retained.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::catalog::SegmentReplacement;
-use crate::compaction::{CompactionError, CompactionReport, Compactor, after, now_nanos, tenant_lease};
+use crate::compaction::{CompactionError, CompactionReport, Compactor, tenant_lease};
 use crate::model::TimeRange;
+use crate::per_tenant::PerTenant;
 
-#[derive(Clone, Debug)]
-pub struct RetentionConfig {
-    pub default: Duration,
-    /// Tenants whose retention differs from the default.
-    pub per_tenant: HashMap<String, Duration>,
-}
+/// How long each tenant keeps its samples; zero keeps them forever.
+pub type RetentionConfig = PerTenant<Duration>;
 
-impl Default for RetentionConfig {
-    fn default() -> Self {
-        RetentionConfig {
-            default: Duration::from_secs(30 * 24 * 3600),
-            per_tenant: HashMap::new(),
-        }
-    }
-}
+/// The retention of a tenant no flag names.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
-impl RetentionConfig {
-    /// A tenant's retention; zero keeps its samples forever.
-    pub fn of(&self, tenant: &str) -> Duration {
-        self.per_tenant.get(tenant).copied().unwrap_or(self.default)
-    }
-
+impl PerTenant<Duration> {
     /// The oldest time (unix nanos) `tenant` keeps at `now`, or `None` when it keeps
     /// everything.
     pub fn cutoff(&self, tenant: &str, now: i64) -> Option<i64> {
@@ -49,7 +34,7 @@ pub async fn run_once(
 ) -> Result<CompactionReport, CompactionError> {
     let mut report = CompactionReport::default();
     for tenant in compactor.catalog().tenants().await? {
-        let Some(cutoff) = config.cutoff(&tenant, now_nanos()) else {
+        let Some(cutoff) = config.cutoff(&tenant, compactor.clock().now_nanos()) else {
             continue;
         };
         match expire(compactor, &tenant, cutoff).await {
@@ -93,7 +78,7 @@ pub async fn expire(
                 removed: expired.iter().map(|s| s.id.clone()).collect(),
                 added: None,
                 drop_profiles_before: Some(cutoff),
-                delete_after_nanos: after(compactor.config().deletion_grace),
+                delete_after_nanos: compactor.deletion_deadline(),
             };
             catalog.replace_segments(&replacement).await?;
             report.segments_removed += expired.len();

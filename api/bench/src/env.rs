@@ -70,6 +70,7 @@ impl Env {
             self.store.clone(),
             self.catalog.clone(),
             CompactionConfig::default(),
+            stackhouse_storage::clock::system(),
         );
         compactor
             .compact_tenant(TENANT, CompactMode::Full)

@@ -11,7 +11,6 @@ use super::Call;
 use super::querier::NANOS_PER_MILLI;
 use crate::error::ApiError;
 use crate::http::AppState;
-use crate::time_param::now_nanos;
 
 fn to_wire(s: catalog::Setting) -> Setting {
     Setting {
@@ -46,7 +45,7 @@ pub async fn set(
         return Err(ApiError::invalid("setting name must not be empty"));
     }
     let modified_at_millis = match setting.modified_at {
-        0 => now_nanos() / NANOS_PER_MILLI,
+        0 => state.clock.now_nanos() / NANOS_PER_MILLI,
         at => at,
     };
     let stored = state

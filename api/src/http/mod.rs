@@ -17,11 +17,12 @@ use axum::Router;
 use axum::routing::{MethodRouter, get, post, put};
 use stackhouse_query::QueryEngine;
 use stackhouse_storage::catalog::Catalog;
+use stackhouse_storage::clock::SharedClock;
 use stackhouse_storage::store::Store;
 
 use crate::auth::{self, Auth};
+use crate::config::Roles;
 use crate::export::Exporter;
-use crate::lifecycle::Roles;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -31,6 +32,7 @@ pub struct AppState {
     pub store: Store,
     pub max_message_bytes: usize,
     pub auth: Arc<Auth>,
+    pub clock: SharedClock,
 }
 
 /// Every route under `/api/v1`; a test checks each is in the OpenAPI document.

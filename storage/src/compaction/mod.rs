@@ -14,6 +14,7 @@ pub use merge::rewrite;
 pub use plan::{CompactMode, Group, Policy};
 
 use crate::catalog::{Catalog, CatalogError, SegmentMeta, SegmentReplacement};
+use crate::clock::SharedClock;
 use crate::model::TimeRange;
 use crate::store::{Store, StoreError};
 
@@ -92,12 +93,8 @@ pub struct Compactor {
     config: CompactionConfig,
     /// This process's name in leases.
     holder: String,
-}
-
-pub(crate) use crate::catalog::common::now_nanos;
-
-pub(crate) fn after(d: Duration) -> i64 {
-    now_nanos().saturating_add(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    /// The time plans, deletion deadlines and retention cutoffs are taken from.
+    clock: SharedClock,
 }
 
 /// The lease that serializes compaction and retention of one tenant.
@@ -106,17 +103,33 @@ pub(crate) fn tenant_lease(tenant: &str) -> String {
 }
 
 impl Compactor {
-    pub fn new(store: Store, catalog: Arc<dyn Catalog>, config: CompactionConfig) -> Compactor {
+    pub fn new(
+        store: Store,
+        catalog: Arc<dyn Catalog>,
+        config: CompactionConfig,
+        clock: SharedClock,
+    ) -> Compactor {
         Compactor {
             store,
             catalog,
             config,
             holder: uuid::Uuid::now_v7().to_string(),
+            clock,
         }
     }
 
     pub fn config(&self) -> &CompactionConfig {
         &self.config
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// When objects replaced now may be deleted: after the deletion grace.
+    pub(crate) fn deletion_deadline(&self) -> i64 {
+        let grace = i64::try_from(self.config.deletion_grace.as_nanos()).unwrap_or(i64::MAX);
+        self.clock.now_nanos().saturating_add(grace)
     }
 
     /// One pass over every tenant; a tenant another compactor holds is skipped.
@@ -161,7 +174,7 @@ impl Compactor {
     ) -> Result<CompactionReport, CompactionError> {
         let mut report = CompactionReport::default();
         let segments = self.catalog.segments(tenant, TimeRange::ALL).await?;
-        let groups = plan::plan(&segments, now_nanos(), &self.config.policy, mode);
+        let groups = plan::plan(&segments, self.clock.now_nanos(), &self.config.policy, mode);
         for group in groups {
             // Renewed per merge so a long pass keeps its tenant.
             let lease = tenant_lease(tenant);
@@ -194,7 +207,7 @@ impl Compactor {
             removed: segments.iter().map(|s| s.id.clone()).collect(),
             added: added.clone(),
             drop_profiles_before: keep_from,
-            delete_after_nanos: after(self.config.deletion_grace),
+            delete_after_nanos: self.deletion_deadline(),
         };
         match self.catalog.replace_segments(&replacement).await {
             Ok(()) => Ok(CompactionReport {

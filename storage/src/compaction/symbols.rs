@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::{CompactMode, CompactionError, CompactionReport, Compactor, after};
+use super::{CompactMode, CompactionError, CompactionReport, Compactor};
 use crate::catalog::{CatalogError, ObjectMeta, TableKind};
 use crate::segment::{SymbolTables, Tier, read_symbols, write_symbols};
 use crate::symbols::SymbolIndex;
@@ -61,7 +61,7 @@ async fn merge(
     let added = write_symbols(store, tenant, &id, Tier::Compacted, SymbolTables::from(&index)).await?;
     debug_assert!(added.iter().all(|o| o.kind != TableKind::Samples));
     let removed: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
-    let delete_after = after(compactor.config().deletion_grace);
+    let delete_after = compactor.deletion_deadline();
     match compactor
         .catalog()
         .replace_symbols(tenant, &removed, &added, delete_after)

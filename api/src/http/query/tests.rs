@@ -50,6 +50,7 @@ async fn fixture(limits: QueryLimits) -> Fixture {
         store,
         max_message_bytes: 1 << 20,
         auth: Arc::new(crate::auth::Auth::off(catalog.clone())),
+        clock: stackhouse_storage::clock::system(),
     };
     Fixture {
         router: router(state),

@@ -1,52 +1,15 @@
-//! Roles of a `serve` process and the flags of the storage lifecycle (compaction,
-//! retention, cleanup).
+//! The flags of the storage lifecycle (roles, compaction, retention, cleanup), resolved
+//! into the storage crate's [`MaintenanceConfig`].
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use stackhouse_storage::compaction::{CompactionConfig, Policy};
 use stackhouse_storage::maintenance::MaintenanceConfig;
 use stackhouse_storage::retention::RetentionConfig;
 
-/// What a `serve` process does. Several processes with different roles share one catalog and
-/// one object store.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, ValueEnum)]
-pub enum Role {
-    /// OTLP gRPC and HTTP receivers, Pyroscope ingest, the writer.
-    Ingest,
-    /// The query API.
-    Query,
-    /// Compaction, retention and cleanup in the background.
-    Compactor,
-    /// Everything above in one process (the default).
-    All,
-}
-
-/// The roles a process runs, `all` expanded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Roles {
-    pub ingest: bool,
-    pub query: bool,
-    pub compactor: bool,
-}
-
-impl Roles {
-    pub fn from_flags(roles: &[Role]) -> Roles {
-        let has = |r: Role| roles.is_empty() || roles.contains(&Role::All) || roles.contains(&r);
-        Roles {
-            ingest: has(Role::Ingest),
-            query: has(Role::Query),
-            compactor: has(Role::Compactor),
-        }
-    }
-
-    pub const ALL: Roles = Roles {
-        ingest: true,
-        query: true,
-        compactor: true,
-    };
-}
+use super::roles::{Role, Roles};
+use super::tenants::tenant_override;
 
 #[derive(Args, Debug, Clone)]
 pub struct LifecycleArgs {
@@ -109,7 +72,7 @@ pub struct LifecycleArgs {
 }
 
 fn parse_tenant_retention(s: &str) -> Result<(String, Duration), String> {
-    let (tenant, duration) = crate::config::tenant_override(s)?;
+    let (tenant, duration) = tenant_override(s)?;
     let duration = parse_retention(duration).map_err(|e| format!("bad duration in {s:?}: {e}"))?;
     Ok((tenant.to_string(), duration))
 }
@@ -142,10 +105,7 @@ impl LifecycleArgs {
                 deletion_grace: self.deletion_grace,
                 ..defaults.compaction
             },
-            retention: RetentionConfig {
-                default: self.retention,
-                per_tenant: self.tenant_retention.iter().cloned().collect::<HashMap<_, _>>(),
-            },
+            retention: RetentionConfig::new(self.retention, &self.tenant_retention),
             retention_interval: self.retention_interval,
             cleanup_interval: self.cleanup_interval,
             orphan_interval: self.orphan_interval,

@@ -15,17 +15,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{MethodRouter, get, post, put};
+use stackhouse_ingest::pipeline::Pipeline;
 use stackhouse_query::QueryEngine;
 use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::store::Store;
 
 use crate::auth::{self, Auth};
-use crate::export::Exporter;
 use crate::lifecycle::Roles;
 
 #[derive(Clone)]
 pub struct AppState {
-    pub exporter: Arc<Exporter>,
+    pub pipeline: Arc<Pipeline>,
     pub engine: Arc<QueryEngine>,
     pub catalog: Arc<dyn Catalog>,
     pub store: Store,

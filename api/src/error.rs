@@ -348,6 +348,22 @@ impl From<stackhouse_ingest::body::BodyError> for ApiError {
     }
 }
 
+impl From<stackhouse_ingest::pipeline::IngestError> for ApiError {
+    fn from(e: stackhouse_ingest::pipeline::IngestError) -> Self {
+        use stackhouse_ingest::pipeline::IngestError;
+        match e {
+            IngestError::Invalid(message) => ApiError::invalid(message),
+            IngestError::TooLarge(message) => ApiError::too_large(message),
+            IngestError::Overloaded { retry_after, message } => {
+                ApiError::new(ErrorKind::Overloaded(retry_after), message)
+            }
+            IngestError::Catalog(e) => e.into(),
+            IngestError::Write(e) => e.into(),
+            IngestError::Task(e) => e.into(),
+        }
+    }
+}
+
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> Self {
         match &e {

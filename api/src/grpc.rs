@@ -11,9 +11,9 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use prost::Message;
-use stackhouse_ingest::convert::Conversion;
-use stackhouse_ingest::otlp::experimental;
+use stackhouse_ingest::formats::{self, Body as PayloadBody, Params, WireFormat};
 use stackhouse_ingest::otlp::layout::{self, Layout};
+use stackhouse_ingest::pipeline::{Payload, Pipeline};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::{Body, BoxFuture, StdError};
@@ -23,16 +23,15 @@ use tonic::{Status, body::Body as TonicBody};
 
 use crate::auth::Auth;
 use crate::error::ApiError;
-use crate::export::{Exporter, unconverted_flat};
 use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
-/// One OTLP profiles service: its gRPC name and how its request bytes become a
-/// [`Conversion`].
+/// One OTLP profiles service: its gRPC name and the wire format of its requests.
 pub trait ExportKind: Send + Sync + 'static {
     const SERVICE: &'static str;
     const PROTOCOL: Protocol;
-    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, ApiError>;
+    /// The format of the request bytes and what the metadata says about them.
+    fn format(metadata: &MetadataMap) -> Result<(&'static dyn WireFormat, Params), ApiError>;
 }
 
 /// v1development, in the layout the metadata declares or the wire shows.
@@ -42,11 +41,13 @@ impl ExportKind for Development {
     const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
     const PROTOCOL: Protocol = Protocol::OtlpGrpc;
 
-    fn decode(body: &[u8], metadata: &MetadataMap) -> Result<Conversion, ApiError> {
-        let declared = declared_layout(metadata)?;
-        layout::decode_protobuf_flat(body, declared)
-            .map(unconverted_flat)
-            .map_err(ApiError::invalid)
+    fn format(metadata: &MetadataMap) -> Result<(&'static dyn WireFormat, Params), ApiError> {
+        let params = Params {
+            layout: declared_layout(metadata)?,
+            ..Params::default()
+        };
+        let format: &'static dyn WireFormat = &formats::otlp::PROTOBUF;
+        Ok((format, params))
     }
 }
 
@@ -57,19 +58,23 @@ impl ExportKind for Experimental {
     const SERVICE: &'static str = "opentelemetry.proto.collector.profiles.v1experimental.ProfilesService";
     const PROTOCOL: Protocol = Protocol::OtlpExperimentalGrpc;
 
-    fn decode(body: &[u8], _metadata: &MetadataMap) -> Result<Conversion, ApiError> {
-        experimental::from_protobuf(body).map_err(ApiError::invalid)
+    fn format(_metadata: &MetadataMap) -> Result<(&'static dyn WireFormat, Params), ApiError> {
+        let format: &'static dyn WireFormat = &formats::experimental::PROTOBUF;
+        Ok((format, Params::default()))
     }
 }
 
 /// The layout named by `otlp-profiles-development-version`, if the sender set it.
 pub fn declared_layout(metadata: &MetadataMap) -> Result<Option<Layout>, ApiError> {
     let value = metadata.get(layout::HEADER).map(|v| v.as_bytes());
-    crate::export::declared_layout(value, &format!("{} metadata", layout::HEADER))
+    Ok(formats::otlp::declared_layout(
+        value,
+        &format!("{} metadata", layout::HEADER),
+    )?)
 }
 
 pub struct ExportService<K> {
-    exporter: Arc<Exporter>,
+    pipeline: Arc<Pipeline>,
     auth: Arc<Auth>,
     max_message_bytes: usize,
     kind: PhantomData<fn() -> K>,
@@ -78,7 +83,7 @@ pub struct ExportService<K> {
 impl<K> Clone for ExportService<K> {
     fn clone(&self) -> Self {
         ExportService {
-            exporter: self.exporter.clone(),
+            pipeline: self.pipeline.clone(),
             auth: self.auth.clone(),
             max_message_bytes: self.max_message_bytes,
             kind: PhantomData,
@@ -87,12 +92,12 @@ impl<K> Clone for ExportService<K> {
 }
 
 pub fn service<K: ExportKind>(
-    exporter: Arc<Exporter>,
+    pipeline: Arc<Pipeline>,
     auth: Arc<Auth>,
     max_message_bytes: usize,
 ) -> ExportService<K> {
     ExportService {
-        exporter,
+        pipeline,
         auth,
         max_message_bytes,
         kind: PhantomData,
@@ -127,7 +132,7 @@ where
             return Box::pin(async { Ok(Status::unimplemented("unknown method").into_http()) });
         }
         let method = ExportMethod::<K> {
-            exporter: self.exporter.clone(),
+            pipeline: self.pipeline.clone(),
             auth: self.auth.clone(),
             kind: PhantomData,
         };
@@ -143,7 +148,7 @@ where
 }
 
 struct ExportMethod<K> {
-    exporter: Arc<Exporter>,
+    pipeline: Arc<Pipeline>,
     auth: Arc<Auth>,
     kind: PhantomData<fn() -> K>,
 }
@@ -153,17 +158,24 @@ impl<K: ExportKind> UnaryService<Bytes> for ExportMethod<K> {
     type Future = BoxFuture<tonic::Response<Self::Response>, Status>;
 
     fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
-        let exporter = self.exporter.clone();
+        let pipeline = self.pipeline.clone();
         let auth = self.auth.clone();
         Box::pin(async move {
             let metadata = request.metadata();
             let export = async {
                 let value = |name: &str| metadata.get(name).map(|v| v.as_bytes());
                 let tenant = auth.tenant(value("authorization"), value(tenant::HEADER)).await?;
-                let conversion = K::decode(request.get_ref(), metadata)?;
-                exporter
-                    .export(tenant, conversion, K::PROTOCOL, request.get_ref().len())
-                    .await
+                let (format, params) = K::format(metadata)?;
+                let sent_bytes = request.get_ref().len();
+                let payload = Payload {
+                    format,
+                    body: PayloadBody::Raw(request.get_ref().clone()),
+                    params,
+                    sent_bytes,
+                };
+                let exported = pipeline.ingest(tenant, payload).await?;
+                monitoring::ingest_volume(K::PROTOCOL, sent_bytes, &exported);
+                Ok::<_, ApiError>(exported)
             };
             let result = export.await;
             monitoring::ingest_request(K::PROTOCOL, result.as_ref());

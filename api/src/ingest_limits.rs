@@ -1,16 +1,9 @@
-//! Per-tenant bounds on what is stored, beyond the rates: how many series a tenant may
-//! have, how many labels a series may have, how deep a stack may be. A profile over a
-//! bound is refused alone (OTLP partial_success naming the bound); a too deep stack is
-//! kept, cut to its root-most frames below a marker frame.
-
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+//! The flags of the per-tenant bounds on what is stored, beyond the rates: how many series
+//! a tenant may have, how many labels a series may have, how deep a stack may be. The
+//! bounds themselves are ingest's ([`stackhouse_ingest::limits`]).
 
 use clap::Args;
-use stackhouse_ingest::otlp::SeriesAdmission;
-use stackhouse_storage::catalog::{Catalog, CatalogError};
-use stackhouse_storage::model::{Series, TimeRange};
+use stackhouse_ingest::limits::IngestLimits;
 
 use crate::config::{PerTenant, tenant_value};
 
@@ -44,14 +37,6 @@ pub struct IngestLimitArgs {
     pub tenant_ingest_max_stack_depth: Vec<(String, usize)>,
 }
 
-/// The bounds of [`IngestLimitArgs`], resolved per tenant.
-#[derive(Clone, Debug, Default)]
-pub struct IngestLimits {
-    pub max_series: PerTenant<usize>,
-    pub max_label_names: PerTenant<usize>,
-    pub max_stack_depth: PerTenant<usize>,
-}
-
 impl IngestLimitArgs {
     pub fn limits(&self) -> IngestLimits {
         IngestLimits {
@@ -59,165 +44,5 @@ impl IngestLimitArgs {
             max_label_names: PerTenant::new(self.ingest_max_label_names, &self.tenant_ingest_max_label_names),
             max_stack_depth: PerTenant::new(self.ingest_max_stack_depth, &self.tenant_ingest_max_stack_depth),
         }
-    }
-}
-
-/// How long a tenant's series ids are trusted before the catalog is read again: series
-/// that retention deleted free their place, and series other ingesters added count.
-const RELOAD_AFTER: Duration = Duration::from_secs(300);
-
-/// The series ids each tenant has, read from the catalog once and then kept up to date
-/// with what this process admits. With several ingesters the count is each one's view:
-/// a tenant may go over its limit by what the others added since the last reload.
-pub struct SeriesCounter {
-    catalog: Arc<dyn Catalog>,
-    tenants: Mutex<HashMap<String, Arc<Mutex<Known>>>>,
-}
-
-struct Known {
-    ids: HashSet<i64>,
-    loaded: Instant,
-}
-
-impl SeriesCounter {
-    pub fn new(catalog: Arc<dyn Catalog>) -> SeriesCounter {
-        SeriesCounter {
-            catalog,
-            tenants: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The admission of `tenant`'s series under `max` (`0`: no limit).
-    pub async fn gate(
-        &self,
-        tenant: &str,
-        max: usize,
-    ) -> Result<Box<dyn SeriesAdmission + Send>, CatalogError> {
-        if max == 0 {
-            return Ok(Box::new(stackhouse_ingest::otlp::AnySeries));
-        }
-        let known = self.tenants.lock().expect("series lock").get(tenant).cloned();
-        let known = match known {
-            None => self.load(tenant).await?,
-            Some(known) if self.due(&known) => match self.load(tenant).await {
-                Ok(reloaded) => reloaded,
-                Err(e) => {
-                    // The ids read before still bound the tenant; the next reload is due
-                    // in RELOAD_AFTER.
-                    tracing::warn!(%tenant, error = %e, "reloading the series count failed");
-                    known
-                }
-            },
-            Some(known) => known,
-        };
-        Ok(Box::new(Gate {
-            known,
-            max,
-            tenant: tenant.to_string(),
-        }))
-    }
-
-    /// Whether `known` is stale; the caller that finds it so reloads it, the others keep
-    /// counting with it meanwhile.
-    fn due(&self, known: &Mutex<Known>) -> bool {
-        let mut known = known.lock().expect("series lock");
-        let due = known.loaded.elapsed() >= RELOAD_AFTER;
-        if due {
-            known.loaded = Instant::now();
-        }
-        due
-    }
-
-    /// Reads the tenant's series ids, holding no lock meanwhile: a slow catalog holds up no
-    /// other tenant's requests.
-    async fn load(&self, tenant: &str) -> Result<Arc<Mutex<Known>>, CatalogError> {
-        let ids: HashSet<i64> = self
-            .catalog
-            .series(tenant, TimeRange::ALL)
-            .await?
-            .into_iter()
-            .map(|s| s.id)
-            .collect();
-        let mut tenants = self.tenants.lock().expect("series lock");
-        let known = tenants.entry(tenant.to_string()).or_insert_with(|| {
-            Arc::new(Mutex::new(Known {
-                ids: HashSet::new(),
-                loaded: Instant::now(),
-            }))
-        });
-        // In place: gates of requests under way count with the new set too.
-        *known.lock().expect("series lock") = Known {
-            ids,
-            loaded: Instant::now(),
-        };
-        Ok(known.clone())
-    }
-}
-
-struct Gate {
-    known: Arc<Mutex<Known>>,
-    max: usize,
-    tenant: String,
-}
-
-impl SeriesAdmission for Gate {
-    fn admit(&mut self, series: &Series) -> Result<(), String> {
-        let mut known = self.known.lock().expect("series lock");
-        if known.ids.contains(&series.id) {
-            return Ok(());
-        }
-        if known.ids.len() >= self.max {
-            return Err(format!(
-                "tenant {:?} has reached its limit of {} series (--ingest-max-series) and this \
-                 profile's series {} is new",
-                self.tenant,
-                self.max,
-                describe(series),
-            ));
-        }
-        known.ids.insert(series.id);
-        Ok(())
-    }
-}
-
-/// `type{a="1", b="2"}`, for naming a refused series.
-fn describe(series: &Series) -> String {
-    let labels: Vec<String> = series.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-    format!("{}{{{}}}", series.profile_type.id(), labels.join(", "))
-}
-
-#[cfg(test)]
-mod tests {
-    use stackhouse_storage::catalog::open_catalog;
-    use stackhouse_storage::model::{Labels, ProfileType};
-
-    use super::*;
-
-    fn series(n: usize) -> Series {
-        let labels: Labels = [("service.name".to_string(), format!("s{n}"))].into();
-        Series::new(
-            ProfileType::parse("cpu:nanoseconds:cpu:nanoseconds").unwrap(),
-            labels,
-            0,
-        )
-    }
-
-    #[tokio::test]
-    async fn the_limit_counts_distinct_series_and_names_the_refused_one() {
-        let counter = SeriesCounter::new(open_catalog("sqlite::memory:").await.unwrap());
-        let mut gate = counter.gate("t", 2).await.unwrap();
-        gate.admit(&series(1)).unwrap();
-        gate.admit(&series(1)).unwrap();
-        gate.admit(&series(2)).unwrap();
-        let refused = gate.admit(&series(3)).unwrap_err();
-        assert!(refused.contains("limit of 2 series"), "{refused}");
-        assert!(refused.contains("service.name=\"s3\""), "{refused}");
-        // Known series stay welcome, also through a later gate of the same tenant.
-        let mut again = counter.gate("t", 2).await.unwrap();
-        again.admit(&series(2)).unwrap();
-        assert!(again.admit(&series(4)).is_err());
-        // Other tenants count their own.
-        counter.gate("u", 2).await.unwrap().admit(&series(3)).unwrap();
-        counter.gate("t", 0).await.unwrap().admit(&series(5)).unwrap();
     }
 }

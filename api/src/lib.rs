@@ -5,7 +5,6 @@ pub mod config;
 pub mod connect;
 pub mod debuginfo_upload;
 pub mod error;
-pub mod export;
 pub mod grpc;
 pub mod http;
 pub mod import;

@@ -13,9 +13,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use stackhouse_ingest::pipeline::Exported;
 
 use crate::error::ApiError;
-use crate::export::Exported;
 
 /// Latency buckets, in seconds, of every `*_seconds` histogram.
 const SECONDS: [f64; 12] = [

@@ -1,17 +1,12 @@
-//! Per-tenant ingestion rates: a token bucket of samples and one of bytes per tenant, each
-//! holding up to `rate × --ingest-burst-seconds`. A request takes from both or from neither;
-//! one that finds too little is refused as overloaded with the time until there is enough
-//! (429 + `Retry-After`, RESOURCE_EXHAUSTED + RetryInfo), and one larger than the whole burst
-//! is refused for good (413 / RESOURCE_EXHAUSTED without RetryInfo).
-
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+//! The flags of the per-tenant ingestion rates ([`stackhouse_ingest::limits::RateLimiter`]):
+//! a request over its tenant's rate is refused as overloaded with the time until there is
+//! enough (429 + `Retry-After`, RESOURCE_EXHAUSTED + RetryInfo), and one larger than the
+//! whole burst is refused for good (413 / RESOURCE_EXHAUSTED without RetryInfo).
 
 use clap::Args;
+use stackhouse_ingest::limits::RateLimits;
 
 use crate::config::{PerTenant, parse_size, tenant_override, tenant_value};
-use crate::error::{ApiError, ErrorKind};
 
 #[derive(Args, Debug, Clone)]
 pub struct RateLimitArgs {
@@ -41,111 +36,26 @@ fn parse_size_override(s: &str) -> Result<(String, usize), String> {
     Ok((tenant.to_string(), parse_size(value)?))
 }
 
-/// One kind of bucket's rate per second; `0` is no limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Rates {
-    samples: f64,
-    bytes: f64,
-}
-
-struct Bucket {
-    samples: f64,
-    bytes: f64,
-    updated: Instant,
-}
-
-pub struct RateLimiter {
-    samples: PerTenant<u64>,
-    bytes: PerTenant<usize>,
-    burst_seconds: f64,
-    buckets: Mutex<HashMap<String, Bucket>>,
-}
-
-impl RateLimiter {
-    pub fn new(args: &RateLimitArgs) -> RateLimiter {
-        RateLimiter {
-            samples: PerTenant::new(args.ingest_rate_samples, &args.tenant_ingest_rate_samples),
-            bytes: PerTenant::new(args.ingest_rate_bytes, &args.tenant_ingest_rate_bytes),
-            burst_seconds: args.ingest_burst_seconds.max(1) as f64,
-            buckets: Mutex::new(HashMap::new()),
+impl RateLimitArgs {
+    /// The rates these flags set.
+    pub fn limits(&self) -> RateLimits {
+        RateLimits {
+            samples: PerTenant::new(self.ingest_rate_samples, &self.tenant_ingest_rate_samples),
+            bytes: PerTenant::new(self.ingest_rate_bytes, &self.tenant_ingest_rate_bytes),
+            burst_seconds: self.ingest_burst_seconds,
         }
-    }
-
-    /// Takes `samples` and `bytes` from `tenant`'s buckets, or refuses without taking any.
-    pub fn admit(&self, tenant: &str, samples: usize, bytes: usize) -> Result<(), ApiError> {
-        self.admit_at(tenant, samples, bytes, Instant::now())
-    }
-
-    fn admit_at(&self, tenant: &str, samples: usize, bytes: usize, now: Instant) -> Result<(), ApiError> {
-        let rates = Rates {
-            samples: self.samples.of(tenant) as f64,
-            bytes: self.bytes.of(tenant) as f64,
-        };
-        if rates.samples == 0.0 && rates.bytes == 0.0 {
-            return Ok(());
-        }
-        let (samples, bytes) = (samples as f64, bytes as f64);
-        let burst = |rate: f64| rate * self.burst_seconds;
-        for (what, rate, wanted, flag) in [
-            ("samples", rates.samples, samples, "--ingest-rate-samples"),
-            ("bytes", rates.bytes, bytes, "--ingest-rate-bytes"),
-        ] {
-            if rate > 0.0 && wanted > burst(rate) {
-                return Err(ApiError::new(
-                    ErrorKind::TooLarge,
-                    format!(
-                        "request of {wanted} {what} is more than tenant {tenant:?} may send at once ({} {what}: \
-                         {flag} × --ingest-burst-seconds); split it",
-                        burst(rate)
-                    ),
-                ));
-            }
-        }
-        let mut buckets = self.buckets.lock().expect("rate limiter lock");
-        let bucket = buckets.entry(tenant.to_string()).or_insert_with(|| Bucket {
-            samples: burst(rates.samples),
-            bytes: burst(rates.bytes),
-            updated: now,
-        });
-        let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
-        bucket.samples = (bucket.samples + elapsed * rates.samples).min(burst(rates.samples));
-        bucket.bytes = (bucket.bytes + elapsed * rates.bytes).min(burst(rates.bytes));
-        bucket.updated = now;
-        // Seconds until each bucket holds enough.
-        let wait = |have: f64, rate: f64, wanted: f64| match rate > 0.0 && have < wanted {
-            true => (wanted - have) / rate,
-            false => 0.0,
-        };
-        let seconds =
-            wait(bucket.samples, rates.samples, samples).max(wait(bucket.bytes, rates.bytes, bytes));
-        if seconds > 0.0 {
-            let delay = Duration::from_secs(seconds.ceil().max(1.0) as u64);
-            return Err(ApiError::new(
-                ErrorKind::Overloaded(delay),
-                format!(
-                    "tenant {tenant:?} is over its ingestion rate ({} samples/s, {} bytes/s; 0 is no limit); \
-                     retry in {} s",
-                    rates.samples,
-                    rates.bytes,
-                    delay.as_secs()
-                ),
-            ));
-        }
-        if rates.samples > 0.0 {
-            bucket.samples -= samples;
-        }
-        if rates.bytes > 0.0 {
-            bucket.bytes -= bytes;
-        }
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
     use clap::Parser;
+    use stackhouse_ingest::limits::RateLimiter;
 
     use super::*;
+    use crate::error::{ApiError, ErrorKind};
 
     #[derive(Parser)]
     struct Cli {
@@ -153,12 +63,18 @@ mod tests {
         args: RateLimitArgs,
     }
 
-    fn limiter(args: &[&str]) -> RateLimiter {
-        RateLimiter::new(
-            &Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
-                .unwrap()
-                .args,
-        )
+    /// The limiter of `args`, refusing with the API's errors.
+    struct Limiter(RateLimiter);
+
+    impl Limiter {
+        fn admit_at(&self, tenant: &str, samples: usize, bytes: usize, now: Instant) -> Result<(), ApiError> {
+            Ok(self.0.admit_at(tenant, samples, bytes, now)?)
+        }
+    }
+
+    fn limiter(args: &[&str]) -> Limiter {
+        let cli = Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap();
+        Limiter(RateLimiter::new(cli.args.limits()))
     }
 
     #[test]

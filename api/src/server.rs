@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use stackhouse_ingest::limits::{RateLimiter, SeriesCounter};
+use stackhouse_ingest::pipeline::Pipeline;
 use stackhouse_query::{QueryConfig, QueryEngine};
 use stackhouse_storage::catalog::{open_catalog, redact_password};
 use stackhouse_storage::clock::{self, SharedClock};
@@ -14,9 +16,6 @@ use tokio::sync::watch;
 
 use crate::auth::Auth;
 use crate::config::ServeArgs;
-use crate::export::Exporter;
-use crate::ingest_limits::SeriesCounter;
-use crate::rate_limit::RateLimiter;
 use crate::tls::{TlsFiles, TlsListener};
 use crate::{grpc, http};
 use tonic::transport::{Identity, ServerTlsConfig};
@@ -35,7 +34,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let Services { state, writer, clock } = services(&args).await?;
-    let (exporter, auth) = (state.exporter.clone(), state.auth.clone());
+    let (pipeline, auth) = (state.pipeline.clone(), state.auth.clone());
     let (storage_url, catalog_url) = (args.storage_url()?, args.catalog_url()?);
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -100,12 +99,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         builder
             .layer(tower::util::MapResponseLayer::new(grpc::remap_too_large))
             .add_service(grpc::service::<grpc::Development>(
-                exporter.clone(),
+                pipeline.clone(),
                 auth.clone(),
                 args.max_message_bytes,
             ))
             .add_service(grpc::service::<grpc::Experimental>(
-                exporter,
+                pipeline,
                 auth,
                 args.max_message_bytes,
             ))
@@ -183,16 +182,16 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             ..QueryConfig::default()
         },
     ));
-    let limiter = Arc::new(RateLimiter::new(&args.rate_limits));
-    let exporter = Arc::new(
-        Exporter::new(writer.clone())
+    let limiter = Arc::new(RateLimiter::new(args.rate_limits.limits()));
+    let pipeline = Arc::new(
+        Pipeline::new(writer.clone(), clock.clone())
             .with_rate_limiter(limiter)
             .with_time_window(args.lifecycle.maintenance().retention, args.ingest_max_future)
             .with_limits(args.ingest_limits.limits(), SeriesCounter::new(catalog.clone())),
     );
     let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
     let state = http::AppState {
-        exporter,
+        pipeline,
         engine,
         catalog,
         store,

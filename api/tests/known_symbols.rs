@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use stackhouse_api::export::{Exporter, unconverted};
-use stackhouse_api::monitoring::Protocol;
+use prost::Message;
 use stackhouse_api::time_param::now_nanos;
 use stackhouse_ingest::convert::{RequestBuilder, Source};
 use stackhouse_ingest::folded;
+use stackhouse_ingest::formats::{self, Body, Params};
 use stackhouse_ingest::otlp::{AnySeries, Dictionary, Limits, Normalized, Tenant, normalize_within};
+use stackhouse_ingest::pipeline::{Payload, Pipeline};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, Scope};
 use stackhouse_storage::catalog::open_catalog;
@@ -105,11 +106,17 @@ async fn resent_stacks_bring_no_nodes_and_keep_their_ids_and_answers() {
             ..WriterConfig::default()
         },
     ));
-    let exporter = Exporter::new(writer.clone());
+    let pipeline = Pipeline::new(writer.clone(), stackhouse_storage::clock::system());
     let t0 = now_nanos() - 60_000_000_000;
     let (first, second) = (request(FIRST, t0), request(SECOND, t0 + 1_000_000_000));
     let export = |r: &ExportProfilesServiceRequest| {
-        exporter.export(TENANT.into(), unconverted(r.clone()), Protocol::OtlpHttp, 0)
+        let payload = Payload {
+            format: &formats::otlp::PROTOBUF,
+            body: Body::Raw(r.encode_to_vec().into()),
+            params: Params::default(),
+            sent_bytes: 0,
+        };
+        pipeline.ingest(TENANT.into(), payload)
     };
 
     let known = writer.known(TENANT);

@@ -12,11 +12,11 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use prost::Message;
 use stackhouse_api::auth::Auth;
-use stackhouse_api::export::Exporter;
 use stackhouse_api::grpc;
 use stackhouse_api::http::{AppState, router};
 use stackhouse_ingest::convert::{RequestBuilder, Source};
 use stackhouse_ingest::folded;
+use stackhouse_ingest::pipeline::Pipeline;
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_proto::otlp_collector::profiles_service_client::ProfilesServiceClient;
 use stackhouse_query::{QueryConfig, QueryEngine};
@@ -38,7 +38,7 @@ struct Server {
     writer: Arc<Writer>,
     catalog: Arc<dyn Catalog>,
     router: axum::Router,
-    exporter: Arc<Exporter>,
+    pipeline: Arc<Pipeline>,
 }
 
 async fn server(budget: usize) -> Server {
@@ -67,9 +67,9 @@ async fn server(budget: usize) -> Server {
         symbols,
         QueryConfig::default(),
     ));
-    let exporter = Arc::new(Exporter::new(writer.clone()));
+    let pipeline = Arc::new(Pipeline::new(writer.clone(), stackhouse_storage::clock::system()));
     let state = AppState {
-        exporter: exporter.clone(),
+        pipeline: pipeline.clone(),
         engine,
         catalog: catalog.clone(),
         store,
@@ -82,7 +82,7 @@ async fn server(budget: usize) -> Server {
         writer,
         catalog,
         router: router(state),
-        exporter,
+        pipeline,
     }
 }
 
@@ -160,7 +160,7 @@ async fn grpc_client(s: &Server) -> ProfilesServiceClient<tonic::transport::Chan
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let auth = Arc::new(Auth::off(s.catalog.clone()));
-    let service = grpc::service::<grpc::Development>(s.exporter.clone(), auth, 1 << 20);
+    let service = grpc::service::<grpc::Development>(s.pipeline.clone(), auth, 1 << 20);
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)

@@ -20,9 +20,9 @@ use super::measure::{cpu, cpu_time, peak_rss, quantile, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{Plan, query};
-use stackhouse_api::export::{Exporter, unconverted_flat};
-use stackhouse_api::monitoring::Protocol;
 use stackhouse_api::time_param::now_nanos;
+use stackhouse_ingest::formats::{self, Body, Params};
+use stackhouse_ingest::pipeline::{Payload, Pipeline};
 
 /// Requests handed to the writer at once, as concurrent receivers would.
 const IN_FLIGHT: usize = 64;
@@ -248,7 +248,7 @@ pub async fn ingest_measurements(
 }
 
 /// Ack latency and the ingest memory row: many senders at a fixed rate through the
-/// exporter (decode, normalize, group commit) against the default flush interval.
+/// pipeline (decode, normalize, group commit) against the default flush interval.
 pub async fn load_measurements(
     plan: &Plan,
     capture: &ExportProfilesServiceRequest,
@@ -257,12 +257,12 @@ pub async fn load_measurements(
     let workload = Workload::new(plan.load_fleet.clone(), capture);
     let senders = workload.processes();
     // Two exports per sender, cycled: generating fresh data would compete for the CPU.
-    let pool: Arc<Vec<(Vec<u8>, usize)>> = Arc::new(
+    let pool: Arc<Vec<(bytes::Bytes, usize)>> = Arc::new(
         (0..2)
             .flat_map(|w| (0..senders).map(move |p| (p, w)))
             .map(|(p, w)| {
                 let g = workload.request(p, w);
-                (g.request.encode_to_vec(), g.samples)
+                (g.request.encode_to_vec().into(), g.samples)
             })
             .collect(),
     );
@@ -271,7 +271,7 @@ pub async fn load_measurements(
     let budget = WriterConfig::default().max_buffered_bytes;
     let flush = plan.flush_interval;
     let writer = Arc::new(env.writer(flush));
-    let exporter = Arc::new(Exporter::new(writer.clone()));
+    let pipeline = Arc::new(Pipeline::new(writer.clone(), stackhouse_storage::clock::system()));
     reset_peak();
     let rss_before = rss();
     let period = plan.load_period;
@@ -279,7 +279,7 @@ pub async fn load_measurements(
     let begin = tokio::time::Instant::now() + Duration::from_millis(100);
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..senders {
-        let (pool, exporter) = (pool.clone(), exporter.clone());
+        let (pool, pipeline) = (pool.clone(), pipeline.clone());
         tasks.spawn(async move {
             let mut latencies = Vec::new();
             let (mut refused, mut sent) = (0usize, 0usize);
@@ -293,14 +293,13 @@ pub async fn load_measurements(
                 tokio::time::sleep_until(at).await;
                 let (bytes, n) = &pool[(i + k as usize * senders) % pool.len()];
                 let t0 = Instant::now();
-                let request = layout::decode_protobuf_flat(bytes, None).map_err(|e| e.to_string())?;
-                let exported = exporter.export(
-                    TENANT.to_string(),
-                    unconverted_flat(request),
-                    Protocol::OtlpGrpc,
-                    bytes.len(),
-                );
-                match exported.await {
+                let payload = Payload {
+                    format: &formats::otlp::PROTOBUF,
+                    body: Body::Raw(bytes.clone()),
+                    params: Params::default(),
+                    sent_bytes: bytes.len(),
+                };
+                match pipeline.ingest(TENANT.to_string(), payload).await {
                     Ok(_) => {
                         latencies.push(t0.elapsed());
                         sent += n;

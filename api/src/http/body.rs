@@ -52,6 +52,19 @@ pub fn inflate<'a>(
     Ok(decompress(raw, encoding, limit)?)
 }
 
+/// [`inflate`] into shared bytes: `raw` itself when it was not compressed.
+pub fn inflate_bytes(
+    raw: &bytes::Bytes,
+    headers: &HeaderMap,
+    extra_header: Option<&str>,
+    limit: usize,
+) -> Result<bytes::Bytes, ApiError> {
+    Ok(match inflate(raw, headers, extra_header, limit)? {
+        Cow::Borrowed(_) => raw.clone(),
+        Cow::Owned(inflated) => inflated.into(),
+    })
+}
+
 /// The media type without parameters, lowercase; "" when absent.
 pub fn content_type_essence(headers: &HeaderMap) -> String {
     headers

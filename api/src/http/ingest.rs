@@ -7,30 +7,28 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use stackhouse_ingest::convert::{Conversion, ConvertError, Converted, RequestBuilder, Source};
-use stackhouse_ingest::pprof::PprofOptions;
-use stackhouse_ingest::pyroscope::{Format, parse_query};
-use stackhouse_ingest::{folded, jfr, pprof, speedscope};
+use stackhouse_ingest::formats::{self, Body, Params};
+use stackhouse_ingest::pipeline::{Exported, Payload};
+use stackhouse_ingest::pyroscope::parse_query;
 
 use super::AppState;
-use super::body::{content_type_essence, inflate, read_limited};
+use super::body::{content_type_essence, inflate_bytes, read_limited};
 use crate::error::{ApiError, ErrorKind};
-use crate::export::Exported;
 use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
 pub async fn ingest(State(state): State<AppState>, request: Request) -> Response {
     let result = try_ingest(&state, request).await;
-    monitoring::ingest_request(Protocol::PyroscopeIngest, result.as_ref().map(|(e, _)| e));
+    monitoring::ingest_request(Protocol::PyroscopeIngest, result.as_ref());
     match result {
         // OTLP profiles and samples as converted (a sample with several timestamps is one
         // sample); when something was refused, the stored profiles and sample rows.
-        Ok((exported, converted)) if exported.rejected_profiles == 0 => axum::Json(serde_json::json!({
-            "profiles": converted.profiles,
-            "samples": converted.samples,
+        Ok(exported) if exported.rejected_profiles == 0 => axum::Json(serde_json::json!({
+            "profiles": exported.converted.profiles,
+            "samples": exported.converted.samples,
         }))
         .into_response(),
-        Ok((exported, _)) => {
+        Ok(exported) => {
             let total = exported.stored_profiles + exported.rejected_profiles;
             let message = format!(
                 "stored {} of {total} profiles; {}",
@@ -52,7 +50,7 @@ pub async fn ingest(State(state): State<AppState>, request: Request) -> Response
     }
 }
 
-async fn try_ingest(state: &AppState, request: Request) -> Result<(Exported, Converted), ApiError> {
+async fn try_ingest(state: &AppState, request: Request) -> Result<Exported, ApiError> {
     let (parts, body) = request.into_parts();
     let limit = state.max_message_bytes;
     // Read the body before any refusal (see read_limited).
@@ -64,119 +62,43 @@ async fn try_ingest(state: &AppState, request: Request) -> Result<(Exported, Con
     let query =
         parse_query(query.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(ApiError::invalid)?;
     let tenant = tenant::from_headers(&parts.headers)?;
-    let body = Bytes::from(inflate(&raw, &parts.headers, None, limit)?.into_owned());
-    let upload = Upload::read(&parts.headers, body).await?;
-    let format = query.format;
-    let source = query.source;
-    let (conversion, converted) =
-        tokio::task::spawn_blocking(move || convert(format, &upload, &source, limit))
-            .await?
-            .map_err(|e| match e {
-                ConvertError::TooLarge { .. } => ApiError::too_large(e),
-                ConvertError::Invalid { .. } => ApiError::invalid(e),
-            })?;
-    let exported = state
-        .exporter
-        .export(tenant, conversion, Protocol::PyroscopeIngest, raw.len())
-        .await?;
-    Ok((exported, converted))
+    let body = inflate_bytes(&raw, &parts.headers, None, limit)?;
+    let payload = Payload {
+        format: formats::of_ingest(query.format),
+        body: read_body(&parts.headers, body).await?,
+        params: Params {
+            source: query.source,
+            limit,
+            ..Params::default()
+        },
+        sent_bytes: raw.len(),
+    };
+    let exported = state.pipeline.ingest(tenant, payload).await?;
+    monitoring::ingest_volume(Protocol::PyroscopeIngest, raw.len(), &exported);
+    Ok(exported)
 }
 
 /// The request body: one raw payload, or the named parts of a multipart/form-data upload.
-#[derive(Debug, Default)]
-struct Upload {
-    raw: Option<Bytes>,
-    parts: Vec<(String, Bytes)>,
-}
-
-impl Upload {
-    async fn read(headers: &HeaderMap, body: Bytes) -> Result<Upload, ApiError> {
-        if content_type_essence(headers) != "multipart/form-data" {
-            return Ok(Upload {
-                raw: Some(body),
-                parts: Vec::new(),
-            });
-        }
-        let content_type = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let boundary = multer::parse_boundary(content_type)
-            .map_err(|e| ApiError::invalid(format!("invalid multipart/form-data content type: {e}")))?;
-        let stream = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(body) });
-        let mut multipart = multer::Multipart::new(stream, boundary);
-        let mut parts = Vec::new();
-        let malformed =
-            |e: multer::Error| ApiError::invalid(format!("invalid multipart/form-data body: {e}"));
-        while let Some(field) = multipart.next_field().await.map_err(malformed)? {
-            let name = field.name().unwrap_or("").to_string();
-            let data = field.bytes().await.map_err(malformed)?;
-            parts.push((name, data));
-        }
-        Ok(Upload { raw: None, parts })
+async fn read_body(headers: &HeaderMap, body: Bytes) -> Result<Body, ApiError> {
+    if content_type_essence(headers) != "multipart/form-data" {
+        return Ok(Body::Raw(body));
     }
-
-    fn part(&self, names: &[&str]) -> Option<&Bytes> {
-        self.parts
-            .iter()
-            .find(|(n, _)| names.contains(&n.as_str()))
-            .map(|(_, data)| data)
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let boundary = multer::parse_boundary(content_type)
+        .map_err(|e| ApiError::invalid(format!("invalid multipart/form-data content type: {e}")))?;
+    let stream = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(body) });
+    let mut multipart = multer::Multipart::new(stream, boundary);
+    let mut parts = Vec::new();
+    let malformed = |e: multer::Error| ApiError::invalid(format!("invalid multipart/form-data body: {e}"));
+    while let Some(field) = multipart.next_field().await.map_err(malformed)? {
+        let name = field.name().unwrap_or("").to_string();
+        let data = field.bytes().await.map_err(malformed)?;
+        parts.push((name, data));
     }
-
-    /// The raw body, or the multipart part that carries the profile.
-    fn main(&self, format: Format, names: &[&str]) -> Result<&[u8], ConvertError> {
-        if let Some(raw) = &self.raw {
-            return Ok(raw);
-        }
-        self.part(names).map(|b| &b[..]).ok_or_else(|| {
-            let sent: Vec<&str> = self.parts.iter().map(|(n, _)| n.as_str()).collect();
-            ConvertError::invalid(
-                format.name(),
-                format!("multipart upload has no {:?} part (parts: {sent:?})", names[0]),
-            )
-        })
-    }
-}
-
-fn convert(
-    format: Format,
-    upload: &Upload,
-    source: &Source,
-    limit: usize,
-) -> Result<(Conversion, Converted), ConvertError> {
-    let mut builder = RequestBuilder::new();
-    let converted = match format {
-        Format::Folded => folded::convert(upload.main(format, &["profile"])?, source, &mut builder)?,
-        Format::Speedscope => speedscope::convert(upload.main(format, &["profile"])?, source, &mut builder)?,
-        Format::Pprof => {
-            let options = PprofOptions {
-                previous: upload.part(&["previous_profile", "prev_profile"]).map(|b| &b[..]),
-                sample_type_config: upload.part(&["sample_type_config"]).map(|b| &b[..]),
-            };
-            pprof::convert(
-                upload.main(format, &["profile"])?,
-                &options,
-                source,
-                limit,
-                &mut builder,
-            )?
-        }
-        Format::Jfr => {
-            let labels = upload.part(&["labels"]).map(|b| &b[..]);
-            jfr::convert(
-                upload.main(format, &["jfr"])?,
-                labels,
-                source,
-                limit,
-                &mut builder,
-            )?
-        }
-    };
-    let conversion = Conversion {
-        request: builder.finish(),
-        ..Conversion::default()
-    };
-    Ok((conversion, converted))
+    Ok(Body::Parts(parts))
 }
 
 #[cfg(test)]
@@ -220,14 +142,14 @@ mod tests {
                 ("sample_type_config", b"{\"cpu\":{}}"),
             ],
         );
-        let upload = Upload::read(
+        let upload = read_body(
             &headers("multipart/form-data; boundary=XyZ123"),
             Bytes::from(body),
         )
         .await
         .expect("valid multipart");
-        assert!(upload.raw.is_none());
-        assert_eq!(upload.main(Format::Pprof, &["profile"]).unwrap(), profile);
+        assert!(matches!(upload, Body::Parts(_)));
+        assert_eq!(upload.main("pprof", &["profile"]).unwrap(), profile);
         assert_eq!(
             upload.part(&["previous_profile", "prev_profile"]).unwrap(),
             &b"prev"[..]
@@ -236,7 +158,7 @@ mod tests {
             upload.part(&["sample_type_config"]).unwrap(),
             &b"{\"cpu\":{}}"[..]
         );
-        let err = upload.main(Format::Jfr, &["jfr"]).unwrap_err().to_string();
+        let err = upload.main("jfr", &["jfr"]).unwrap_err().to_string();
         assert!(
             err.contains("no \"jfr\" part") && err.contains("profile"),
             "{err}"
@@ -245,12 +167,12 @@ mod tests {
 
     #[tokio::test]
     async fn raw_bodies_and_bad_multipart() {
-        let upload = Upload::read(&headers("application/octet-stream"), Bytes::from_static(b"a;b 1"))
+        let upload = read_body(&headers("application/octet-stream"), Bytes::from_static(b"a;b 1"))
             .await
             .unwrap();
-        assert_eq!(upload.main(Format::Folded, &["profile"]).unwrap(), b"a;b 1");
+        assert_eq!(upload.main("folded", &["profile"]).unwrap(), b"a;b 1");
 
-        let Err(no_boundary) = Upload::read(&headers("multipart/form-data"), Bytes::new()).await else {
+        let Err(no_boundary) = read_body(&headers("multipart/form-data"), Bytes::new()).await else {
             panic!("multipart without a boundary accepted")
         };
         assert!(
@@ -259,7 +181,7 @@ mod tests {
             no_boundary.message
         );
 
-        let Err(truncated) = Upload::read(
+        let Err(truncated) = read_body(
             &headers("multipart/form-data; boundary=b"),
             Bytes::from_static(b"--b\r\nContent-Disposition: form-data; name=\"jfr\"\r\n\r\nabc"),
         )

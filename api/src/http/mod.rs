@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{MethodRouter, get, post, put};
+use stackhouse_ingest::pipeline::Pipeline;
 use stackhouse_query::QueryEngine;
 use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::clock::SharedClock;
@@ -22,11 +23,10 @@ use stackhouse_storage::store::Store;
 
 use crate::auth::{self, Auth};
 use crate::config::Roles;
-use crate::export::Exporter;
 
 #[derive(Clone)]
 pub struct AppState {
-    pub exporter: Arc<Exporter>,
+    pub pipeline: Arc<Pipeline>,
     pub engine: Arc<QueryEngine>,
     pub catalog: Arc<dyn Catalog>,
     pub store: Store,

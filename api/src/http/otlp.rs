@@ -7,42 +7,32 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
-use stackhouse_ingest::convert::Conversion;
-use stackhouse_ingest::otlp::DecodeError;
-use stackhouse_ingest::otlp::experimental;
+use stackhouse_ingest::formats::{self, Body, Encoding, Params, WireFormat};
 use stackhouse_ingest::otlp::layout;
+use stackhouse_ingest::pipeline::{Exported, Payload};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
 
 use super::AppState;
-use super::body::{content_type_essence, inflate, read_limited};
+use super::body::{content_type_essence, inflate_bytes, read_limited};
 use crate::error::ApiError;
-use crate::export::{Exported, unconverted, unconverted_flat};
 use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    Protobuf,
-    Json,
+fn encoding_of(headers: &HeaderMap) -> Option<Encoding> {
+    match content_type_essence(headers).as_str() {
+        PROTOBUF | "application/protobuf" => Some(Encoding::Protobuf),
+        JSON => Some(Encoding::Json),
+        _ => None,
+    }
 }
 
-impl Encoding {
-    fn from_headers(headers: &HeaderMap) -> Option<Encoding> {
-        match content_type_essence(headers).as_str() {
-            PROTOBUF | "application/protobuf" => Some(Encoding::Protobuf),
-            JSON => Some(Encoding::Json),
-            _ => None,
-        }
-    }
-
-    fn content_type(self) -> &'static str {
-        match self {
-            Encoding::Protobuf => PROTOBUF,
-            Encoding::Json => JSON,
-        }
+fn content_type(encoding: Encoding) -> &'static str {
+    match encoding {
+        Encoding::Protobuf => PROTOBUF,
+        Encoding::Json => JSON,
     }
 }
 
@@ -62,7 +52,7 @@ fn success(encoding: Encoding, response: &ExportProfilesServiceResponse) -> Resp
     };
     (
         StatusCode::OK,
-        [(header::CONTENT_TYPE, encoding.content_type())],
+        [(header::CONTENT_TYPE, content_type(encoding))],
         body,
     )
         .into_response()
@@ -83,28 +73,36 @@ impl Api {
         }
     }
 
-    fn decode(self, body: &[u8], encoding: Encoding, headers: &HeaderMap) -> Result<Conversion, ApiError> {
-        let decoded: Result<Conversion, DecodeError> = match self {
-            Api::Development => {
-                let declared = declared_layout(headers)?;
-                match encoding {
-                    Encoding::Protobuf => layout::decode_protobuf_flat(body, declared).map(unconverted_flat),
-                    Encoding::Json => layout::decode_json(body, declared).map(unconverted),
-                }
-            }
-            Api::Experimental => match encoding {
-                Encoding::Protobuf => experimental::from_protobuf(body),
-                Encoding::Json => experimental::from_json(body),
-            },
+    /// The format of the request and what its headers say about it.
+    fn format(
+        self,
+        encoding: Encoding,
+        headers: &HeaderMap,
+    ) -> Result<(&'static dyn WireFormat, Params), ApiError> {
+        let format: &'static dyn WireFormat = match (self, encoding) {
+            (Api::Development, Encoding::Protobuf) => &formats::otlp::PROTOBUF,
+            (Api::Development, Encoding::Json) => &formats::otlp::JSON,
+            (Api::Experimental, Encoding::Protobuf) => &formats::experimental::PROTOBUF,
+            (Api::Experimental, Encoding::Json) => &formats::experimental::JSON,
         };
-        decoded.map_err(ApiError::invalid)
+        let params = match self {
+            Api::Development => Params {
+                layout: declared_layout(headers)?,
+                ..Params::default()
+            },
+            Api::Experimental => Params::default(),
+        };
+        Ok((format, params))
     }
 }
 
 /// The layout named by `OTLP-Profiles-Development-Version`, if the sender set it.
 fn declared_layout(headers: &HeaderMap) -> Result<Option<layout::Layout>, ApiError> {
     let value = headers.get(layout::HEADER).map(|v| v.as_bytes());
-    crate::export::declared_layout(value, "OTLP-Profiles-Development-Version header")
+    Ok(formats::otlp::declared_layout(
+        value,
+        "OTLP-Profiles-Development-Version header",
+    )?)
 }
 
 pub async fn export(State(state): State<AppState>, request: Request) -> Response {
@@ -116,7 +114,7 @@ pub async fn export_experimental(State(state): State<AppState>, request: Request
 }
 
 async fn handle(state: &AppState, api: Api, request: Request) -> Response {
-    let encoding = Encoding::from_headers(request.headers());
+    let encoding = encoding_of(request.headers());
     // Errors use the request's encoding; JSON when it has none we understand.
     let response_encoding = encoding.unwrap_or(Encoding::Json);
     let result = try_export(state, api, encoding, request).await;
@@ -149,12 +147,17 @@ async fn try_export(
         )));
     };
     let tenant = tenant::from_headers(&headers)?;
-    let body = inflate(&raw, &headers, None, limit)?;
-    let conversion = api.decode(&body, encoding, &headers)?;
-    state
-        .exporter
-        .export(tenant, conversion, api.protocol(), raw.len())
-        .await
+    let body = inflate_bytes(&raw, &headers, None, limit)?;
+    let (format, params) = api.format(encoding, &headers)?;
+    let payload = Payload {
+        format,
+        body: Body::Raw(body),
+        params,
+        sent_bytes: raw.len(),
+    };
+    let exported = state.pipeline.ingest(tenant, payload).await?;
+    monitoring::ingest_volume(api.protocol(), raw.len(), &exported);
+    Ok(exported)
 }
 
 #[cfg(test)]

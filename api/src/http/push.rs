@@ -8,15 +8,13 @@
 
 use axum::extract::{Request, State};
 use axum::response::Response;
-use stackhouse_ingest::convert::{Conversion, RequestBuilder};
-use stackhouse_ingest::pprof::{self, PprofOptions};
-use stackhouse_ingest::pyroscope::source_from_labels;
+use stackhouse_ingest::formats::{self, Body, Params};
+use stackhouse_ingest::pipeline::{Exported, Payload};
 use stackhouse_proto::pyroscope_push::{PushRequest, PushResponse};
 
 use super::AppState;
 use crate::connect::codec::{read_request, respond};
 use crate::error::ApiError;
-use crate::export::Exported;
 use crate::monitoring::{self, Protocol};
 use crate::tenant;
 
@@ -37,17 +35,22 @@ pub async fn push(State(state): State<AppState>, request: Request) -> Response {
 
 /// Stores the request; a partly refused one is an error naming what was refused.
 async fn store(state: &AppState, tenant: String, request: PushRequest, bytes: usize) -> Result<(), ApiError> {
-    let limit = state.max_message_bytes;
     let raw_total: usize = request.series.iter().map(|s| s.samples.len()).sum();
-    let conversion = tokio::task::spawn_blocking(move || convert(&request, limit)).await?;
-    let raw_refused = conversion.rejected_profiles;
-    let exported = state
-        .exporter
-        .export(tenant, conversion, Protocol::PyroscopePush, bytes)
-        .await?;
+    let payload = Payload {
+        format: &formats::push::Push,
+        body: Body::Push(request),
+        params: Params {
+            limit: state.max_message_bytes,
+            ..Params::default()
+        },
+        sent_bytes: bytes,
+    };
+    let exported = state.pipeline.ingest(tenant, payload).await?;
+    monitoring::ingest_volume(Protocol::PyroscopePush, bytes, &exported);
     if exported.rejected_profiles == 0 {
         return Ok(());
     }
+    let raw_refused = exported.conversion_rejected;
     let refused_by_normalization = exported.rejected_profiles - raw_refused;
     let stored = if refused_by_normalization == 0 {
         format!("stored {} of {raw_total} profiles", raw_total - raw_refused)
@@ -63,34 +66,6 @@ async fn store(state: &AppState, tenant: String, request: PushRequest, bytes: us
         "{stored}; {}",
         exported.errors.join("; ")
     )))
-}
-
-/// Every sample converted on its own; a failure refuses that sample only.
-fn convert(request: &PushRequest, limit: usize) -> Conversion {
-    let mut builder = RequestBuilder::new();
-    let mut rejected_profiles = 0;
-    let mut errors = Vec::new();
-    for (i, series) in request.series.iter().enumerate() {
-        let source = source_from_labels(series.labels.iter().map(|l| (l.name.as_str(), l.value.as_str())));
-        for (j, sample) in series.samples.iter().enumerate() {
-            if let Err(e) = pprof::convert(
-                &sample.raw_profile,
-                &PprofOptions::default(),
-                &source,
-                limit,
-                &mut builder,
-            ) {
-                rejected_profiles += 1;
-                errors.push(format!("series[{i}].samples[{j}]: {e}"));
-            }
-        }
-    }
-    Conversion {
-        request: builder.finish(),
-        dictionary: None,
-        rejected_profiles,
-        errors,
-    }
 }
 
 #[cfg(test)]
@@ -136,18 +111,5 @@ mod tests {
         let err = Codec::Json.decode::<PushRequest>(b"{\"series\": 5}").unwrap_err();
         assert_eq!(err.kind.connect_code(), "invalid_argument");
         assert!(err.message.contains("PushRequest"), "{}", err.message);
-    }
-
-    #[test]
-    fn a_bad_sample_is_refused_alone_and_named() {
-        let mut request = sample_request();
-        request.series[0].samples[0].raw_profile = b"not a profile".to_vec();
-        let conversion = convert(&request, 1 << 20);
-        assert_eq!(conversion.rejected_profiles, 1);
-        assert!(
-            conversion.errors[0].starts_with("series[0].samples[0]: "),
-            "{:?}",
-            conversion.errors
-        );
     }
 }

@@ -7,8 +7,6 @@
 //! labels on every resource of the decoded request, which is re-encoded as protobuf; with
 //! neither flag the file is sent as it is.
 
-pub mod detect;
-
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +16,7 @@ use prost::Message;
 use stackhouse_proto::otlp_collector::{ExportProfilesServiceRequest, ExportProfilesServiceResponse};
 use stackhouse_proto::otlp_common::{AnyValue, KeyValue, any_value::Value};
 
-use detect::{Detected, detect, gunzip, is_gzip};
+use stackhouse_ingest::formats::detect::{Detected, detect, gunzip, is_gzip};
 
 /// Largest file content considered, after gunzip.
 const MAX_FILE_BYTES: usize = 1 << 30;

@@ -71,4 +71,7 @@ pub struct Conversion {
     pub dictionary: Option<crate::otlp::Dictionary>,
     pub rejected_profiles: usize,
     pub errors: Vec<String>,
+    /// Profiles and samples as the format counts them (a sample with several timestamps is
+    /// one sample), for answers that report them.
+    pub converted: Converted,
 }

@@ -10,11 +10,13 @@
 //! them the same (`tests/flat_dictionary.rs` holds them to that).
 
 use prost::Message;
-use prost::encoding::decode_varint;
+use prost::encoding::WireType::{self, LengthDelimited as LEN, Varint as VARINT};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_proto::otlp_profiles::{
     Function, KeyValueAndUnit, Line, Link, Location, Mapping, ProfilesDictionary, ResourceProfiles, Stack,
 };
+
+use super::wire::{WireError, key, len_delimited, skip, varint};
 
 /// A range of one of the flat arrays.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -262,11 +264,6 @@ impl From<&ProfilesDictionary> for Dictionary {
 
 // ---- the wire -------------------------------------------------------------------------
 
-const VARINT: u64 = 0;
-const FIXED64: u64 = 1;
-const LEN: u64 = 2;
-const FIXED32: u64 = 5;
-
 /// An OTLP/protobuf request of the v1.10 layout with its dictionary decoded flat; the
 /// returned request has no dictionary. `None`: the bytes hold something only prost's
 /// decoder handles or reports, so decode them with it.
@@ -275,6 +272,10 @@ pub fn decode_request(bytes: &[u8]) -> Option<(ExportProfilesServiceRequest, Dic
     if u32::try_from(bytes.len()).is_err() {
         return None;
     }
+    decode_flat(bytes).ok()
+}
+
+fn decode_flat(bytes: &[u8]) -> Result<(ExportProfilesServiceRequest, Dictionary), WireError> {
     let mut request = ExportProfilesServiceRequest::default();
     let mut dictionary = Dictionary::default();
     let mut buf = bytes;
@@ -282,26 +283,40 @@ pub fn decode_request(bytes: &[u8]) -> Option<(ExportProfilesServiceRequest, Dic
         match key(&mut buf)? {
             (1, LEN) => request
                 .resource_profiles
-                .push(ResourceProfiles::decode(len_delimited(&mut buf)?).ok()?),
+                .push(ResourceProfiles::decode(len_delimited(&mut buf)?)?),
             // A message field sent twice merges, and merging repeated fields appends.
             (2, LEN) => dictionary.decode(len_delimited(&mut buf)?)?,
-            (1 | 2, _) => return None,
-            (_, wire) => skip(wire, &mut buf)?,
+            (number @ (1 | 2), wire) => return Err(unexpected(number, wire)),
+            (number, wire) => skip_field(&mut buf, number, wire)?,
         }
     }
-    Some((request, dictionary))
+    Ok((request, dictionary))
+}
+
+/// Skips an unknown field; groups (deprecated, never sent by OTLP encoders) are left to
+/// prost.
+#[inline]
+fn skip_field(buf: &mut &[u8], number: u32, wire: WireType) -> Result<(), WireError> {
+    match wire {
+        WireType::StartGroup | WireType::EndGroup => Err(unexpected(number, wire)),
+        _ => skip(buf, number, wire),
+    }
+}
+
+/// A known field with a wire type this decoder does not read; prost will say what is wrong.
+#[cold]
+fn unexpected(number: u32, wire: WireType) -> WireError {
+    WireError(format!("field {number} has wire type {wire:?}"))
 }
 
 impl Dictionary {
-    fn decode(&mut self, mut buf: &[u8]) -> Option<()> {
+    fn decode(&mut self, mut buf: &[u8]) -> Result<(), WireError> {
         // Reused for every entry: one location's lines and indices before they are copied.
         let mut lines = Vec::new();
         let mut indices = Vec::new();
         while !buf.is_empty() {
             match key(&mut buf)? {
-                (1, LEN) => self
-                    .mappings
-                    .push(Mapping::decode(len_delimited(&mut buf)?).ok()?),
+                (1, LEN) => self.mappings.push(Mapping::decode(len_delimited(&mut buf)?)?),
                 (2, LEN) => {
                     let (mapping_index, address) =
                         location(len_delimited(&mut buf)?, &mut lines, &mut indices)?;
@@ -312,30 +327,37 @@ impl Dictionary {
                     let (trace_id, span_id) = link(len_delimited(&mut buf)?)?;
                     self.push_link(trace_id, span_id);
                 }
-                (5, LEN) => self.push_string(std::str::from_utf8(len_delimited(&mut buf)?).ok()?),
+                (5, LEN) => self.push_string(
+                    std::str::from_utf8(len_delimited(&mut buf)?)
+                        .map_err(|e| WireError(format!("string: {e}")))?,
+                ),
                 (6, LEN) => self
                     .attributes
-                    .push(KeyValueAndUnit::decode(len_delimited(&mut buf)?).ok()?),
+                    .push(KeyValueAndUnit::decode(len_delimited(&mut buf)?)?),
                 (7, LEN) => {
                     indices.clear();
                     let mut entry = len_delimited(&mut buf)?;
                     while !entry.is_empty() {
                         match key(&mut entry)? {
                             (1, wire) => int32s(wire, &mut entry, &mut indices)?,
-                            (_, wire) => skip(wire, &mut entry)?,
+                            (number, wire) => skip_field(&mut entry, number, wire)?,
                         }
                     }
                     self.push_stack(&indices);
                 }
-                (1..=7, _) => return None,
-                (_, wire) => skip(wire, &mut buf)?,
+                (number @ 1..=7, wire) => return Err(unexpected(number, wire)),
+                (number, wire) => skip_field(&mut buf, number, wire)?,
             }
         }
-        Some(())
+        Ok(())
     }
 }
 
-fn location(mut buf: &[u8], lines: &mut Vec<Line>, attributes: &mut Vec<i32>) -> Option<(i32, u64)> {
+fn location(
+    mut buf: &[u8],
+    lines: &mut Vec<Line>,
+    attributes: &mut Vec<i32>,
+) -> Result<(i32, u64), WireError> {
     lines.clear();
     attributes.clear();
     let (mut mapping_index, mut address) = (0, 0);
@@ -345,28 +367,28 @@ fn location(mut buf: &[u8], lines: &mut Vec<Line>, attributes: &mut Vec<i32>) ->
             (2, VARINT) => address = varint(&mut buf)?,
             (3, LEN) => lines.push(line(len_delimited(&mut buf)?)?),
             (4, wire) => int32s(wire, &mut buf, attributes)?,
-            (1..=3, _) => return None,
-            (_, wire) => skip(wire, &mut buf)?,
+            (number @ 1..=3, wire) => return Err(unexpected(number, wire)),
+            (number, wire) => skip_field(&mut buf, number, wire)?,
         }
     }
-    Some((mapping_index, address))
+    Ok((mapping_index, address))
 }
 
-fn line(mut buf: &[u8]) -> Option<Line> {
+fn line(mut buf: &[u8]) -> Result<Line, WireError> {
     let mut line = Line::default();
     while !buf.is_empty() {
         match key(&mut buf)? {
             (1, VARINT) => line.function_index = varint(&mut buf)? as i32,
             (2, VARINT) => line.line = varint(&mut buf)? as i64,
             (3, VARINT) => line.column = varint(&mut buf)? as i64,
-            (1..=3, _) => return None,
-            (_, wire) => skip(wire, &mut buf)?,
+            (number @ 1..=3, wire) => return Err(unexpected(number, wire)),
+            (number, wire) => skip_field(&mut buf, number, wire)?,
         }
     }
-    Some(line)
+    Ok(line)
 }
 
-fn function(mut buf: &[u8]) -> Option<Function> {
+fn function(mut buf: &[u8]) -> Result<Function, WireError> {
     let mut f = Function::default();
     while !buf.is_empty() {
         match key(&mut buf)? {
@@ -374,29 +396,29 @@ fn function(mut buf: &[u8]) -> Option<Function> {
             (2, VARINT) => f.system_name_strindex = varint(&mut buf)? as i32,
             (3, VARINT) => f.filename_strindex = varint(&mut buf)? as i32,
             (4, VARINT) => f.start_line = varint(&mut buf)? as i64,
-            (1..=4, _) => return None,
-            (_, wire) => skip(wire, &mut buf)?,
+            (number @ 1..=4, wire) => return Err(unexpected(number, wire)),
+            (number, wire) => skip_field(&mut buf, number, wire)?,
         }
     }
-    Some(f)
+    Ok(f)
 }
 
 /// A singular `bytes` field sent twice keeps its last value, as prost does.
-fn link(mut buf: &[u8]) -> Option<(&[u8], &[u8])> {
+fn link(mut buf: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
     let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
     while !buf.is_empty() {
         match key(&mut buf)? {
             (1, LEN) => trace_id = len_delimited(&mut buf)?,
             (2, LEN) => span_id = len_delimited(&mut buf)?,
-            (1 | 2, _) => return None,
-            (_, wire) => skip(wire, &mut buf)?,
+            (number @ (1 | 2), wire) => return Err(unexpected(number, wire)),
+            (number, wire) => skip_field(&mut buf, number, wire)?,
         }
     }
-    Some((trace_id, span_id))
+    Ok((trace_id, span_id))
 }
 
 /// A repeated int32, packed or (as decoders must also accept) one varint per field.
-fn int32s(wire: u64, buf: &mut &[u8], out: &mut Vec<i32>) -> Option<()> {
+fn int32s(wire: WireType, buf: &mut &[u8], out: &mut Vec<i32>) -> Result<(), WireError> {
     match wire {
         VARINT => out.push(varint(buf)? as i32),
         LEN => {
@@ -405,41 +427,7 @@ fn int32s(wire: u64, buf: &mut &[u8], out: &mut Vec<i32>) -> Option<()> {
                 out.push(varint(&mut packed)? as i32);
             }
         }
-        _ => return None,
+        _ => return Err(unexpected(0, wire)),
     }
-    Some(())
-}
-
-fn varint(buf: &mut &[u8]) -> Option<u64> {
-    decode_varint(buf).ok()
-}
-
-/// Field number and wire type; field 0 and numbers beyond 2^29 - 1 are invalid.
-fn key(buf: &mut &[u8]) -> Option<(u32, u64)> {
-    let key = varint(buf)?;
-    let field = u32::try_from(key >> 3)
-        .ok()
-        .filter(|&f| (1..1 << 29).contains(&f))?;
-    Some((field, key & 7))
-}
-
-fn len_delimited<'b>(buf: &mut &'b [u8]) -> Option<&'b [u8]> {
-    let len = usize::try_from(varint(buf)?).ok()?;
-    let (value, rest) = buf.split_at_checked(len)?;
-    *buf = rest;
-    Some(value)
-}
-
-/// Skips an unknown field; groups (deprecated, never sent by OTLP encoders) are left to
-/// prost.
-fn skip(wire: u64, buf: &mut &[u8]) -> Option<()> {
-    let n = match wire {
-        VARINT => return varint(buf).map(drop),
-        FIXED64 => 8,
-        LEN => return len_delimited(buf).map(drop),
-        FIXED32 => 4,
-        _ => return None,
-    };
-    *buf = buf.get(n..)?;
-    Some(())
+    Ok(())
 }

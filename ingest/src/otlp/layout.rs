@@ -60,6 +60,7 @@ use stackhouse_proto::otlp_profiles::Profile;
 use super::decode::{self, DecodeError, JsonPath};
 use super::dictionary::{self, Dictionary};
 use super::validate::Validator;
+use super::wire::{WireError, fields};
 
 /// The HTTP header (and gRPC metadata key) a sender may use to declare its layout.
 pub const HEADER: &str = "otlp-profiles-development-version";
@@ -682,131 +683,6 @@ impl Scan<'_> {
                 ),
             })
         })
-    }
-}
-
-#[derive(Debug)]
-struct WireError(String);
-
-impl fmt::Display for WireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<prost::DecodeError> for WireError {
-    fn from(e: prost::DecodeError) -> WireError {
-        WireError(e.to_string())
-    }
-}
-
-/// One field: number, wire type, the bytes after the key, and a length-delimited payload.
-struct Field<'a> {
-    number: u32,
-    wire: WireType,
-    value: &'a [u8],
-    payload: &'a [u8],
-}
-
-/// Iterates the fields of one message body.
-struct Fields<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Fields<'a> {
-    fn next_field(&mut self) -> Result<Field<'a>, WireError> {
-        let key = decode_varint(&mut self.rest)?;
-        let (number, wire) = split_key(key)?;
-        let start = self.rest;
-        let payload = match wire {
-            WireType::Varint => {
-                decode_varint(&mut self.rest)?;
-                &[][..]
-            }
-            WireType::SixtyFourBit => take(&mut self.rest, 8)?,
-            WireType::ThirtyTwoBit => take(&mut self.rest, 4)?,
-            WireType::LengthDelimited => {
-                let len = decode_varint(&mut self.rest)?;
-                take(&mut self.rest, usize::try_from(len).unwrap_or(usize::MAX))?
-            }
-            WireType::StartGroup => {
-                skip_group(&mut self.rest, number, 0)?;
-                &[][..]
-            }
-            WireType::EndGroup => return Err(WireError(format!("unexpected end of group {number}"))),
-        };
-        let value = &start[..start.len() - self.rest.len()];
-        Ok(Field {
-            number,
-            wire,
-            value,
-            payload,
-        })
-    }
-}
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<Field<'a>, WireError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        let field = self.next_field();
-        if field.is_err() {
-            self.rest = &[];
-        }
-        Some(field)
-    }
-}
-
-fn fields(body: &[u8]) -> Fields<'_> {
-    Fields { rest: body }
-}
-
-fn split_key(key: u64) -> Result<(u32, WireType), WireError> {
-    let number = u32::try_from(key >> 3)
-        .ok()
-        .filter(|&n| (1..=536_870_911).contains(&n))
-        .ok_or_else(|| WireError(format!("invalid field number in key {key}")))?;
-    let wire =
-        WireType::try_from(key & 7).map_err(|_| WireError(format!("invalid wire type {}", key & 7)))?;
-    Ok((number, wire))
-}
-
-fn take<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], WireError> {
-    if rest.len() < len {
-        return Err(WireError("buffer underflow".into()));
-    }
-    let (head, tail) = rest.split_at(len);
-    *rest = tail;
-    Ok(head)
-}
-
-fn skip_group(rest: &mut &[u8], number: u32, depth: u32) -> Result<(), WireError> {
-    if depth > 100 {
-        return Err(WireError("groups nested too deeply".into()));
-    }
-    loop {
-        let (n, wire) = split_key(decode_varint(rest)?)?;
-        match wire {
-            WireType::EndGroup if n == number => return Ok(()),
-            WireType::EndGroup => return Err(WireError(format!("end of group {n} inside group {number}"))),
-            WireType::StartGroup => skip_group(rest, n, depth + 1)?,
-            WireType::Varint => {
-                decode_varint(rest)?;
-            }
-            WireType::SixtyFourBit => {
-                take(rest, 8)?;
-            }
-            WireType::ThirtyTwoBit => {
-                take(rest, 4)?;
-            }
-            WireType::LengthDelimited => {
-                let len = decode_varint(rest)?;
-                take(rest, usize::try_from(len).unwrap_or(usize::MAX))?;
-            }
-        }
     }
 }
 

@@ -8,6 +8,7 @@ pub mod experimental;
 pub mod layout;
 pub mod normalize;
 mod validate;
+mod wire;
 
 pub use decode::{DecodeError, decode_json, decode_protobuf};
 pub use dictionary::Dictionary;

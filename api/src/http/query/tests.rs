@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
+use stackhouse_ingest::pipeline::Pipeline;
 use stackhouse_query::{QueryConfig, QueryEngine, QueryLimits};
 use stackhouse_storage::catalog::open_catalog;
 use stackhouse_storage::store::Store;
@@ -15,7 +16,6 @@ use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::{Writer, WriterConfig};
 use tower::ServiceExt;
 
-use crate::export::Exporter;
 use crate::http::{AppState, router};
 
 struct Fixture {
@@ -44,7 +44,7 @@ async fn fixture(limits: QueryLimits) -> Fixture {
         },
     ));
     let state = AppState {
-        exporter: Arc::new(Exporter::new(writer)),
+        pipeline: Arc::new(Pipeline::new(writer, stackhouse_storage::clock::system())),
         engine,
         catalog: catalog.clone(),
         store,

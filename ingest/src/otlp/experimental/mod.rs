@@ -158,6 +158,7 @@ pub fn convert(request: &ExperimentalRequest) -> Conversion {
         dictionary: None,
         rejected_profiles,
         errors,
+        ..Conversion::default()
     }
 }
 

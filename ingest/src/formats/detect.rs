@@ -33,6 +33,11 @@ impl Detected {
         }
     }
 
+    /// The converter of content in this format.
+    pub fn wire_format(self) -> &'static dyn super::WireFormat {
+        super::by_name(self.name()).expect("every detected format is registered")
+    }
+
     /// The `/ingest` `format=` value; `None` for OTLP, which has its own endpoint.
     pub fn ingest_format(self) -> Option<&'static str> {
         match self {
@@ -54,7 +59,7 @@ pub fn gunzip(data: &[u8], limit: usize) -> Result<Cow<'_, [u8]>, String> {
     if !is_gzip(data) {
         return Ok(Cow::Borrowed(data));
     }
-    stackhouse_ingest::body::decompress(data, Some("gzip"), limit).map_err(|e| e.to_string())
+    crate::body::decompress(data, Some("gzip"), limit).map_err(|e| e.to_string())
 }
 
 /// Top-level view of an OTLP request: both fields as raw bytes, so that any layout's

@@ -1,0 +1,142 @@
+//! The protobuf wire format read by hand, for what prost's generated decoders cannot do:
+//! telling OTLP layouts apart field by field ([`super::layout`]) and decoding the
+//! dictionary straight into flat tables ([`super::dictionary`]). Both run on every request,
+//! so the readers are small, inlined and allocate only to describe an error.
+
+use std::fmt;
+
+use prost::encoding::{WireType, decode_varint};
+
+#[derive(Debug)]
+pub(crate) struct WireError(pub(crate) String);
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<prost::DecodeError> for WireError {
+    fn from(e: prost::DecodeError) -> WireError {
+        WireError(e.to_string())
+    }
+}
+
+/// One field: number, wire type, the bytes after the key, and a length-delimited payload.
+pub(crate) struct Field<'a> {
+    pub(crate) number: u32,
+    pub(crate) wire: WireType,
+    pub(crate) value: &'a [u8],
+    pub(crate) payload: &'a [u8],
+}
+
+/// Iterates the fields of one message body.
+pub(crate) struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn next_field(&mut self) -> Result<Field<'a>, WireError> {
+        let (number, wire) = key(&mut self.rest)?;
+        let start = self.rest;
+        let payload = match wire {
+            WireType::LengthDelimited => len_delimited(&mut self.rest)?,
+            _ => {
+                skip(&mut self.rest, number, wire)?;
+                &[][..]
+            }
+        };
+        let value = &start[..start.len() - self.rest.len()];
+        Ok(Field {
+            number,
+            wire,
+            value,
+            payload,
+        })
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<Field<'a>, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let field = self.next_field();
+        if field.is_err() {
+            self.rest = &[];
+        }
+        Some(field)
+    }
+}
+
+pub(crate) fn fields(body: &[u8]) -> Fields<'_> {
+    Fields { rest: body }
+}
+
+#[inline]
+pub(crate) fn varint(buf: &mut &[u8]) -> Result<u64, WireError> {
+    Ok(decode_varint(buf)?)
+}
+
+/// Field number and wire type; field 0 and numbers beyond 2^29 - 1 are invalid.
+#[inline]
+pub(crate) fn key(buf: &mut &[u8]) -> Result<(u32, WireType), WireError> {
+    split_key(varint(buf)?)
+}
+
+#[inline]
+fn split_key(key: u64) -> Result<(u32, WireType), WireError> {
+    let number = u32::try_from(key >> 3)
+        .ok()
+        .filter(|&n| (1..=536_870_911).contains(&n))
+        .ok_or_else(|| WireError(format!("invalid field number in key {key}")))?;
+    let wire =
+        WireType::try_from(key & 7).map_err(|_| WireError(format!("invalid wire type {}", key & 7)))?;
+    Ok((number, wire))
+}
+
+#[inline]
+pub(crate) fn take<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], WireError> {
+    let Some((head, tail)) = rest.split_at_checked(len) else {
+        return Err(WireError("buffer underflow".into()));
+    };
+    *rest = tail;
+    Ok(head)
+}
+
+/// The payload of a length-delimited field whose key was read.
+#[inline]
+pub(crate) fn len_delimited<'a>(rest: &mut &'a [u8]) -> Result<&'a [u8], WireError> {
+    let len = varint(rest)?;
+    take(rest, usize::try_from(len).unwrap_or(usize::MAX))
+}
+
+/// Skips the value of field `number` whose key was read, a group included.
+#[inline]
+pub(crate) fn skip(rest: &mut &[u8], number: u32, wire: WireType) -> Result<(), WireError> {
+    match wire {
+        WireType::Varint => varint(rest).map(drop),
+        WireType::SixtyFourBit => take(rest, 8).map(drop),
+        WireType::ThirtyTwoBit => take(rest, 4).map(drop),
+        WireType::LengthDelimited => len_delimited(rest).map(drop),
+        WireType::StartGroup => skip_group(rest, number, 0),
+        WireType::EndGroup => Err(WireError(format!("unexpected end of group {number}"))),
+    }
+}
+
+fn skip_group(rest: &mut &[u8], number: u32, depth: u32) -> Result<(), WireError> {
+    if depth > 100 {
+        return Err(WireError("groups nested too deeply".into()));
+    }
+    loop {
+        let (n, wire) = key(rest)?;
+        match wire {
+            WireType::EndGroup if n == number => return Ok(()),
+            WireType::EndGroup => return Err(WireError(format!("end of group {n} inside group {number}"))),
+            WireType::StartGroup => skip_group(rest, n, depth + 1)?,
+            _ => skip(rest, n, wire)?,
+        }
+    }
+}

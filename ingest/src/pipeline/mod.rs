@@ -1,0 +1,183 @@
+//! The write path every receiver calls: [`Pipeline::ingest`] converts a request of any wire
+//! format, checks it against the tenant's time window and limits, normalizes it, hands it
+//! to the group-commit writer and waits until it is durable.
+
+mod error;
+mod exported;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::IngestError;
+pub use exported::Exported;
+use stackhouse_storage::clock::SharedClock;
+use stackhouse_storage::retention::RetentionConfig;
+use stackhouse_storage::writer::Writer;
+
+use crate::convert::Conversion;
+use crate::formats::{Body, Params, WireFormat};
+use crate::limits::{IngestLimits, RateLimiter, SeriesCounter};
+use crate::otlp::{AnySeries, Dictionary, Limits, SeriesAdmission, Tenant, TimeWindow, normalize_within};
+
+/// One request as a receiver hands it over: transport undone (body read, gunzipped,
+/// multipart split), the format chosen.
+pub struct Payload {
+    pub format: &'static dyn WireFormat,
+    pub body: Body,
+    pub params: Params,
+    /// The request's size as sent, what the byte rate counts.
+    pub sent_bytes: usize,
+}
+
+pub struct Pipeline {
+    writer: Arc<Writer>,
+    clock: SharedClock,
+    limiter: Option<Arc<RateLimiter>>,
+    /// Retention per tenant and how far ahead of now a time may be; `None` accepts any time.
+    window: Option<(RetentionConfig, i64)>,
+    limits: IngestLimits,
+    /// Counts series for `limits.max_series`; `None`: no series limit.
+    series: Option<SeriesCounter>,
+}
+
+impl Pipeline {
+    /// A pipeline without limits, accepting any time; `clock` stamps the receive time.
+    pub fn new(writer: Arc<Writer>, clock: SharedClock) -> Pipeline {
+        Pipeline {
+            writer,
+            clock,
+            limiter: None,
+            window: None,
+            limits: IngestLimits::default(),
+            series: None,
+        }
+    }
+
+    /// Holds each tenant to its series, label and stack depth bounds.
+    pub fn with_limits(mut self, limits: IngestLimits, series: SeriesCounter) -> Pipeline {
+        self.limits = limits;
+        self.series = Some(series);
+        self
+    }
+
+    /// Profiles older than their tenant's retention or more than `max_future` ahead of the
+    /// clock are refused (in partial_success), instead of being acknowledged and then
+    /// deleted by the next retention run.
+    pub fn with_time_window(mut self, retention: RetentionConfig, max_future: Duration) -> Pipeline {
+        let max_future = i64::try_from(max_future.as_nanos()).unwrap_or(i64::MAX);
+        self.window = Some((retention, max_future));
+        self
+    }
+
+    /// Requests over a tenant's rate are refused before anything is stored.
+    pub fn with_rate_limiter(mut self, limiter: Arc<RateLimiter>) -> Pipeline {
+        self.limiter = Some(limiter);
+        self
+    }
+
+    /// Converts, checks, normalizes and stores one request of `tenant`; returns once it is
+    /// durable.
+    pub async fn ingest(&self, tenant: String, payload: Payload) -> Result<Exported, IngestError> {
+        let Payload {
+            format,
+            body,
+            params,
+            sent_bytes,
+        } = payload;
+        // Decoding is CPU work proportional to the request; keep it off the I/O threads.
+        let conversion = tokio::task::spawn_blocking(move || format.convert(&body, &params)).await??;
+        self.store(tenant, conversion, sent_bytes).await
+    }
+
+    async fn series_gate(&self, tenant: &str) -> Result<Box<dyn SeriesAdmission + Send>, IngestError> {
+        match &self.series {
+            Some(counter) => Ok(counter.gate(tenant, self.limits.max_series.of(tenant)).await?),
+            None => Ok(Box::new(AnySeries)),
+        }
+    }
+
+    fn window(&self, tenant: &str, now: i64) -> TimeWindow {
+        let Some((retention, max_future)) = &self.window else {
+            return TimeWindow::ANY;
+        };
+        let kept = i64::try_from(retention.of(tenant).as_nanos()).unwrap_or(i64::MAX);
+        TimeWindow {
+            // Zero retention keeps everything.
+            oldest: if kept == 0 {
+                i64::MIN
+            } else {
+                now.saturating_sub(kept)
+            },
+            newest: now.saturating_add(*max_future),
+        }
+    }
+
+    async fn store(
+        &self,
+        tenant: String,
+        conversion: Conversion,
+        sent_bytes: usize,
+    ) -> Result<Exported, IngestError> {
+        let received_at = self.clock.now_nanos();
+        let Conversion {
+            request,
+            dictionary,
+            rejected_profiles,
+            mut errors,
+            converted,
+        } = conversion;
+        let limited = self.limiter.clone().map(|limiter| (limiter, tenant.clone()));
+        let limits = Limits {
+            window: self.window(&tenant, received_at),
+            max_stack_depth: self.limits.max_stack_depth.of(&tenant),
+            max_label_names: self.limits.max_label_names.of(&tenant),
+        };
+        let mut series = self.series_gate(&tenant).await?;
+        let known = self.writer.known(&tenant);
+        // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
+        let normalized = tokio::task::spawn_blocking(move || {
+            let state = Tenant {
+                limits: &limits,
+                series: series.as_mut(),
+                known: &known,
+            };
+            let dictionary = dictionary.unwrap_or_else(|| Dictionary::of(&request));
+            normalize_within(&tenant, &request, &dictionary, received_at, state)
+        })
+        .await?
+        .map_err(|e| {
+            let mut all = errors.clone();
+            all.push(e.to_string());
+            IngestError::Invalid(all.join("; "))
+        })?;
+        let stored_samples = normalized.batch.samples.len();
+        if let Some((limiter, tenant)) = limited {
+            limiter.admit(&tenant, stored_samples, sent_bytes)?;
+        }
+        if !normalized.batch.is_empty() {
+            self.writer.write(normalized.batch).await?;
+        }
+        errors.extend(normalized.errors);
+        let mut warnings = Vec::new();
+        if normalized.truncated_stacks > 0 {
+            warnings.push(format!(
+                "{} stacks deeper than {} frames (--ingest-max-stack-depth) were stored cut to \
+                 their root-most frames below a marker frame",
+                normalized.truncated_stacks, limits.max_stack_depth
+            ));
+        }
+        Ok(Exported {
+            stored_profiles: normalized.accepted_profiles,
+            stored_samples,
+            rejected_profiles: rejected_profiles + normalized.rejected_profiles,
+            errors,
+            warnings,
+            truncated_stacks: normalized.truncated_stacks,
+            converted,
+            conversion_rejected: rejected_profiles,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,99 @@
+use std::time::Duration;
+
+use bytes::Bytes;
+use stackhouse_storage::catalog::open_catalog;
+use stackhouse_storage::clock::ManualClock;
+use stackhouse_storage::store::Store;
+use stackhouse_storage::symbols::SymbolCache;
+use stackhouse_storage::writer::WriterConfig;
+
+use super::*;
+use crate::convert::Source;
+use crate::formats::{self, Body};
+use crate::pyroscope::Format;
+
+const HOUR: i64 = 3_600_000_000_000;
+
+async fn writer(dir: &std::path::Path) -> Arc<Writer> {
+    let store = Store::open(&format!("file://{}", dir.display())).unwrap();
+    let catalog = open_catalog("sqlite::memory:").await.unwrap();
+    let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
+    let config = WriterConfig {
+        flush_interval: Duration::from_millis(10),
+        ..WriterConfig::default()
+    };
+    Arc::new(Writer::start(store, catalog, symbols, config))
+}
+
+fn folded_at(time_nanos: i64) -> Payload {
+    Payload {
+        format: formats::of_ingest(Format::Folded),
+        body: Body::Raw(Bytes::from_static(b"main;work 10\nmain;idle 3\n")),
+        params: Params {
+            source: Source {
+                resource: vec![("service.name".into(), "app".into())],
+                time_nanos: Some(time_nanos),
+                ..Source::default()
+            },
+            ..Params::default()
+        },
+        sent_bytes: 24,
+    }
+}
+
+#[tokio::test]
+async fn the_time_window_follows_the_injected_clock() {
+    let dir = std::env::temp_dir().join(format!("stackhouse-pipeline-{}", std::process::id()));
+    let writer = writer(&dir).await;
+    let now = 1_000 * HOUR;
+    let clock = ManualClock::at(now);
+    let retention = RetentionConfig {
+        default: Duration::from_secs(3600),
+        ..RetentionConfig::default()
+    };
+    let pipeline =
+        Pipeline::new(writer.clone(), clock.clone()).with_time_window(retention, Duration::from_secs(600));
+
+    let old = pipeline
+        .ingest("t".into(), folded_at(now - 2 * HOUR))
+        .await
+        .unwrap();
+    assert_eq!((old.stored_profiles, old.rejected_profiles), (0, 1));
+    assert!(
+        old.errors[0].contains("older than the tenant's retention"),
+        "{:?}",
+        old.errors
+    );
+
+    // An hour later by the clock, a time an hour ahead of the old now is no longer future.
+    let ahead = now + HOUR;
+    let future = pipeline.ingest("t".into(), folded_at(ahead)).await.unwrap();
+    assert_eq!(future.rejected_profiles, 1, "{:?}", future.errors);
+    clock.advance(Duration::from_secs(3600));
+    let stored = pipeline.ingest("t".into(), folded_at(ahead)).await.unwrap();
+    assert_eq!((stored.stored_profiles, stored.rejected_profiles), (1, 0));
+    assert_eq!(stored.stored_samples, 2);
+    assert_eq!(stored.converted.samples, 2);
+    writer.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_request_over_the_rate_is_refused_before_it_is_stored() {
+    let dir = std::env::temp_dir().join(format!("stackhouse-pipeline-rate-{}", std::process::id()));
+    let writer = writer(&dir).await;
+    let limiter = RateLimiter::new(crate::limits::RateLimits {
+        samples: stackhouse_storage::per_tenant::PerTenant::uniform(1),
+        burst_seconds: 1,
+        ..Default::default()
+    });
+    let pipeline =
+        Pipeline::new(writer.clone(), ManualClock::at(1_000 * HOUR)).with_rate_limiter(Arc::new(limiter));
+    let refused = pipeline
+        .ingest("t".into(), folded_at(1_000 * HOUR))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, IngestError::TooLarge(_)), "{refused:?}");
+    writer.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,149 +1,94 @@
 //! The engine's pprof profile (`perftools.profiles`) as `SelectMergeProfile` answers it,
 //! under Pyroscope's package name (`google.v1`). The two messages have the same fields
 //! but for `Line.column`, which Pyroscope's lacks and a decoder of our bytes would drop
-//! too. Each message is destructured without `..`, so a field added on either side fails
-//! to compile here instead of going missing.
+//! too. Pyroscope's messages are built without `..`, so a field added to them fails to
+//! compile here instead of going missing.
 
 use stackhouse_proto::pprof;
 use stackhouse_proto::pyroscope_profile as pyroscope;
 
 pub fn to_pyroscope(p: pprof::Profile) -> pyroscope::Profile {
-    let pprof::Profile {
-        sample_type,
-        sample,
-        mapping,
-        location,
-        function,
-        string_table,
-        drop_frames,
-        keep_frames,
-        time_nanos,
-        duration_nanos,
-        period_type,
-        period,
-        comment,
-        default_sample_type,
-    } = p;
     pyroscope::Profile {
-        sample_type: sample_type.into_iter().map(value_type).collect(),
-        sample: sample.into_iter().map(self::sample).collect(),
-        mapping: mapping.into_iter().map(self::mapping).collect(),
-        location: location.into_iter().map(self::location).collect(),
-        function: function.into_iter().map(self::function).collect(),
-        string_table,
-        drop_frames,
-        keep_frames,
-        time_nanos,
-        duration_nanos,
-        period_type: period_type.map(value_type),
-        period,
-        comment,
-        default_sample_type,
+        sample_type: p.sample_type.into_iter().map(value_type).collect(),
+        sample: p.sample.into_iter().map(sample).collect(),
+        mapping: p.mapping.into_iter().map(mapping).collect(),
+        location: p.location.into_iter().map(location).collect(),
+        function: p.function.into_iter().map(function).collect(),
+        string_table: p.string_table,
+        drop_frames: p.drop_frames,
+        keep_frames: p.keep_frames,
+        time_nanos: p.time_nanos,
+        duration_nanos: p.duration_nanos,
+        period_type: p.period_type.map(value_type),
+        period: p.period,
+        comment: p.comment,
+        default_sample_type: p.default_sample_type,
     }
 }
 
 fn value_type(v: pprof::ValueType) -> pyroscope::ValueType {
-    let pprof::ValueType { r#type, unit } = v;
-    pyroscope::ValueType { r#type, unit }
+    pyroscope::ValueType {
+        r#type: v.r#type,
+        unit: v.unit,
+    }
 }
 
 fn sample(s: pprof::Sample) -> pyroscope::Sample {
-    let pprof::Sample {
-        location_id,
-        value,
-        label,
-    } = s;
     pyroscope::Sample {
-        location_id,
-        value,
-        label: label
+        location_id: s.location_id,
+        value: s.value,
+        label: s
+            .label
             .into_iter()
-            .map(|l| {
-                let pprof::Label {
-                    key,
-                    str,
-                    num,
-                    num_unit,
-                } = l;
-                pyroscope::Label {
-                    key,
-                    str,
-                    num,
-                    num_unit,
-                }
+            .map(|l| pyroscope::Label {
+                key: l.key,
+                str: l.str,
+                num: l.num,
+                num_unit: l.num_unit,
             })
             .collect(),
     }
 }
 
 fn mapping(m: pprof::Mapping) -> pyroscope::Mapping {
-    let pprof::Mapping {
-        id,
-        memory_start,
-        memory_limit,
-        file_offset,
-        filename,
-        build_id,
-        has_functions,
-        has_filenames,
-        has_line_numbers,
-        has_inline_frames,
-    } = m;
     pyroscope::Mapping {
-        id,
-        memory_start,
-        memory_limit,
-        file_offset,
-        filename,
-        build_id,
-        has_functions,
-        has_filenames,
-        has_line_numbers,
-        has_inline_frames,
+        id: m.id,
+        memory_start: m.memory_start,
+        memory_limit: m.memory_limit,
+        file_offset: m.file_offset,
+        filename: m.filename,
+        build_id: m.build_id,
+        has_functions: m.has_functions,
+        has_filenames: m.has_filenames,
+        has_line_numbers: m.has_line_numbers,
+        has_inline_frames: m.has_inline_frames,
     }
 }
 
 fn location(l: pprof::Location) -> pyroscope::Location {
-    let pprof::Location {
-        id,
-        mapping_id,
-        address,
-        line,
-        is_folded,
-    } = l;
     pyroscope::Location {
-        id,
-        mapping_id,
-        address,
-        line: line
+        id: l.id,
+        mapping_id: l.mapping_id,
+        address: l.address,
+        line: l
+            .line
             .into_iter()
-            .map(|l| {
-                let pprof::Line {
-                    function_id,
-                    line,
-                    column: _,
-                } = l;
-                pyroscope::Line { function_id, line }
+            .map(|l| pyroscope::Line {
+                function_id: l.function_id,
+                line: l.line,
             })
             .collect(),
-        is_folded,
+        is_folded: l.is_folded,
     }
 }
 
 fn function(f: pprof::Function) -> pyroscope::Function {
-    let pprof::Function {
-        id,
-        name,
-        system_name,
-        filename,
-        start_line,
-    } = f;
     pyroscope::Function {
-        id,
-        name,
-        system_name,
-        filename,
-        start_line,
+        id: f.id,
+        name: f.name,
+        system_name: f.system_name,
+        filename: f.filename,
+        start_line: f.start_line,
     }
 }
 

@@ -134,6 +134,11 @@ fn describe() {
         "Compaction passes by outcome."
     );
     describe_counter!("stackhouse_retention_runs_total", "Retention passes by outcome.");
+    describe_histogram!(
+        "stackhouse_query_duration_seconds",
+        metrics::Unit::Seconds,
+        "Query engine runs (data queries and listings) by endpoint and outcome (ok, invalid, limit, timeout, error)."
+    );
     describe_counter!(
         "stackhouse_query_bytes_scanned_total",
         "Bytes queries fetched from object storage."

@@ -1,6 +1,7 @@
 //! Queries: the selector language, planning and running scans of the `samples` table with
 //! DataFusion, symbolizing stacks into call trees, and the result shapes and renderers of
-//! every endpoint (flamegraph, diff, top, time series, events, single profiles).
+//! every endpoint (flamegraph, diff, top, time series, events, single profiles, and the
+//! catalog listings: labels, series, profile types, settings, stats).
 //!
 //! `engine` is the machinery every query shares; `endpoints` has one module per endpoint
 //! (its request, how it runs, its result); `render` turns results into wire formats.

@@ -842,3 +842,85 @@ async fn limits_are_enforced_and_named() {
     assert!(matches!(err, QueryError::Timeout(_)), "{err}");
     assert!(err.to_string().contains("limit timeout"), "{err}");
 }
+
+/// Listings (label names and values, series, profile types) run under the same limits as
+/// the flamegraph above: the same `max_range` refusal and the same timeout.
+#[tokio::test]
+async fn listings_are_held_to_the_query_limits() {
+    use std::time::Duration;
+    let hour = TimeRange {
+        start: 0,
+        end: 3_600_000_000_000,
+    };
+    let f = fixture().await;
+    assert!(
+        f.engine
+            .label_names(TENANT, hour)
+            .await
+            .unwrap()
+            .contains(&"thread.name".to_string())
+    );
+    assert_eq!(
+        f.engine.label_values(TENANT, "service.name", hour).await.unwrap(),
+        ["api", "web"]
+    );
+
+    let tight = fixture_with(QueryLimits {
+        max_range: Duration::from_nanos(1000),
+        ..QueryLimits::default()
+    })
+    .await;
+    let flamegraph = FlamegraphQuery {
+        scope: scope(cpu(), "{}", hour),
+        group_by: vec![],
+        max_nodes: 0,
+    };
+    let data_query = tight.engine.flamegraph(&flamegraph).await.unwrap_err();
+    let listings = [
+        tight.engine.label_names(TENANT, hour).await.map(|_| ()),
+        tight
+            .engine
+            .label_values(TENANT, "service.name", hour)
+            .await
+            .map(|_| ()),
+        tight.engine.series(TENANT, hour).await.map(|_| ()),
+        tight.engine.profile_types(TENANT, hour).await.map(|_| ()),
+    ];
+    assert!(
+        data_query.to_string().contains("(limit max_range)"),
+        "{data_query}"
+    );
+    for listing in listings {
+        let err = listing.unwrap_err();
+        assert!(err.is_limit(), "{err}");
+        assert_eq!(err.to_string(), data_query.to_string());
+    }
+    // Within the limit by itself, as for the flamegraph.
+    let short = TimeRange {
+        start: 1000,
+        end: 2000,
+    };
+    assert!(
+        tight
+            .engine
+            .label_values(TENANT, "service.name", short)
+            .await
+            .is_ok()
+    );
+    // Resolving a query's profile type is not a ranged listing: the query holds the range.
+    assert_eq!(tight.engine.stored_profile_types(TENANT).await.unwrap().len(), 2);
+
+    let slow = fixture_with(QueryLimits {
+        timeout: Duration::ZERO,
+        ..QueryLimits::default()
+    })
+    .await;
+    let data_query = slow.engine.flamegraph(&flamegraph).await.unwrap_err();
+    let err = slow
+        .engine
+        .label_values(TENANT, "service.name", hour)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, QueryError::Timeout(_)), "{err}");
+    assert_eq!(err.to_string(), data_query.to_string());
+}

@@ -2,11 +2,12 @@
 //! datasource and the Profiles Drilldown app work against Stackhouse unchanged:
 //! `querier.v1.QuerierService` and `settings.v1.SettingsService` over Connect (unary,
 //! `POST /<package>.<Service>/<Method>`), and the legacy `GET /pyroscope/render` and
-//! `/pyroscope/render-diff`. Every method runs on the same query engine and catalog as
+//! `/pyroscope/render-diff`. Every read runs on the same query engine as
 //! `/api/v1`; any other Connect method answers `unimplemented` (HTTP 501).
 
 pub mod codec;
 mod labels;
+mod pprof;
 mod profile_type;
 mod querier;
 mod render;

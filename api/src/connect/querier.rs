@@ -1,10 +1,6 @@
-//! `querier.v1.QuerierService`: each method reads its request, runs the catalog or the
-//! query engine, and builds Pyroscope's answer. Times on the wire are Unix milliseconds.
+//! `querier.v1.QuerierService`: each method reads its request, runs it on the query
+//! engine (listings included), and builds Pyroscope's answer. Times on the wire are Unix milliseconds.
 
-use std::collections::BTreeSet;
-use std::io::Read;
-
-use prost::Message;
 use stackhouse_proto::pyroscope_profile::Profile;
 use stackhouse_proto::pyroscope_querier::{
     AnalyzeQueryRequest, AnalyzeQueryResponse, DiffRequest, DiffResponse, FlameGraph, FlameGraphDiff, Level,
@@ -22,9 +18,10 @@ use stackhouse_query::{
     StackFilter, TimeseriesQuery,
 };
 use stackhouse_storage::model::{Series, TimeRange};
+use std::collections::BTreeSet;
 
 use super::labels::{self, Matchers, Names};
-use super::{Call, profile_type};
+use super::{Call, pprof, profile_type};
 use crate::error::ApiError;
 use crate::http::AppState;
 use crate::http::query::params::hex_ids;
@@ -66,7 +63,7 @@ pub async fn profile_types(
         return Ok(ProfileTypesResponse::default());
     };
     let mut profile_types: Vec<_> = state
-        .catalog
+        .engine
         .profile_types(&call.tenant, range)
         .await?
         .iter()
@@ -91,8 +88,8 @@ async fn listing(
     selectors: &[String],
 ) -> Result<Listing, ApiError> {
     let selectors: Vec<&str> = selectors.iter().map(String::as_str).collect();
-    let all = state.catalog.series(tenant, range).await?;
-    let known = state.catalog.label_names(tenant, range).await?;
+    let all = state.engine.series(tenant, range).await?;
+    let known = state.engine.label_names(tenant, range).await?;
     let series_names: BTreeSet<&String> = all.iter().flat_map(|s| s.labels.keys()).collect();
     let sample_only: BTreeSet<String> = known
         .iter()
@@ -152,7 +149,7 @@ pub async fn label_values(
     let name = listing.names.resolve(&r.name);
     let mut values: BTreeSet<String> = if listing.sample_only.contains(&name) {
         state
-            .catalog
+            .engine
             .label_values(&call.tenant, &name, range)
             .await?
             .into_iter()
@@ -233,7 +230,7 @@ pub(super) async fn select_scope(
         .any(|n| Names::needed_for(n))
         && let Some(range) = range
     {
-        Names::new(state.catalog.label_names(&call.tenant, range).await?)
+        Names::new(state.engine.label_names(&call.tenant, range).await?)
     } else {
         Names::default()
     };
@@ -382,15 +379,11 @@ pub async fn select_merge_span_profile(
     })
 }
 
-/// The selection as one pprof profile (our export is gzipped; Connect carries it raw).
+/// The selection as one pprof profile, under Pyroscope's package name.
 async fn merged_profile(state: &AppState, scope: Scope) -> Result<Profile, ApiError> {
-    let gzipped = state.engine.pprof(&PprofQuery::Scope(scope)).await?;
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(gzipped.as_slice())
-        .read_to_end(&mut raw)
-        .map_err(|e| ApiError::internal(format!("reading back our own pprof export: {e}")))?;
-    Profile::decode(raw.as_slice())
-        .map_err(|e| ApiError::internal(format!("reading back our own pprof export: {e}")))
+    Ok(pprof::to_pyroscope(
+        state.engine.pprof(&PprofQuery::Scope(scope)).await?,
+    ))
 }
 
 pub async fn select_merge_profile(
@@ -434,7 +427,7 @@ pub async fn select_series(
     )
     .await?;
     let names = if r.group_by.iter().any(|n| Names::needed_for(n)) {
-        Names::new(state.catalog.label_names(&call.tenant, scope.range).await?)
+        Names::new(state.engine.label_names(&call.tenant, scope.range).await?)
     } else {
         Names::default()
     };
@@ -526,7 +519,7 @@ pub async fn get_profile_stats(
     call: Call,
     _: GetProfileStatsRequest,
 ) -> Result<GetProfileStatsResponse, ApiError> {
-    Ok(match state.catalog.data_range(&call.tenant).await? {
+    Ok(match state.engine.data_range(&call.tenant).await? {
         Some((oldest, newest)) => GetProfileStatsResponse {
             data_ingested: true,
             oldest_profile_time: oldest / NANOS_PER_MILLI,

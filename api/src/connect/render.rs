@@ -152,7 +152,7 @@ pub async fn render(
     }
     let group_by: Vec<GroupKey> = match q.one("groupBy")? {
         Some(name) => {
-            let names = Names::new(state.catalog.label_names(&call.tenant, scope.range).await?);
+            let names = Names::new(state.engine.label_names(&call.tenant, scope.range).await?);
             vec![GroupKey::Label(names.resolve(&name))]
         }
         None => Vec::new(),

@@ -1,5 +1,6 @@
 //! `settings.v1.SettingsService`: named values per tenant, kept in the catalog (the
 //! Profiles Drilldown app stores its settings as one JSON string named `pluginSettings`).
+//! Reads run on the query engine as every read does; writes go to the catalog.
 
 use stackhouse_proto::pyroscope_settings::{
     DeleteSettingsRequest, DeleteSettingsResponse, GetSettingsRequest, GetSettingsResponse,
@@ -25,7 +26,7 @@ pub async fn get(
     call: Call,
     _: GetSettingsRequest,
 ) -> Result<GetSettingsResponse, ApiError> {
-    let settings = state.catalog.settings(&call.tenant).await?;
+    let settings = state.engine.settings(&call.tenant).await?;
     Ok(GetSettingsResponse {
         settings: settings.into_iter().map(to_wire).collect(),
     })

@@ -161,7 +161,7 @@ pub struct DiffQuery {
 impl QueryEngine {
     /// One tree carrying both sides' values.
     pub async fn diff(&self, q: &DiffQuery) -> Result<Diff, QueryError> {
-        self.bounded(async {
+        self.bounded("diff", async {
             if q.baseline.profile_type != q.comparison.profile_type {
                 return Err(QueryError::InvalidArgument(
                     "baseline and comparison must have the same profile type".into(),

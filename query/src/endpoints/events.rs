@@ -131,7 +131,7 @@ impl QueryEngine {
 
     /// One page of individual samples in time order.
     pub async fn events(&self, q: &EventsQuery) -> Result<EventsPage, QueryError> {
-        self.bounded(async {
+        self.bounded("events", async {
             let limit = self.events_limit(q.limit)?;
             let cursor = q.cursor.as_deref().map(Cursor::decode).transpose()?;
             let mut page = EventsPage {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use stackhouse_proto::pprof::Profile;
 use stackhouse_storage::model::{Series, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
@@ -11,7 +12,7 @@ use crate::engine::aggregate::{Dim, Row};
 use crate::engine::plan::Plan;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
-use crate::render::pprof::{PprofInput, PprofSample, encode};
+use crate::render::pprof::{PprofInput, PprofSample, build};
 
 /// What a pprof export holds.
 // Built once per request and never stored, so the size difference costs nothing.
@@ -25,9 +26,9 @@ pub enum PprofQuery {
 }
 
 impl QueryEngine {
-    /// A gzipped pprof profile of the selection.
-    pub async fn pprof(&self, q: &PprofQuery) -> Result<Vec<u8>, QueryError> {
-        self.bounded(async {
+    /// A pprof profile of the selection; [`crate::render::pprof::gzip`] makes it a file.
+    pub async fn pprof(&self, q: &PprofQuery) -> Result<Profile, QueryError> {
+        self.bounded("pprof", async {
             let sides: Vec<&Scope> = match q {
                 PprofQuery::Scope(scope) => vec![scope],
                 PprofQuery::Diff { baseline, comparison } => {
@@ -91,7 +92,7 @@ impl QueryEngine {
                 symbols: &symbols,
                 native: &native,
             };
-            Ok(encode(&input))
+            Ok(build(&input))
         })
         .await
     }

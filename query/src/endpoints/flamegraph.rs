@@ -28,7 +28,7 @@ impl QueryEngine {
         q: &FlamegraphQuery,
         stacks: &StackFilter,
     ) -> Result<Flamegraph, QueryError> {
-        self.bounded(async {
+        self.bounded("flamegraph", async {
             let max_nodes = self.max_nodes(q.max_nodes)?;
             // An ungrouped tree is cut to its call site while it is built, so a subtree
             // costs what its own stacks cost.

@@ -48,7 +48,7 @@ impl QueryEngine {
         profile_id: [u8; 16],
         profile_type: Option<&ProfileType>,
     ) -> Result<(ProfileMeta, Scope), QueryError> {
-        self.bounded(self.locate_profile(tenant, profile_id, profile_type))
+        self.bounded("profile", self.locate_profile(tenant, profile_id, profile_type))
             .await
     }
 

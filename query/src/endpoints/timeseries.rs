@@ -74,7 +74,7 @@ pub struct TimeseriesQuery {
 impl QueryEngine {
     /// Values bucketed by `step`, one series per group.
     pub async fn timeseries(&self, q: &TimeseriesQuery) -> Result<Timeseries, QueryError> {
-        self.bounded(async {
+        self.bounded("timeseries", async {
             let range = q.scope.range;
             if q.step_nanos <= 0 {
                 return Err(QueryError::InvalidArgument(format!(

@@ -45,7 +45,7 @@ pub struct TopQuery {
 impl QueryEngine {
     /// Functions by self value.
     pub async fn top(&self, q: &TopQuery) -> Result<Top, QueryError> {
-        self.bounded(async {
+        self.bounded("top", async {
             if q.limit == 0 {
                 return Err(QueryError::InvalidArgument("limit must be at least 1".into()));
             }

@@ -14,10 +14,12 @@ pub(crate) mod stack_tree;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use stackhouse_storage::catalog::Catalog;
+use stackhouse_storage::catalog::{Catalog, CatalogError};
+use stackhouse_storage::model::TimeRange;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
@@ -119,15 +121,19 @@ impl QueryEngine {
     }
 
     /// Runs a query under the configured timeout; dropping the future cancels its scans.
-    /// A memory error is told the budget here, where it is known.
+    /// A memory error is told the budget here, where it is known. Every endpoint, data
+    /// query or listing, runs through here, so each is timed and counted the same way
+    /// under its `endpoint` name.
     pub(crate) async fn bounded<T>(
         &self,
+        endpoint: &'static str,
         query: impl Future<Output = Result<T, QueryError>>,
     ) -> Result<T, QueryError> {
+        let started = Instant::now();
         let result = tokio::time::timeout(self.limits.timeout, query)
             .await
             .unwrap_or(Err(QueryError::Timeout(self.limits.timeout)));
-        result.map_err(|e| match e {
+        let result = result.map_err(|e| match e {
             QueryError::ResourcesExhausted { budget: None, detail } if is_memory_pool(&detail) => {
                 QueryError::ResourcesExhausted {
                     budget: self.memory_limit_bytes,
@@ -135,7 +141,33 @@ impl QueryEngine {
                 }
             }
             e => e,
+        });
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(QueryError::Timeout(_)) => "timeout",
+            Err(e) if e.is_limit() => "limit",
+            Err(e) if e.is_client_error() => "invalid",
+            Err(_) => "error",
+        };
+        metrics::histogram!("stackhouse_query_duration_seconds", "endpoint" => endpoint, "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// A catalog listing of `tenant`'s data in `range` (label names or values, series,
+    /// profile types), held to `max_range` and run as `endpoint`, as a data query is.
+    pub(crate) async fn listing<T>(
+        &self,
+        endpoint: &'static str,
+        tenant: &str,
+        range: TimeRange,
+        read: impl Future<Output = Result<T, CatalogError>>,
+    ) -> Result<T, QueryError> {
+        self.bounded(endpoint, async {
+            self.check_range(tenant, range).await?;
+            Ok(read.await?)
         })
+        .await
     }
 }
 

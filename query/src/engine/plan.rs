@@ -32,7 +32,10 @@ impl QueryEngine {
     /// nothing can match (no series, no segment): the caller answers with an empty result.
     pub(crate) async fn plan(&self, scope: &Scope) -> Result<Option<Plan>, QueryError> {
         self.check_scope(scope)?;
-        self.check_range(scope).await?;
+        // A profile lookup names its segments, so its range is not what bounds the work.
+        if scope.segments.is_none() {
+            self.check_range(&scope.tenant, scope.range).await?;
+        }
         // Both listings in one round trip's time; the segments are listed before the
         // symbols are read, so that the symbol cache already holds every attribute set
         // these segments can reference.
@@ -123,20 +126,20 @@ impl QueryEngine {
 impl QueryEngine {
     /// Holds a query to `max_range` by the part of its range the tenant has data in: what
     /// bounds the scan. A `from=0` query over a store of one day costs a day, not decades.
-    /// The catalog is asked only when the range itself is over the limit.
-    async fn check_range(&self, scope: &Scope) -> Result<(), QueryError> {
+    /// The catalog is asked only when the range itself is over the limit. Listings (label
+    /// names and values, series, profile types) are held to it as data queries are.
+    pub(crate) async fn check_range(&self, tenant: &str, range: TimeRange) -> Result<(), QueryError> {
         let max = self.limits.max_range.as_nanos();
         let span = |r: TimeRange| (r.end as i128 - r.start as i128).max(0) as u128;
-        // A profile lookup names its segments, so its range is not what bounds the work.
-        if scope.segments.is_some() || span(scope.range) <= max {
+        if span(range) <= max {
             return Ok(());
         }
-        let Some((first, last)) = self.catalog.data_range(&scope.tenant).await? else {
+        let Some((first, last)) = self.catalog.data_range(tenant).await? else {
             return Ok(());
         };
         let covered = TimeRange {
-            start: scope.range.start.max(first),
-            end: scope.range.end.min(last.saturating_add(1)),
+            start: range.start.max(first),
+            end: range.end.min(last.saturating_add(1)),
         };
         if span(covered) <= max {
             return Ok(());

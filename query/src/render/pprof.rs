@@ -1,5 +1,6 @@
-//! pprof export: a gzipped `perftools.profiles.Profile` that `go tool pprof` and other
-//! pprof readers open.
+//! pprof export: a `perftools.profiles.Profile`, and its gzipped encoding that `go tool
+//! pprof` and other pprof readers open. Queries answer the profile; the edge that sends
+//! it as a file encodes and gzips it once ([`gzip`]).
 //!
 //! Functions, mappings and locations are written as stored, so a reader sees the same
 //! frames as our JSON (see [`crate::symbolize`]): one frame per line, the last line of a
@@ -46,17 +47,17 @@ pub struct PprofInput<'a> {
     pub native: &'a NativeFiles,
 }
 
-/// The gzipped, encoded profile.
-pub fn encode(input: &PprofInput<'_>) -> Vec<u8> {
-    let encoded = build(input).encode_to_vec();
+/// The profile encoded and gzipped, as a `.pb.gz` file holds it.
+pub fn gzip(profile: &pprof::Profile) -> Vec<u8> {
+    let encoded = profile.encode_to_vec();
     let mut gz = GzEncoder::new(Vec::with_capacity(encoded.len() / 4), Compression::default());
     gz.write_all(&encoded)
         .and_then(|()| gz.finish())
         .expect("gzip into memory cannot fail")
 }
 
-/// The profile before encoding.
-fn build(input: &PprofInput<'_>) -> pprof::Profile {
+/// The profile of the samples.
+pub fn build(input: &PprofInput<'_>) -> pprof::Profile {
     let mut b = Builder::new(input.symbols, input.native);
     let sample_type = input
         .sample_types
@@ -511,7 +512,7 @@ mod tests {
     #[test]
     fn stacks_read_back_as_written() {
         let f = fixture();
-        let p = decode(&encode(&input(&f)));
+        let p = decode(&gzip(&build(&input(&f))));
         let got = folded(&p);
         let want: BTreeMap<String, Vec<i64>> = [
             ("main;work;leaf", 11),
@@ -534,7 +535,7 @@ mod tests {
     #[test]
     fn tables_follow_the_pprof_conventions() {
         let f = fixture();
-        let p = decode(&encode(&input(&f)));
+        let p = decode(&gzip(&build(&input(&f))));
         let s = |i: i64| p.string_table[usize::try_from(i).unwrap()].as_str();
         assert_eq!(p.string_table[0], "");
         let types: Vec<(&str, &str)> = p.sample_type.iter().map(|t| (s(t.r#type), s(t.unit))).collect();
@@ -606,7 +607,7 @@ mod tests {
     fn empty_input_is_a_valid_profile() {
         let index = SymbolIndex::default();
         let native = NativeFiles::default();
-        let p = decode(&encode(&PprofInput {
+        let p = decode(&gzip(&build(&PprofInput {
             sample_types: vec![("samples".into(), "count".into())],
             period_type: ("cpu".into(), "nanoseconds".into()),
             period: 0,
@@ -615,7 +616,7 @@ mod tests {
             samples: vec![],
             symbols: &index,
             native: &native,
-        }));
+        })));
         assert!(p.sample.is_empty() && p.location.is_empty() && p.function.is_empty());
         assert_eq!(p.string_table[0], "");
         assert_eq!(p.sample_type.len(), 1);

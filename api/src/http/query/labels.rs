@@ -1,4 +1,5 @@
-//! Catalog listings: profile types, label names and values, storage stats.
+//! Catalog listings: profile types, label names and values, storage stats; the engine
+//! runs them as it runs data queries.
 
 use std::collections::BTreeMap;
 
@@ -110,7 +111,7 @@ pub async fn profile_types(
 ) -> Result<Json<ProfileTypes>, ApiError> {
     let tenant = tenant_of(&headers)?;
     let range = RangeParams::from_query(&q)?.range()?;
-    let types = state.catalog.profile_types(&tenant, range).await?;
+    let types = state.engine.profile_types(&tenant, range).await?;
     Ok(Json(ProfileTypes {
         profile_types: types.iter().map(ProfileTypeEntry::from).collect(),
     }))
@@ -133,7 +134,7 @@ pub async fn label_names(
 ) -> Result<Json<LabelNames>, ApiError> {
     let tenant = tenant_of(&headers)?;
     let range = RangeParams::from_query(&q)?.range()?;
-    let names = state.catalog.label_names(&tenant, range).await?;
+    let names = state.engine.label_names(&tenant, range).await?;
     Ok(Json(LabelNames { names }))
 }
 
@@ -155,7 +156,7 @@ pub async fn label_values(
 ) -> Result<Json<LabelValues>, ApiError> {
     let tenant = tenant_of(&headers)?;
     let range = RangeParams::from_query(&q)?.range()?;
-    let values = state.catalog.label_values(&tenant, &name, range).await?;
+    let values = state.engine.label_values(&tenant, &name, range).await?;
     Ok(Json(LabelValues { name, values }))
 }
 
@@ -171,5 +172,5 @@ pub async fn label_values(
 )]
 pub async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Stats>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    Ok(Json(Stats::from(state.catalog.stats(&tenant).await?)))
+    Ok(Json(Stats::from(state.engine.stats(&tenant).await?)))
 }

@@ -1,5 +1,5 @@
 //! The query API: flamegraphs, single profiles, traces, time series, top functions, diffs,
-//! events, and the catalog listings (profile types, labels, stats).
+//! events, and the catalog listings (profile types, labels, stats), all run by the engine.
 
 pub mod diff;
 pub mod events;
@@ -64,10 +64,10 @@ fn folded(text: String) -> Response {
     ([(header::CONTENT_TYPE, FOLDED_CONTENT_TYPE)], text).into_response()
 }
 
-/// pprof bytes are already gzipped; they go out as a file, not with a `Content-Encoding`,
-/// so clients store exactly what `go tool pprof` reads.
+/// The engine's profile, encoded and gzipped here, once; it goes out as a file, not with a
+/// `Content-Encoding`, so clients store exactly what `go tool pprof` reads.
 async fn pprof(state: &AppState, query: &PprofQuery) -> Result<Response, ApiError> {
-    let bytes = state.engine.pprof(query).await?;
+    let bytes = stackhouse_query::render::pprof::gzip(&state.engine.pprof(query).await?);
     Ok((
         [
             (header::CONTENT_TYPE, PPROF_CONTENT_TYPE),

@@ -324,3 +324,29 @@ async fn catalog_listings_and_the_document_answer_without_data() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
 }
+
+/// A listing runs on the engine as a data query does: past the query timeout it answers
+/// the flamegraph's 422, naming the same limit and flag.
+#[tokio::test]
+async fn listings_answer_the_query_timeout_as_data_queries_do() {
+    let f = fixture(QueryLimits {
+        timeout: std::time::Duration::ZERO,
+        ..QueryLimits::default()
+    })
+    .await;
+    for uri in [
+        format!("/api/v1/flamegraph?{PT}"),
+        "/api/v1/profile-types".to_string(),
+        "/api/v1/labels".to_string(),
+        "/api/v1/labels/thread.name/values".to_string(),
+        "/api/v1/stats".to_string(),
+    ] {
+        assert_error(
+            &f,
+            &uri,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &["(limit timeout)", "--query-timeout"],
+        )
+        .await;
+    }
+}

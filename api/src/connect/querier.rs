@@ -1,5 +1,8 @@
 //! `querier.v1.QuerierService`: each method reads its request, runs it on the query
-//! engine (listings included), and builds Pyroscope's answer. Times on the wire are Unix milliseconds.
+//! engine (listings included), and builds Pyroscope's answer. Times on the wire are Unix
+//! milliseconds.
+
+use std::collections::BTreeSet;
 
 use stackhouse_proto::pyroscope_profile::Profile;
 use stackhouse_proto::pyroscope_querier::{
@@ -18,7 +21,6 @@ use stackhouse_query::{
     StackFilter, TimeseriesQuery,
 };
 use stackhouse_storage::model::{Series, TimeRange};
-use std::collections::BTreeSet;
 
 use super::labels::{self, Matchers, Names};
 use super::{Call, pprof, profile_type};

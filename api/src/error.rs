@@ -225,7 +225,7 @@ impl ApiError {
         match self.kind {
             ErrorKind::Internal => tracing::error!(error = %self.message, "request failed"),
             ErrorKind::Unavailable | ErrorKind::Overloaded(_) => {
-                tracing::warn!(error = %self.message, "request not served")
+                tracing::warn!(error = %self.message, "request not served");
             }
             _ => tracing::debug!(error = %self.message, "request refused"),
         }

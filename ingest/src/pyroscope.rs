@@ -269,8 +269,7 @@ fn parse_tags(name: &str, body: &str) -> Result<Vec<(String, String)>, ParamErro
             Some((_, '=')) => {}
             _ => {
                 return Err(bad(format!(
-                    "tag {:?} at byte {start} of the tags has no '=value'",
-                    key
+                    "tag {key:?} at byte {start} of the tags has no '=value'"
                 )));
             }
         }

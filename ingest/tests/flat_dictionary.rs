@@ -55,7 +55,7 @@ fn capture() -> Vec<u8> {
 fn the_ebpf_capture_reads_as_prost_reads_it() {
     let bytes = capture();
     let expected = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
-    let want = expected.dictionary.clone().unwrap();
+    let want = expected.dictionary.unwrap();
     let (_, dictionary) = both(&bytes).unwrap();
     flat(&bytes).expect("the flat decoder reads the capture");
     assert!(

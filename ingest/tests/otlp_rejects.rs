@@ -247,7 +247,7 @@ fn invalid_span_id_length() {
 #[test]
 fn invalid_profile_id_length() {
     rejects_second("profile_id must be empty or 16 bytes, got 3", |r| {
-        profile(r, 1).profile_id = vec![1, 2, 3]
+        profile(r, 1).profile_id = vec![1, 2, 3];
     });
 }
 
@@ -283,7 +283,7 @@ fn duration_overflow() {
 #[test]
 fn missing_sample_type() {
     rejects_second("unknown profile type: sample_type has no type name", |r| {
-        profile(r, 1).sample_type = None
+        profile(r, 1).sample_type = None;
     });
 }
 
@@ -320,18 +320,18 @@ fn non_empty_first_string_refuses_the_request() {
 fn non_zero_first_entries_refuse_the_request() {
     let cases: [(&str, Breaks); 6] = [
         ("mapping_table", |r| {
-            dictionary(r).mapping_table[0].memory_start = 1
+            dictionary(r).mapping_table[0].memory_start = 1;
         }),
         ("location_table", |r| dictionary(r).location_table[0].address = 1),
         ("function_table", |r| {
-            dictionary(r).function_table[0].name_strindex = 1
+            dictionary(r).function_table[0].name_strindex = 1;
         }),
         ("link_table", |r| dictionary(r).link_table[0].span_id = vec![1; 8]),
         ("attribute_table", |r| {
-            dictionary(r).attribute_table[0].key_strindex = 1
+            dictionary(r).attribute_table[0].key_strindex = 1;
         }),
         ("stack_table", |r| {
-            dictionary(r).stack_table[0].location_indices = vec![1]
+            dictionary(r).stack_table[0].location_indices = vec![1];
         }),
     ];
     for (table, breaks) in cases {

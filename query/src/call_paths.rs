@@ -105,7 +105,7 @@ impl CallPaths {
             match location_id {
                 Some(location_id) => {
                     let frames = self.location(index, native, missing, location_id, &mut complete);
-                    for frame in frames.iter() {
+                    for frame in &frames {
                         end = self.child(end, *frame);
                     }
                 }

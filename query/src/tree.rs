@@ -344,7 +344,7 @@ impl PathTree {
     /// [`truncate_tree`], with the same result, but choosing the kept nodes first so that
     /// only those (and their `other` nodes) are ever materialized: a million-path tree cut
     /// to a few thousand nodes no longer allocates a name and a child list for every path.
-    pub fn build_truncated(self, names: NameTable, max_nodes: usize) -> Node {
+    pub fn build_truncated(self, names: NameTable<'_>, max_nodes: usize) -> Node {
         let totals = self.totals();
         let children = Children::of(&self);
         let ranked = Ranked {
@@ -357,7 +357,7 @@ impl PathTree {
     }
 
     /// The tree with totals computed and children sorted.
-    pub fn build(self, names: NameTable) -> Node {
+    pub fn build(self, names: NameTable<'_>) -> Node {
         self.build_truncated(names, usize::MAX)
     }
 }

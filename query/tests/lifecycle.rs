@@ -179,7 +179,7 @@ async fn world(catalog_url: Option<String>) -> World {
     let writer = Writer::start(
         store.clone(),
         catalog.clone(),
-        symbols.clone(),
+        symbols,
         WriterConfig {
             flush_interval: Duration::from_millis(20),
             ..WriterConfig::default()

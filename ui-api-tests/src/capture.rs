@@ -115,7 +115,7 @@ pub fn from_protobuf(req: &ExportProfilesServiceRequest) -> Vec<Observation> {
                                 time,
                                 value,
                                 trace_id: trace_id.clone(),
-                            })
+                            });
                         },
                     );
                 }
@@ -258,7 +258,7 @@ pub fn from_json(doc: &Value) -> Vec<Observation> {
                             time,
                             value,
                             trace_id: trace_id.clone(),
-                        })
+                        });
                     });
                 }
             }

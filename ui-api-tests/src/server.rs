@@ -133,7 +133,7 @@ impl Server {
             match self.spawn_once().await {
                 Ok(()) => return,
                 Err(status) if attempt < ATTEMPTS => {
-                    eprintln!("stackhouse exited during start-up with {status}; retrying on new ports")
+                    eprintln!("stackhouse exited during start-up with {status}; retrying on new ports");
                 }
                 Err(status) => panic!("stackhouse exited during start-up with {status}, {ATTEMPTS} times"),
             }

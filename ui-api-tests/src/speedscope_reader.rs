@@ -49,7 +49,7 @@ pub fn expected(doc: &Value) -> Expected {
                 time: 0,
                 value,
                 trace_id: None,
-            })
+            });
         };
         match p["type"].as_str() {
             Some("sampled") => {

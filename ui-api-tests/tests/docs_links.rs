@@ -402,7 +402,7 @@ fn prose_lines(text: &str) -> Vec<&str> {
             (Some((m, open)), Some(c))
                 if c == m && run >= open && trimmed[run * m.len_utf8()..].trim().is_empty() =>
             {
-                fence = None
+                fence = None;
             }
             (None, _) => lines.push(line),
             (Some(_), _) => {}
@@ -494,7 +494,7 @@ fn unique_slug(heading: &str, seen: &mut BTreeMap<String, usize>) -> String {
     let base = slug(&rendered_text(heading));
     let count = seen.entry(base.clone()).or_insert(0);
     let anchor = if *count == 0 {
-        base.clone()
+        base
     } else {
         format!("{base}-{count}")
     };

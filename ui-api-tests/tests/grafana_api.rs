@@ -292,7 +292,7 @@ fn merged_stacktraces_match_the_capture_in_both_codecs() {
     });
     let answers = l.call(&[
         rpc(&format!("{Q}/SelectMergeStacktraces"), true, request.clone()),
-        rpc(&format!("{Q}/SelectMergeStacktraces"), false, request.clone()),
+        rpc(&format!("{Q}/SelectMergeStacktraces"), false, request),
         // The app's hand-written JSON: proto names, numbers, and a format it invented.
         fetch(
             &format!("/{Q}/SelectMergeStacktraces"),
@@ -624,7 +624,7 @@ fn profile_stats_analyze_and_unknown_methods() {
         fetch("/nothing/here", json_headers.clone(), "{}"),
         fetch(&format!("/{Q}/ProfileTypes"), json!({"content-type": "text/plain"}), "{}"),
         fetch(&format!("/{Q}/LabelNames"), json_headers.clone(), r#"{"matchers":["{a="]}"#),
-        fetch(&format!("/{Q}/LabelNames"), json_headers.clone(), r#"{"matchers": 5}"#),
+        fetch(&format!("/{Q}/LabelNames"), json_headers, r#"{"matchers": 5}"#),
         rpc(
             &format!("{Q}/SelectMergeStacktraces"),
             true,

@@ -544,7 +544,7 @@ fn folded(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
 
 /// Everything the profile says, read back for one service; `None` when nothing is stored.
 async fn assert_stored_right(server: &Server, service: &str) {
-    assert_stored_right_at(server.http(), service.to_string()).await
+    assert_stored_right_at(server.http(), service.to_string()).await;
 }
 
 async fn assert_stored_right_at(base: String, service: String) {

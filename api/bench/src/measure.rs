@@ -1,5 +1,8 @@
 //! Process CPU time, peak memory and timing statistics, read from the kernel.
 
+// getrusage and mallinfo have no safe wrapper in the crates we use.
+#![allow(unsafe_code)]
+
 use std::time::Duration;
 
 /// User + system CPU time of the whole process so far.

@@ -203,7 +203,7 @@ impl Workload {
                 count += 1;
             }
         }
-        let string = |d: &mut DictBuilder, s: &str| d.string(s);
+        let string = |d: &mut DictBuilder<'_>, s: &str| d.string(s);
         let sample_type = ValueType {
             type_strindex: string(&mut dict, "samples"),
             unit_strindex: string(&mut dict, "count"),

@@ -27,13 +27,7 @@ fn generator_is_deterministic_and_counts_its_samples() {
     let (ea, eb) = (a.encoded(), b.encoded());
     assert!(!ea.is_empty());
     assert_eq!(ea, eb, "same seed, same bytes");
-    let other = Workload::new(
-        bench::FleetConfig {
-            seed: 8,
-            ..fleet.clone()
-        },
-        &capture,
-    );
+    let other = Workload::new(bench::FleetConfig { seed: 8, ..fleet }, &capture);
     assert_ne!(ea, other.encoded(), "another seed, other bytes");
 
     let mut counted = 0;

@@ -2,15 +2,17 @@
 //! `STACKHOUSE_*` variable), grouped by what they configure; the config file layered under
 //! them ([`file`], [`example`]); and per-tenant exceptions ([`tenants`]), each resolving to
 //! one [`PerTenant`]. The rest of the crate reads configuration from here; nothing here
-//! reads the rest of the crate (the ingest rate and limit flags still live with their
-//! checks, in `rate_limit` and `ingest_limits`).
+//! reads the rest of the crate. The ingest rate and limit flags build the types whose
+//! checks live in `stackhouse_ingest::limits`.
 
 mod auth;
 mod debuginfo;
 pub mod example;
 pub mod file;
+mod ingest_limits;
 mod lifecycle;
 mod query_limits;
+mod rate_limits;
 mod roles;
 mod size;
 mod tenants;
@@ -23,8 +25,10 @@ use clap::{Args, Command, ValueEnum};
 
 pub use auth::AuthMode;
 pub use debuginfo::DebugInfoArgs;
+pub use ingest_limits::IngestLimitArgs;
 pub use lifecycle::LifecycleArgs;
 pub use query_limits::{QueryLimitArgs, limit_flag};
+pub use rate_limits::RateLimitArgs;
 pub use roles::{Role, Roles};
 pub use size::parse_size;
 pub use tenants::{PerTenant, tenant_override, tenant_value};
@@ -122,10 +126,10 @@ pub struct ServeArgs {
     pub query_limits: QueryLimitArgs,
 
     #[command(flatten)]
-    pub rate_limits: crate::rate_limit::RateLimitArgs,
+    pub rate_limits: RateLimitArgs,
 
     #[command(flatten)]
-    pub ingest_limits: crate::ingest_limits::IngestLimitArgs,
+    pub ingest_limits: IngestLimitArgs,
 
     #[command(flatten)]
     pub lifecycle: LifecycleArgs,

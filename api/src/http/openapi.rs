@@ -35,7 +35,7 @@ struct ErrorResponses;
 
 impl Modify for ErrorResponses {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        for (path, item) in doc.paths.paths.iter_mut() {
+        for (path, item) in &mut doc.paths.paths {
             let Some(operation) = item.get.as_mut() else {
                 continue;
             };

@@ -115,7 +115,7 @@ impl<'b> Converter<'b> {
         }
     }
 
-    pub fn chunk(&mut self, chunk: &Chunk) -> Result<(), ConvertError> {
+    pub fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), ConvertError> {
         let h = chunk.header;
         let end = h.start_nanos.saturating_add(h.duration_nanos.max(0));
         self.span = Some(match self.span {
@@ -145,7 +145,7 @@ impl<'b> Converter<'b> {
         })
     }
 
-    fn setting(&mut self, chunk: &Chunk, v: &Value) -> Result<(), ConvertError> {
+    fn setting(&mut self, chunk: &Chunk<'_>, v: &Value) -> Result<(), ConvertError> {
         let meta = &chunk.meta;
         let event = v.field(meta, "id").and_then(Value::as_int);
         let event = event
@@ -162,9 +162,9 @@ impl<'b> Converter<'b> {
 
     fn event(
         &mut self,
-        chunk: &Chunk,
+        chunk: &Chunk<'_>,
         cache: &mut ChunkCache,
-        event: &Event,
+        event: &Event<'_>,
         name: &str,
         v: &Value,
     ) -> Result<(), ConvertError> {
@@ -229,7 +229,7 @@ impl<'b> Converter<'b> {
     }
 
     /// The stack index of a `stackTrace` field: frames leaf first, as JFR stores them.
-    fn stack(&mut self, chunk: &Chunk, cache: &mut ChunkCache, v: &Value) -> Result<i32, ConvertError> {
+    fn stack(&mut self, chunk: &Chunk<'_>, cache: &mut ChunkCache, v: &Value) -> Result<i32, ConvertError> {
         let key = match v {
             Value::Ref { key, .. } => Some(*key),
             _ => None,
@@ -262,7 +262,12 @@ impl<'b> Converter<'b> {
 
     /// `<class name with '/' replaced by '.'>.<method name>`, or the method name alone when
     /// the class has no name.
-    fn method(&mut self, chunk: &Chunk, cache: &mut ChunkCache, v: &Value) -> Result<String, ConvertError> {
+    fn method(
+        &mut self,
+        chunk: &Chunk<'_>,
+        cache: &mut ChunkCache,
+        v: &Value,
+    ) -> Result<String, ConvertError> {
         let key = match v {
             Value::Ref { key, .. } => Some(*key),
             _ => None,
@@ -301,7 +306,12 @@ impl<'b> Converter<'b> {
 
     /// `thread.name` (the Java name, else the OS name) and `thread.id` (the Java thread id,
     /// else the OS one), when known.
-    fn thread(&mut self, chunk: &Chunk, cache: &mut ChunkCache, v: &Value) -> Result<Vec<i32>, ConvertError> {
+    fn thread(
+        &mut self,
+        chunk: &Chunk<'_>,
+        cache: &mut ChunkCache,
+        v: &Value,
+    ) -> Result<Vec<i32>, ConvertError> {
         let key = match v {
             Value::Ref { key, .. } => Some(*key),
             _ => None,

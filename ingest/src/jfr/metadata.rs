@@ -82,7 +82,7 @@ impl Element {
 const MAX_DEPTH: usize = 16;
 
 /// Parses the metadata event that starts at `cur`'s position.
-pub(crate) fn read(mut cur: Cursor) -> Result<Metadata, ConvertError> {
+pub(crate) fn read(mut cur: Cursor<'_>) -> Result<Metadata, ConvertError> {
     let start = cur.pos();
     let size = cur.int()?;
     let end = usize::try_from(size)
@@ -121,12 +121,12 @@ pub(crate) fn read(mut cur: Cursor) -> Result<Metadata, ConvertError> {
     classes(&root)
 }
 
-fn element(cur: &mut Cursor, strings: &[String], depth: usize) -> Result<Element, ConvertError> {
+fn element(cur: &mut Cursor<'_>, strings: &[String], depth: usize) -> Result<Element, ConvertError> {
     let offset = cur.pos();
     if depth > MAX_DEPTH {
         return Err(invalid(offset, "metadata elements nested too deep"));
     }
-    let string = |cur: &mut Cursor| -> Result<String, ConvertError> {
+    let string = |cur: &mut Cursor<'_>| -> Result<String, ConvertError> {
         let at = cur.pos();
         let i = cur.int()?;
         usize::try_from(i)

@@ -52,7 +52,7 @@ const MAX_DEPTH: usize = 32;
 /// One value of class `type_id` stored inline (not a pool reference, not an array).
 pub(crate) fn read(
     meta: &Metadata,
-    cur: &mut Cursor,
+    cur: &mut Cursor<'_>,
     type_id: i64,
     depth: usize,
 ) -> Result<Value, ConvertError> {
@@ -86,11 +86,11 @@ pub(crate) fn read(
 
 pub(crate) fn read_field(
     meta: &Metadata,
-    cur: &mut Cursor,
+    cur: &mut Cursor<'_>,
     field: &Field,
     depth: usize,
 ) -> Result<Value, ConvertError> {
-    let one = |cur: &mut Cursor| -> Result<Value, ConvertError> {
+    let one = |cur: &mut Cursor<'_>| -> Result<Value, ConvertError> {
         if field.constant_pool {
             let at = cur.pos();
             Ok(Value::Ref {
@@ -116,7 +116,7 @@ pub(crate) fn read_field(
 /// Moves past one inline value of class `type_id` without building it.
 pub(crate) fn skip(
     meta: &Metadata,
-    cur: &mut Cursor,
+    cur: &mut Cursor<'_>,
     type_id: i64,
     depth: usize,
 ) -> Result<(), ConvertError> {

@@ -170,10 +170,10 @@ fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
                     let counts = (pruning_metrics.pruned() as u64, pruning_metrics.matched() as u64);
                     match name.as_ref() {
                         "row_groups_pruned_statistics" => {
-                            by_stats = (by_stats.0 + counts.0, by_stats.1 + counts.1)
+                            by_stats = (by_stats.0 + counts.0, by_stats.1 + counts.1);
                         }
                         "row_groups_pruned_bloom_filter" => {
-                            by_bloom = (by_bloom.0 + counts.0, by_bloom.1 + counts.1)
+                            by_bloom = (by_bloom.0 + counts.0, by_bloom.1 + counts.1);
                         }
                         _ => {}
                     }
@@ -213,10 +213,10 @@ fn decode_rows(batch: &RecordBatch, rows: &mut Vec<Row>) -> Result<(), QueryErro
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
         match field.name().as_str() {
             samples::STACK_ID => ids16(column, field.name(), |i, v| {
-                out[i].stack_id = SymbolId(v.unwrap_or([0; 16]))
+                out[i].stack_id = SymbolId(v.unwrap_or([0; 16]));
             })?,
             samples::ATTR_SET_ID => ids16(column, field.name(), |i, v| {
-                out[i].attr_set_id = SymbolId(v.unwrap_or([0; 16]))
+                out[i].attr_set_id = SymbolId(v.unwrap_or([0; 16]));
             })?,
             samples::TRACE_ID => ids16(column, field.name(), |i, v| out[i].trace_id = v)?,
             samples::PROFILE_ID => ids16(column, field.name(), |i, v| out[i].profile_id = v)?,

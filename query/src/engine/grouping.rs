@@ -21,7 +21,7 @@ pub(crate) fn group_dims(group_by: &[GroupKey]) -> Vec<Dim> {
     let mut dims = Vec::new();
     let mut push = |d| {
         if !dims.contains(&d) {
-            dims.push(d)
+            dims.push(d);
         }
     };
     for key in group_by {

@@ -10,7 +10,7 @@ async fn unknown_scheme_is_invalid_url() {
     for url in ["mysql://root:hunter2@localhost/db", "catalog.db", ""] {
         match open_catalog(url).await {
             Err(CatalogError::InvalidUrl { url: shown, .. }) => {
-                assert!(!shown.contains("hunter2"), "the password leaked into {shown:?}")
+                assert!(!shown.contains("hunter2"), "the password leaked into {shown:?}");
             }
             Err(other) => panic!("{url:?}: expected an invalid url error, got {other:?}"),
             Ok(_) => panic!("{url:?}: expected an invalid url error, got a catalog"),

@@ -334,16 +334,18 @@ async fn listings_answer_the_query_timeout_as_data_queries_do() {
         ..QueryLimits::default()
     })
     .await;
+    // The data queries' own timeout answer is held to the same text in
+    // query/tests/engine.rs (listings_are_held_to_the_query_limits); this store holds no
+    // profile type, so a flamegraph here stops earlier, at its profile_type check.
     for uri in [
-        format!("/api/v1/flamegraph?{PT}"),
-        "/api/v1/profile-types".to_string(),
-        "/api/v1/labels".to_string(),
-        "/api/v1/labels/thread.name/values".to_string(),
-        "/api/v1/stats".to_string(),
+        "/api/v1/profile-types",
+        "/api/v1/labels",
+        "/api/v1/labels/thread.name/values",
+        "/api/v1/stats",
     ] {
         assert_error(
             &f,
-            &uri,
+            uri,
             StatusCode::UNPROCESSABLE_ENTITY,
             &["(limit timeout)", "--query-timeout"],
         )

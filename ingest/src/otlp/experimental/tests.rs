@@ -418,7 +418,7 @@ fn malformed_containers_are_refused_alone() {
             |c| c.profile.as_mut().unwrap().location_indices[2] = 7,
         ),
         ("profile.location_indices[0] -1 out of range", |c| {
-            c.profile.as_mut().unwrap().location_indices[0] = -1
+            c.profile.as_mut().unwrap().location_indices[0] = -1;
         }),
         (
             "location_index[0] 3 out of range (profile.location has 3 entries)",
@@ -433,7 +433,7 @@ fn malformed_containers_are_refused_alone() {
             |c| c.profile.as_mut().unwrap().sample[1].attributes = vec![9],
         ),
         ("link 1 out of range (profile.link_table has 0 entries)", |c| {
-            c.profile.as_mut().unwrap().sample[1].link = 1
+            c.profile.as_mut().unwrap().sample[1].link = 1;
         }),
         (
             "profile.sample[1]: has 2 values but the profile has 1 sample types",
@@ -442,33 +442,33 @@ fn malformed_containers_are_refused_alone() {
         ("has one value per sample type and 2 timestamps", |c| {
             c.profile.as_mut().unwrap().sample[0]
                 .timestamps_unix_nano
-                .push(1_687_841_529_000_000)
+                .push(1_687_841_529_000_000);
         }),
         (
             "profile.function[1].name 40 out of range (profile.string_table has 6 entries)",
             |c| c.profile.as_mut().unwrap().function[1].name = 40,
         ),
         ("profile.location[0].line[0].function_index 5 out of range", |c| {
-            c.profile.as_mut().unwrap().location[0].line[0].function_index = 5
+            c.profile.as_mut().unwrap().location[0].line[0].function_index = 5;
         }),
         (
             "profile.location[0].mapping_index 1 out of range (profile.mapping has 0 entries)",
             |c| c.profile.as_mut().unwrap().location[0].mapping_index = 1,
         ),
         ("profile_id must be 16 bytes, got 3", |c| {
-            c.profile_id = vec![1, 2, 3]
+            c.profile_id = vec![1, 2, 3];
         }),
         ("end_time_unix_nano 1 is before start_time_unix_nano", |c| {
-            c.end_time_unix_nano = 1
+            c.end_time_unix_nano = 1;
         }),
         ("trace_id attribute must be 16 bytes, got 2", |c| {
-            c.profile.as_mut().unwrap().attribute_table[0] = kv("trace_id", Value::BytesValue(vec![1, 2]))
+            c.profile.as_mut().unwrap().attribute_table[0] = kv("trace_id", Value::BytesValue(vec![1, 2]));
         }),
         ("profile has samples but no sample_type", |c| {
-            c.profile.as_mut().unwrap().sample_type.clear()
+            c.profile.as_mut().unwrap().sample_type.clear();
         }),
         ("string_table[0] must be the empty string", |c| {
-            c.profile.as_mut().unwrap().string_table[0] = "x".into()
+            c.profile.as_mut().unwrap().string_table[0] = "x".into();
         }),
         (
             "link 0 and its trace_id/span_id attributes name different spans",
@@ -476,7 +476,7 @@ fn malformed_containers_are_refused_alone() {
                 c.profile.as_mut().unwrap().link_table = vec![Link {
                     trace_id: vec![7; 16],
                     span_id: vec![7; 8],
-                }]
+                }];
             },
         ),
     ];

@@ -6,7 +6,7 @@
 use clap::Args;
 use stackhouse_ingest::limits::RateLimits;
 
-use crate::config::{PerTenant, parse_size, tenant_override, tenant_value};
+use super::{PerTenant, parse_size, tenant_override, tenant_value};
 
 #[derive(Args, Debug, Clone)]
 pub struct RateLimitArgs {

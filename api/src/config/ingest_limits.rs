@@ -5,7 +5,7 @@
 use clap::Args;
 use stackhouse_ingest::limits::IngestLimits;
 
-use crate::config::{PerTenant, tenant_value};
+use super::{PerTenant, tenant_value};
 
 #[derive(Args, Debug, Clone)]
 pub struct IngestLimitArgs {

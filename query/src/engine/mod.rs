@@ -130,9 +130,15 @@ impl QueryEngine {
         query: impl Future<Output = Result<T, QueryError>>,
     ) -> Result<T, QueryError> {
         let started = Instant::now();
-        let result = tokio::time::timeout(self.limits.timeout, query)
-            .await
-            .unwrap_or(Err(QueryError::Timeout(self.limits.timeout)));
+        let result = if self.limits.timeout.is_zero() {
+            // Nothing finishes in no time; without this a zero timeout would race the
+            // timer's millisecond tick against a catalog read that answers sooner.
+            Err(QueryError::Timeout(self.limits.timeout))
+        } else {
+            tokio::time::timeout(self.limits.timeout, query)
+                .await
+                .unwrap_or(Err(QueryError::Timeout(self.limits.timeout)))
+        };
         let result = result.map_err(|e| match e {
             QueryError::ResourcesExhausted { budget: None, detail } if is_memory_pool(&detail) => {
                 QueryError::ResourcesExhausted {

@@ -494,7 +494,6 @@ impl Batch {
             + profiles
     }
 
-    /// Moves everything of `other` (same tenant) into `self`.
     /// Removes the profiles whose keys are in `keys`, with their samples, and returns how
     /// many profiles went. Samples know their profile by id and series only, so a profile
     /// stays when another one of the batch has its id and series but not its key.
@@ -528,6 +527,20 @@ impl Batch {
         before - self.profiles.len()
     }
 
+    /// Removes the samples, profiles and definitions of `series`, and returns how many
+    /// samples went. Symbols stay: content-addressed, they are harmless unreferenced.
+    pub fn remove_series(&mut self, series: &HashSet<i64>) -> usize {
+        if series.is_empty() {
+            return 0;
+        }
+        let before = self.samples.len();
+        self.samples.retain(|s| !series.contains(&s.series_id));
+        self.profiles.retain(|p| !series.contains(&p.series_id));
+        self.series.retain(|id, _| !series.contains(id));
+        before - self.samples.len()
+    }
+
+    /// Moves everything of `other` (same tenant) into `self`.
     pub fn merge(&mut self, other: Batch) {
         debug_assert_eq!(self.tenant, other.tenant);
         self.series.extend(other.series);

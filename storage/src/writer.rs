@@ -11,8 +11,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{Id, JoinSet};
 use tokio::time::MissedTickBehavior;
 
-use crate::catalog::{Catalog, SegmentCommit};
-use crate::model::{Batch, ProfileKey, ProfileRecord};
+use crate::catalog::{Catalog, CommitOutcome, SegmentCommit};
+use crate::model::{AttributeSet, Batch, IdMap, ProfileKey, ProfileRecord};
 use crate::segment::{WrittenSegment, write_segment};
 use crate::store::Store;
 use crate::symbols::{KnownSymbols, SymbolCache};
@@ -77,14 +77,43 @@ pub struct WriteReceipt {
     /// The segment the batch went into; empty for a batch without samples, which is
     /// acknowledged without writing anything.
     pub segment_id: String,
+    /// What of the request the tenant's series limit refused at commit (other ingesters
+    /// took the last places since this one's own count): not stored, to be reported as
+    /// rejected.
+    pub refused: RefusedSeries,
+}
+
+/// The part of one request the catalog refused for the series limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RefusedSeries {
+    /// The request's series refused, sorted.
+    pub series: Vec<i64>,
+    pub samples: usize,
+    /// The request's profiles of those series: one per distinct profile id, and one per
+    /// series for samples without a profile id (one OTLP profile has one series).
+    pub profiles: usize,
+}
+
+impl RefusedSeries {
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
 }
 
 type Ack = oneshot::Sender<Result<WriteReceipt, WriteError>>;
 
 enum Msg {
-    /// Boxed: batches are large, and the queue holds many messages.
-    Write(Box<Batch>, Ack, Reservation),
+    Write(Box<Request>),
     Shutdown,
+}
+
+/// Boxed in the queue: batches are large, and the queue holds many messages.
+struct Request {
+    batch: Batch,
+    ack: Ack,
+    reservation: Reservation,
+    /// The tenant's series limit, enforced at commit; 0: none.
+    max_series: usize,
 }
 
 /// Bytes of the budget held by one accepted batch; given back on drop, which happens
@@ -183,12 +212,20 @@ impl Writer {
     /// Dropping the future before it completes does not cancel the write: the batch may
     /// still become durable, only the acknowledgement is lost.
     pub async fn write(&self, batch: Batch) -> Result<WriteReceipt, WriteError> {
+        self.write_within(batch, 0).await
+    }
+
+    /// [`Self::write`] for a tenant that may have at most `max_series` series (0: no
+    /// limit). The catalog counts them at commit, across every ingester; the series it
+    /// refuses are not stored and are named in the receipt.
+    pub async fn write_within(&self, batch: Batch, max_series: usize) -> Result<WriteReceipt, WriteError> {
         if self.tx.is_closed() {
             return Err(WriteError::ShuttingDown);
         }
         if batch.samples.is_empty() {
             return Ok(WriteReceipt {
                 segment_id: String::new(),
+                refused: RefusedSeries::default(),
             });
         }
         // A profile's rows are one run of its series: looked up once per run, not per row.
@@ -217,8 +254,14 @@ impl Writer {
                 budget: self.budget,
             })?;
         let (ack, acked) = oneshot::channel();
+        let request = Request {
+            batch,
+            ack,
+            reservation,
+            max_series,
+        };
         self.tx
-            .send(Msg::Write(Box::new(batch), ack, reservation))
+            .send(Msg::Write(Box::new(request)))
             .await
             .map_err(|_| WriteError::ShuttingDown)?;
         acked
@@ -241,8 +284,67 @@ struct Pending {
     /// The keys of `batch.profiles`, kept beside it so that each request is checked
     /// against them without hashing the whole pending batch again.
     profile_keys: HashSet<ProfileKey>,
-    acks: Vec<Ack>,
+    waiting: Vec<Waiting>,
     reservations: Vec<Reservation>,
+    /// The limit the latest request brought: one tenant's requests bring the same one,
+    /// unless its configuration changed meanwhile.
+    max_series: usize,
+}
+
+/// A request waiting for its flush, and what it brought per series.
+struct Waiting {
+    ack: Ack,
+    share: Share,
+}
+
+/// What one request brought of each series, so it learns what of it the series limit
+/// refused; empty when the tenant has no limit (nothing can be refused).
+#[derive(Default)]
+struct Share {
+    samples: HashMap<i64, usize>,
+    /// Series with samples that carry no profile id.
+    anonymous: HashSet<i64>,
+    profiles: HashSet<(i64, [u8; 16])>,
+}
+
+impl Share {
+    fn of(batch: &Batch) -> Share {
+        let mut share = Share::default();
+        // A profile's rows are one run of its series: counted per run, not per row.
+        for run in batch
+            .samples
+            .chunk_by(|a, b| a.series_id == b.series_id && a.profile_id == b.profile_id)
+        {
+            let series = run[0].series_id;
+            *share.samples.entry(series).or_default() += run.len();
+            match run[0].profile_id {
+                Some(id) => share.profiles.insert((series, id)),
+                None => share.anonymous.insert(series),
+            };
+        }
+        share
+    }
+
+    fn refused(&self, refused: &HashSet<i64>) -> RefusedSeries {
+        if refused.is_empty() {
+            return RefusedSeries::default();
+        }
+        let mut series: Vec<i64> = self
+            .samples
+            .keys()
+            .copied()
+            .filter(|s| refused.contains(s))
+            .collect();
+        series.sort_unstable();
+        let samples = series.iter().map(|s| self.samples[s]).sum();
+        let profiles = self.profiles.iter().filter(|(s, _)| refused.contains(s)).count()
+            + self.anonymous.iter().filter(|s| refused.contains(s)).count();
+        RefusedSeries {
+            series,
+            samples,
+            profiles,
+        }
+    }
 }
 
 /// The single task that owns all pending state; flushes run as tasks it spawns, at most
@@ -282,13 +384,13 @@ impl WriterTask {
             }
             tokio::select! {
                 msg = rx.recv(), if open => match msg {
-                    Some(Msg::Write(batch, ack, reservation)) => self.add(*batch, ack, reservation),
+                    Some(Msg::Write(request)) => self.add(*request),
                     Some(Msg::Shutdown) | None => {
                         // Refuse new requests, but keep those already queued.
                         rx.close();
                         while let Some(msg) = rx.recv().await {
-                            if let Msg::Write(batch, ack, reservation) = msg {
-                                self.add(*batch, ack, reservation);
+                            if let Msg::Write(request) = msg {
+                                self.add(*request);
                             }
                         }
                         open = false;
@@ -313,8 +415,22 @@ impl WriterTask {
         }
     }
 
-    fn add(&mut self, mut batch: Batch, ack: Ack, reservation: Reservation) {
+    fn add(&mut self, request: Request) {
+        let Request {
+            mut batch,
+            ack,
+            reservation,
+            max_series,
+        } = request;
         let tenant = batch.tenant.clone();
+        // Before repeats are left out below: a repeat whose first copy is refused is
+        // refused too.
+        let share = if max_series == 0 {
+            Share::default()
+        } else {
+            Share::of(&batch)
+        };
+        let waiting = Waiting { ack, share };
         match self.pending.get_mut(&tenant) {
             Some(pending) => {
                 // A retry that arrives while its first attempt still waits here.
@@ -329,8 +445,9 @@ impl WriterTask {
                     .profile_keys
                     .extend(batch.profiles.iter().map(ProfileRecord::key));
                 pending.batch.merge(batch);
-                pending.acks.push(ack);
+                pending.waiting.push(waiting);
                 pending.reservations.push(reservation);
+                pending.max_series = max_series;
             }
             None => {
                 let profile_keys = batch.profiles.iter().map(ProfileRecord::key).collect();
@@ -339,8 +456,9 @@ impl WriterTask {
                     Pending {
                         batch,
                         profile_keys,
-                        acks: vec![ack],
+                        waiting: vec![waiting],
                         reservations: vec![reservation],
+                        max_series,
                     },
                 );
             }
@@ -374,8 +492,9 @@ impl WriterTask {
         }
         let Some(Pending {
             batch,
-            acks,
+            waiting,
             reservations,
+            max_series,
             ..
         }) = self.pending.remove(tenant)
         else {
@@ -389,7 +508,7 @@ impl WriterTask {
             // Dropping a flush midway leaves at most objects no commit names (the cleanup
             // deletes them) or a commit whose answer was lost (retries are deduplicated by
             // profile id); nothing acknowledged depends on it.
-            let result = tokio::time::timeout(timeout, flusher.flush(batch))
+            let result = tokio::time::timeout(timeout, flusher.flush(batch, max_series))
                 .await
                 .unwrap_or_else(|_| {
                     Err(FlushError {
@@ -406,9 +525,13 @@ impl WriterTask {
                 tracing::warn!(tenant = %e.tenant, error = %e.message, "segment flush failed");
                 WriteError::Unavailable(e.message)
             });
-            for ack in acks {
+            for Waiting { ack, share } in waiting {
+                let answer = result.as_ref().map_err(Clone::clone).map(|flushed| WriteReceipt {
+                    segment_id: flushed.segment_id.clone(),
+                    refused: share.refused(&flushed.refused_series),
+                });
                 // A requester that gave up no longer listens; nothing to do for it.
-                let _ = ack.send(result.clone());
+                let _ = ack.send(answer);
             }
             // Only now: the flushed batch is dropped and every request has its answer.
             drop(reservations);
@@ -428,68 +551,127 @@ struct Flusher {
     symbols: Arc<SymbolCache>,
 }
 
+/// What a flush stored.
+struct Flushed {
+    /// Empty when nothing was left to store.
+    segment_id: String,
+    /// Series the catalog refused for the tenant's series limit; none of their samples
+    /// were stored.
+    refused_series: HashSet<i64>,
+}
+
 impl Flusher {
     /// Writes one segment of `batch` with only the symbols not stored yet, commits it, and
-    /// remembers its symbols.
-    async fn flush(&self, mut batch: Batch) -> Result<WriteReceipt, FlushError> {
+    /// remembers its symbols. The commit is the arbiter between ingesters: when it refuses
+    /// profiles another ingester stored first or series over the tenant's limit, they are
+    /// taken out and the rest is written and committed again (each round takes something
+    /// out, so this ends). The objects of a refused attempt are named by no commit; the
+    /// cleanup's orphan sweep deletes them.
+    async fn flush(&self, mut batch: Batch, max_series: usize) -> Result<Flushed, FlushError> {
         let tenant = batch.tenant.clone();
         let fail = |message: String| FlushError {
             tenant: tenant.clone(),
             message,
         };
-        // A retried export whose first attempt was stored (and its answer lost) is left out.
+        // A retried export whose first attempt was stored (and its answer lost) is left
+        // out before anything is written; the commit below catches the ones that race.
         let keys: Vec<ProfileKey> = batch.profiles.iter().map(ProfileRecord::key).collect();
         let stored = self
             .catalog
             .stored_profiles(&tenant, &keys)
             .await
             .map_err(|e| fail(format!("looking up profile ids: {e}")))?;
-        let repeated = batch.remove_profiles(&stored.into_iter().collect());
-        if repeated > 0 {
-            metrics::counter!("stackhouse_ingest_repeated_profiles_total").increment(repeated as u64);
-            tracing::debug!(%tenant, repeated, "profiles stored before were left out");
-            if batch.is_empty() {
-                return Ok(WriteReceipt {
-                    segment_id: String::new(),
-                });
-            }
-        }
+        leave_out_repeated(&mut batch, &stored);
+        let mut refused_series = HashSet::new();
         // Before `retain_new`: the labels come from every set used, stored before or not.
-        let sample_labels = sample_labels(&batch);
+        let mut sample_labels = sample_labels(&batch, None);
         self.symbols
             .read(&tenant)
             .await
             .map_err(|e| fail(format!("loading symbols: {e}")))?
             .retain_new(&mut batch);
-        let segment_id = uuid::Uuid::now_v7().to_string();
-        let WrittenSegment { segment, symbols } = write_segment(&self.store, &batch, &segment_id, 0)
-            .await
-            .map_err(|e| fail(format!("writing segment: {e}")))?;
-        metrics::histogram!("stackhouse_segment_bytes")
-            .record(segment.objects.iter().map(|o| o.size_bytes as f64).sum::<f64>());
-        let series = segment
-            .series
-            .iter()
-            .filter_map(|s| batch.series.get(&s.series_id).cloned())
-            .collect();
-        let commit = SegmentCommit {
-            segment,
-            symbols,
-            series,
-            sample_labels,
-            profiles: std::mem::take(&mut batch.profiles),
-        };
-        self.catalog
-            .commit_segment(&commit)
-            .await
-            .map_err(|e| fail(format!("committing segment: {e}")))?;
-        self.symbols.record(&tenant, &commit.symbols, &batch).await;
-        Ok(WriteReceipt { segment_id })
+        loop {
+            if batch.samples.is_empty() {
+                return Ok(Flushed {
+                    segment_id: String::new(),
+                    refused_series,
+                });
+            }
+            let segment_id = uuid::Uuid::now_v7().to_string();
+            let WrittenSegment { segment, symbols } = write_segment(&self.store, &batch, &segment_id, 0)
+                .await
+                .map_err(|e| fail(format!("writing segment: {e}")))?;
+            metrics::histogram!("stackhouse_segment_bytes")
+                .record(segment.objects.iter().map(|o| o.size_bytes as f64).sum::<f64>());
+            let series = segment
+                .series
+                .iter()
+                .filter_map(|s| batch.series.get(&s.series_id).cloned())
+                .collect();
+            let commit = SegmentCommit {
+                segment,
+                symbols,
+                series,
+                sample_labels,
+                profiles: std::mem::take(&mut batch.profiles),
+            };
+            let refusal = match self
+                .catalog
+                .commit_segment_within(&commit, max_series)
+                .await
+                .map_err(|e| fail(format!("committing segment: {e}")))?
+            {
+                CommitOutcome::Committed => {
+                    self.symbols.record(&tenant, &commit.symbols, &batch).await;
+                    return Ok(Flushed {
+                        segment_id,
+                        refused_series,
+                    });
+                }
+                CommitOutcome::Refused(refusal) => refusal,
+            };
+            batch.profiles = commit.profiles;
+            leave_out_repeated(&mut batch, &refusal.repeated);
+            if !refusal.refused_series.is_empty() {
+                let refused: HashSet<i64> = refusal.refused_series.iter().copied().collect();
+                let samples = batch.remove_series(&refused);
+                metrics::counter!("stackhouse_ingest_refused_series_samples_total").increment(samples as u64);
+                tracing::debug!(%tenant, series = refused.len(), samples, "series over the limit were refused at commit");
+                refused_series.extend(refused);
+            }
+            // The sets `retain_new` took out are in the tenant's index: the labels of what
+            // is left, without those of what was taken out.
+            let index = self
+                .symbols
+                .read(&tenant)
+                .await
+                .map_err(|e| fail(format!("loading symbols: {e}")))?;
+            sample_labels = self::sample_labels(&batch, Some(&index.attr_sets));
+        }
     }
 }
 
-/// Distinct `(key, value)` pairs of the attribute sets the samples use.
-fn sample_labels(batch: &Batch) -> Vec<(String, String)> {
+/// Takes the profiles of `repeated` (stored before, by this ingester or another) out of
+/// `batch`, counting them.
+fn leave_out_repeated(batch: &mut Batch, repeated: &[ProfileKey]) {
+    if repeated.is_empty() {
+        return;
+    }
+    let repeated: HashSet<ProfileKey> = repeated.iter().copied().collect();
+    let mut left_out = batch.remove_profiles(&repeated);
+    // A repeated profile sharing id and series with one that is not keeps its samples
+    // (they cannot be told apart), but not its record, so the next commit cannot meet
+    // its key again.
+    let before = batch.profiles.len();
+    batch.profiles.retain(|p| !repeated.contains(&p.key()));
+    left_out += before - batch.profiles.len();
+    metrics::counter!("stackhouse_ingest_repeated_profiles_total").increment(left_out as u64);
+    tracing::debug!(tenant = %batch.tenant, repeated = left_out, "profiles stored before were left out");
+}
+
+/// Distinct `(key, value)` pairs of the attribute sets the samples use, looked up in the
+/// batch and then in `stored` (the sets `retain_new` took out of it).
+fn sample_labels(batch: &Batch, stored: Option<&IdMap<AttributeSet>>) -> Vec<(String, String)> {
     // Once per sample: SipHash over a 16-byte id would cost as much as a row's encoding.
     let used: HashSet<_, foldhash::fast::RandomState> = batch
         .samples
@@ -499,7 +681,7 @@ fn sample_labels(batch: &Batch) -> Vec<(String, String)> {
         .collect();
     let labels: BTreeSet<&(String, String)> = used
         .iter()
-        .filter_map(|id| batch.attr_sets.get(id))
+        .filter_map(|id| batch.attr_sets.get(id).or_else(|| stored?.get(id)))
         .flat_map(|set| &set.attrs)
         .collect();
     labels.into_iter().cloned().collect()

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use common::*;
 use stackhouse_storage::catalog::prelude::*;
 use stackhouse_storage::catalog::{
-    CatalogError, CatalogResult, CatalogStats, DebugFile, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentReplacement, Setting, TableKind, TenantToken,
+    CatalogError, CatalogResult, CatalogStats, CommitOutcome, DebugFile, ObjectMeta, SegmentCommit,
+    SegmentMeta, SegmentReplacement, Setting, TableKind, TenantToken,
 };
 use stackhouse_storage::model::{Batch, ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
 use stackhouse_storage::segment::symbols_key;
@@ -241,6 +241,47 @@ async fn a_retried_profile_is_stored_once() {
     writer.shutdown().await;
 }
 
+/// Another ingester stored the profile between this one's look-up and its commit: the
+/// commit refuses it, and the writer stores the rest of the batch without it.
+#[tokio::test]
+async fn a_profile_stored_since_the_look_up_is_left_out_at_commit() {
+    let env = env().await;
+    let blind = Arc::new(FailingCatalog {
+        blind: true,
+        ..FailingCatalog::over(env.catalog.clone())
+    });
+    let elsewhere = writer_on(&env, env.catalog.clone(), config(20));
+    let this = writer_on(&env, blind.clone(), config(20));
+    elsewhere.write(sample_batch("acme")).await.unwrap();
+    let receipt = this.write(sample_batch("acme")).await.unwrap();
+    assert_eq!(
+        blind.refused.load(Ordering::SeqCst),
+        1,
+        "the first commit was refused"
+    );
+    assert!(
+        segments(env.catalog.as_ref(), "acme")
+            .await
+            .iter()
+            .any(|s| s.id == receipt.segment_id),
+        "the rest was committed again"
+    );
+    assert_eq!(env.catalog.profile("acme", PROFILE).await.unwrap().len(), 1);
+    // The three samples without a profile id twice, the one of PROFILE once.
+    assert_eq!(
+        rows(&env.catalog.stats("acme").await.unwrap(), TableKind::Samples),
+        4 + 3
+    );
+    // The profile-tagged part alone: refused at commit, nothing left, no segment.
+    let mut only_profile = sample_batch("acme");
+    only_profile.samples.retain(|s| s.profile_id.is_some());
+    let receipt = this.write(only_profile).await.unwrap();
+    assert!(receipt.segment_id.is_empty());
+    assert_eq!(env.catalog.stats("acme").await.unwrap().segments, 2);
+    elsewhere.shutdown().await;
+    this.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_size_bound_flushes_early() {
     let env = env().await;
@@ -318,17 +359,35 @@ async fn a_dropped_request_does_not_break_the_writer() {
 }
 
 /// Delegates to a real catalog but refuses commits for one tenant and never answers
-/// commits of another.
+/// commits of another; `blind` finds no profile stored before, as when another ingester
+/// commits it between this one's look-up and its commit.
 struct FailingCatalog {
     inner: Arc<dyn Catalog>,
     failing_tenant: &'static str,
     hanging_tenant: &'static str,
     refused: AtomicUsize,
+    blind: bool,
+}
+
+impl FailingCatalog {
+    fn over(inner: Arc<dyn Catalog>) -> FailingCatalog {
+        FailingCatalog {
+            inner,
+            failing_tenant: "",
+            hanging_tenant: "",
+            refused: AtomicUsize::new(0),
+            blind: false,
+        }
+    }
 }
 
 #[async_trait]
 impl SegmentCatalog for FailingCatalog {
-    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()> {
+    async fn commit_segment_within(
+        &self,
+        commit: &SegmentCommit,
+        max_series: usize,
+    ) -> CatalogResult<CommitOutcome> {
         if commit.segment.tenant == self.failing_tenant {
             self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(CatalogError::Corrupt("injected failure".into()));
@@ -336,7 +395,11 @@ impl SegmentCatalog for FailingCatalog {
         if commit.segment.tenant == self.hanging_tenant {
             std::future::pending::<()>().await;
         }
-        self.inner.commit_segment(commit).await
+        let outcome = self.inner.commit_segment_within(commit, max_series).await?;
+        if outcome != CommitOutcome::Committed {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(outcome)
     }
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
         self.inner.segments(tenant, range).await
@@ -395,6 +458,9 @@ impl SeriesCatalog for FailingCatalog {
 #[async_trait]
 impl ProfileCatalog for FailingCatalog {
     async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>> {
+        if self.blind {
+            return Ok(Vec::new());
+        }
         self.inner.stored_profiles(tenant, keys).await
     }
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
@@ -474,10 +540,8 @@ impl TokenCatalog for FailingCatalog {
 async fn a_failing_commit_fails_only_its_tenant() {
     let env = env().await;
     let failing = Arc::new(FailingCatalog {
-        inner: env.catalog.clone(),
         failing_tenant: "bad",
-        hanging_tenant: "",
-        refused: AtomicUsize::new(0),
+        ..FailingCatalog::over(env.catalog.clone())
     });
     let writer = Arc::new(writer_on(&env, failing.clone(), config(200)));
     let tasks: Vec<_> = ["bad", "bad", "bad", "good", "good"]
@@ -527,10 +591,8 @@ async fn a_failing_commit_fails_only_its_tenant() {
 async fn a_flush_that_hangs_fails_at_the_flush_timeout() {
     let env = env().await;
     let hanging = Arc::new(FailingCatalog {
-        inner: env.catalog.clone(),
-        failing_tenant: "",
         hanging_tenant: "stuck",
-        refused: AtomicUsize::new(0),
+        ..FailingCatalog::over(env.catalog.clone())
     });
     let config = WriterConfig {
         flush_timeout: Duration::from_millis(300),

@@ -8,8 +8,8 @@ use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Database, Transaction};
 
-use super::{CatalogResult, ObjectMeta, SegmentCommit, SegmentReplacement};
-use crate::model::{ProfileKey, Series};
+use super::{CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentReplacement};
+use crate::model::{ProfileKey, ProfileRecord, Series};
 
 /// The metadata index in one SQLite file (the single binary) or in Postgres (replicas
 /// sharing it); open one with [`super::open_catalog`].
@@ -54,8 +54,7 @@ pub(crate) trait Dialect {
     /// A transaction whose reads see one snapshot, so the rows of several statements agree.
     async fn begin_snapshot(&self) -> CatalogResult<Transaction<'static, Self::Db>>;
 
-    /// `series` are the commit's distinct series, sorted by id.
-    async fn commit_segment(&self, commit: &SegmentCommit, series: &[&Series]) -> CatalogResult<()>;
+    async fn commit_segment(&self, claim: Claim<'_>) -> CatalogResult<CommitOutcome>;
 
     async fn replace_segments(&self, swap: SegmentSwap<'_>) -> CatalogResult<()>;
 
@@ -72,6 +71,18 @@ pub(crate) trait Dialect {
         tenant: &str,
         keys: &[ProfileKey],
     ) -> CatalogResult<Vec<(Vec<u8>, i64, i64)>>;
+}
+
+/// A [`super::SegmentCatalog::commit_segment_within`] call, checked.
+pub(crate) struct Claim<'a> {
+    pub(crate) commit: &'a SegmentCommit,
+    /// The commit's distinct series, sorted by id.
+    pub(crate) series: &'a [&'a Series],
+    /// The commit's profiles, one per key and sorted by key: concurrent commits claim keys
+    /// in one order, so two of them cannot deadlock waiting for each other's keys.
+    pub(crate) profiles: &'a [&'a ProfileRecord],
+    /// 0: no limit.
+    pub(crate) max_series: usize,
 }
 
 /// A [`super::SegmentCatalog::replace_segments`] call, checked.

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{
-    CatalogError, CatalogResult, CatalogStats, ObjectMeta, SegmentCommit, SegmentMeta, SegmentReplacement,
-    SegmentSeries, TableKind, TableStats,
+    CatalogError, CatalogResult, CatalogStats, CommitOutcome, CommitRefusal, ObjectMeta, SegmentCommit,
+    SegmentMeta, SegmentReplacement, SegmentSeries, TableKind, TableStats,
 };
 use crate::model::{Labels, ProfileKey, ProfileRecord, ProfileType, Series};
 
@@ -42,13 +42,63 @@ pub(crate) fn profile_id(bytes: &[u8]) -> CatalogResult<[u8; 16]> {
         .map_err(|_| CatalogError::Corrupt(format!("profile id has {} bytes, not 16", bytes.len())))
 }
 
-/// The series of a commit, one per id and sorted by id so concurrent commits take row locks
-/// in the same order. Two different definitions under one id are a collision.
 /// A `(profile_id, series_id, start_nanos)` row as a [`ProfileKey`].
 pub(crate) fn profile_key((id, series, start): (Vec<u8>, i64, i64)) -> CatalogResult<ProfileKey> {
     Ok((profile_id(&id)?, series, start))
 }
 
+/// The profiles of a commit, the first of each key, sorted by key: a key listed twice in
+/// one commit is stored once rather than refusing the commit as repeated by itself.
+pub(crate) fn distinct_profiles(commit: &SegmentCommit) -> Vec<&ProfileRecord> {
+    let mut by_key: BTreeMap<ProfileKey, &ProfileRecord> = BTreeMap::new();
+    for p in &commit.profiles {
+        by_key.entry(p.key()).or_insert(p);
+    }
+    by_key.into_values().collect()
+}
+
+/// The new series of a commit over the tenant's limit: `series` sorted by id, `live` the
+/// ones among them that already have samples, `live_count` how many series of the tenant
+/// do. New series are admitted lowest id first while there is room.
+pub(crate) fn over_limit(
+    series: &[&Series],
+    live: &BTreeSet<i64>,
+    live_count: i64,
+    max_series: usize,
+) -> Vec<i64> {
+    let room = max_series.saturating_sub(usize::try_from(live_count).unwrap_or(0));
+    series
+        .iter()
+        .map(|s| s.id)
+        .filter(|id| !live.contains(id))
+        .skip(room)
+        .collect()
+}
+
+/// How a commit transaction ends that claimed `claimed` of `profiles` and found
+/// `refused_series` over the limit: committed only when nothing was left out.
+pub(crate) fn outcome(
+    profiles: &[&ProfileRecord],
+    claimed: &BTreeSet<ProfileKey>,
+    refused_series: Vec<i64>,
+) -> CommitOutcome {
+    let refusal = CommitRefusal {
+        repeated: profiles
+            .iter()
+            .map(|p| p.key())
+            .filter(|k| !claimed.contains(k))
+            .collect(),
+        refused_series,
+    };
+    if refusal.is_empty() {
+        CommitOutcome::Committed
+    } else {
+        CommitOutcome::Refused(refusal)
+    }
+}
+
+/// The series of a commit, one per id and sorted by id so concurrent commits take row locks
+/// in the same order. Two different definitions under one id are a collision.
 pub(crate) fn distinct_series(commit: &SegmentCommit) -> CatalogResult<Vec<&Series>> {
     let mut by_id: BTreeMap<i64, &Series> = BTreeMap::new();
     for series in &commit.series {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ProfileRecord, Series};
+use crate::model::{ProfileKey, ProfileRecord, Series};
 
 pub use backend::SqlCatalog;
 pub use common::redact_password;
@@ -124,6 +124,34 @@ pub struct SegmentCommit {
     pub profiles: Vec<ProfileRecord>,
 }
 
+/// How a [`SegmentCatalog::commit_segment_within`] ended. The catalog is the arbiter
+/// between ingesters: each commit claims its profile keys and counts its new series
+/// against the tenant's limit, and a commit that may not store all it carries stores
+/// nothing, so the writer can take the refused part out of its segment and commit the rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum CommitOutcome {
+    Committed,
+    Refused(CommitRefusal),
+}
+
+/// What kept a commit from being stored; nothing of it is visible.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommitRefusal {
+    /// Profile keys another commit stored first (a retried export that two ingesters
+    /// received), sorted.
+    pub repeated: Vec<ProfileKey>,
+    /// New series over the tenant's series limit, sorted. New series are admitted lowest id
+    /// first, so which ones are refused does not depend on the order of the batch.
+    pub refused_series: Vec<i64>,
+}
+
+impl CommitRefusal {
+    pub fn is_empty(&self) -> bool {
+        self.repeated.is_empty() && self.refused_series.is_empty()
+    }
+}
+
 /// Swaps segments for one merged segment (compaction) or for nothing (retention), in one
 /// transaction.
 #[derive(Clone, Debug)]
@@ -172,6 +200,14 @@ pub enum CatalogError {
     /// Another writer changed what a replacement expected (two compactors raced).
     #[error("catalog conflict: {0}")]
     Conflict(String),
+    /// A [`SegmentCatalog::commit_segment`] that [`SegmentCatalog::commit_segment_within`]
+    /// would have refused: some of its profiles are stored already.
+    #[error(
+        "commit refused: {} profile keys are stored already, {} series are over the limit",
+        .0.repeated.len(),
+        .0.refused_series.len()
+    )]
+    Refused(CommitRefusal),
 }
 
 impl CatalogError {

@@ -2,20 +2,21 @@
 //! bind whole columns as arrays and `UNNEST` them, so a commit costs a fixed number of
 //! round trips however many series, labels and profiles it carries.
 
+use std::collections::BTreeSet;
 use std::str::FromStr;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
-use super::backend::{Backend, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
+use super::backend::{Backend, Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
-    distinct_sample_labels, encode_labels, now_nanos, redact_password, same_identity, segments_gone,
-    series_from_columns, symbols_gone, to_i64,
+    distinct_sample_labels, encode_labels, now_nanos, outcome, over_limit, profile_key, redact_password,
+    same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
 };
-use super::segments::INSERT_SEGMENT;
-use super::{CatalogError, CatalogResult, ObjectMeta, SegmentCommit, SegmentMeta};
-use crate::model::{ProfileKey, ProfileType, Series};
+use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
+use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
+use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -246,14 +247,27 @@ async fn insert_segment(tx: &mut Transaction<'_, Postgres>, commit: &SegmentComm
     .execute(&mut **tx)
     .await?;
 
-    let p = &commit.profiles;
-    sqlx::query(
+    Ok(())
+}
+
+/// Inserts the profiles whose keys no commit stored yet and returns those keys. A key
+/// another transaction inserted and has not committed yet waits for it: then stored if
+/// that one rolled back, repeated if it committed.
+async fn claim_profiles(
+    tx: &mut Transaction<'_, Postgres>,
+    seg: &SegmentMeta,
+    p: &[&ProfileRecord],
+) -> CatalogResult<BTreeSet<ProfileKey>> {
+    let rows: Vec<(Vec<u8>, i64, i64)> = sqlx::query_as(
         "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count,
                                resource, attributes)
          SELECT $1::TEXT, u.pid, $2::TEXT, u.sid, u.start_nanos, u.end_nanos, u.sample_count,
                 u.resource, u.attributes
          FROM UNNEST($3::BYTEA[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[], $7::BIGINT[], $8::TEXT[], $9::TEXT[])
-              AS u(pid, sid, start_nanos, end_nanos, sample_count, resource, attributes)",
+              WITH ORDINALITY AS u(pid, sid, start_nanos, end_nanos, sample_count, resource, attributes, n)
+         ORDER BY u.n
+         ON CONFLICT (tenant, profile_id, series_id, start_nanos) DO NOTHING
+         RETURNING profile_id, series_id, start_nanos",
     )
     .bind(&seg.tenant)
     .bind(&seg.id)
@@ -264,9 +278,49 @@ async fn insert_segment(tx: &mut Transaction<'_, Postgres>, commit: &SegmentComm
     .bind(p.iter().map(|p| p.sample_count).collect::<Vec<_>>())
     .bind(p.iter().map(|p| encode_labels(&p.resource)).collect::<CatalogResult<Vec<_>>>()?)
     .bind(p.iter().map(|p| encode_labels(&p.attributes)).collect::<CatalogResult<Vec<_>>>()?)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
-    Ok(())
+    rows.into_iter().map(profile_key).collect()
+}
+
+/// Advisory lock class of the per-tenant commit lock (the second key is the tenant's hash;
+/// two-key locks never meet the one-key locks sqlx's migrations take).
+const TENANT_COMMIT_LOCK: i32 = 0x5348_5331;
+
+/// The new series of the commit over `max_series`. Takes the tenant's commit lock until the
+/// transaction ends, so two commits of one tenant cannot both count the same free places.
+async fn series_over_limit(
+    tx: &mut Transaction<'_, Postgres>,
+    tenant: &str,
+    series: &[&Series],
+    max_series: usize,
+) -> CatalogResult<Vec<i64>> {
+    if max_series == 0 {
+        return Ok(Vec::new());
+    }
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(TENANT_COMMIT_LOCK)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
+    let live_count: i64 = sqlx::query_scalar(LIVE_SERIES)
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+    let ids: Vec<i64> = series.iter().map(|s| s.id).collect();
+    let live: Vec<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT series_id FROM segment_series WHERE tenant = $1 AND series_id = ANY($2)",
+    )
+    .bind(tenant)
+    .bind(&ids)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(over_limit(
+        series,
+        &live.into_iter().collect(),
+        live_count,
+        max_series,
+    ))
 }
 
 impl Dialect for PgPool {
@@ -282,12 +336,28 @@ impl Dialect for PgPool {
             .await?)
     }
 
-    async fn commit_segment(&self, commit: &SegmentCommit, series: &[&Series]) -> CatalogResult<()> {
+    async fn commit_segment(&self, claim: Claim<'_>) -> CatalogResult<CommitOutcome> {
+        let Claim {
+            commit,
+            series,
+            profiles,
+            max_series,
+        } = claim;
+        let tenant = &commit.segment.tenant;
         let mut tx = self.begin().await?;
-        upsert_series(&mut tx, &commit.segment.tenant, series).await?;
+        // The lock first: every later wait of this transaction then happens while holding
+        // it, in the same order as every other commit of the tenant.
+        let refused_series = series_over_limit(&mut tx, tenant, series, max_series).await?;
+        upsert_series(&mut tx, tenant, series).await?;
         insert_segment(&mut tx, commit).await?;
-        tx.commit().await?;
-        Ok(())
+        let claimed = claim_profiles(&mut tx, &commit.segment, profiles).await?;
+        let outcome = outcome(profiles, &claimed, refused_series);
+        if outcome == CommitOutcome::Committed {
+            tx.commit().await?;
+        } else {
+            tx.rollback().await?;
+        }
+        Ok(outcome)
     }
 
     async fn replace_segments(&self, swap: SegmentSwap<'_>) -> CatalogResult<()> {
@@ -326,7 +396,8 @@ impl Dialect for PgPool {
         .execute(&mut *tx)
         .await?;
         // Added rows first: deleting the removed segments cascades to their profiles and
-        // sample labels, which must have moved by then.
+        // sample labels, which must have moved by then. Profiles move by UPDATE, never by
+        // copying: a copy would meet its original under the unique profile key.
         if let Some(added) = &replacement.added {
             insert_segment_rows(&mut tx, added).await?;
             sqlx::query(

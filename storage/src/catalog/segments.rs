@@ -2,19 +2,38 @@
 
 use async_trait::async_trait;
 
-use super::backend::{Dialect, SegmentSwap, SqlCatalog, on_either};
+use super::backend::{Claim, Dialect, SegmentSwap, SqlCatalog, on_either};
 use super::common::{
     ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, check_replacement,
-    distinct_series, distinct_sorted, empty_stats, sorted_distinct,
+    distinct_profiles, distinct_series, distinct_sorted, empty_stats, sorted_distinct,
 };
-use super::{CatalogResult, CatalogStats, SegmentCommit, SegmentMeta, SegmentReplacement};
+use super::{
+    CatalogError, CatalogResult, CatalogStats, CommitOutcome, SegmentCommit, SegmentMeta, SegmentReplacement,
+};
 use crate::model::TimeRange;
 
 #[async_trait]
 pub trait SegmentCatalog: Send + Sync {
     /// Makes a written segment visible: segment, series, sample labels and profiles in one
-    /// transaction. Nothing is visible if it fails.
-    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()>;
+    /// transaction, and claims its profile keys (a key is stored once per tenant, however
+    /// many ingesters commit it). When `max_series` is not 0, the tenant's commits are
+    /// serialized and its series with samples plus the new ones of this commit may not
+    /// exceed it. Nothing is visible unless it returns [`CommitOutcome::Committed`]; a
+    /// refusal names the profile keys and series that kept it from being stored.
+    async fn commit_segment_within(
+        &self,
+        commit: &SegmentCommit,
+        max_series: usize,
+    ) -> CatalogResult<CommitOutcome>;
+
+    /// [`Self::commit_segment_within`] without a series limit, a refusal being
+    /// [`CatalogError::Refused`].
+    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()> {
+        match self.commit_segment_within(commit, 0).await? {
+            CommitOutcome::Committed => Ok(()),
+            CommitOutcome::Refused(refusal) => Err(CatalogError::Refused(refusal)),
+        }
+    }
 
     /// Segments of `tenant` whose time extent overlaps `range`, with objects and series.
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>>;
@@ -51,6 +70,12 @@ const SEGMENT_SERIES_IN_RANGE: &str =
     FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
     WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3";
 
+/// Series of a tenant that have samples, what the series limit counts (as the ingesters'
+/// own counters do): a series whose samples retention removed frees its place.
+pub(crate) const LIVE_SERIES: &str = "SELECT COUNT(*) FROM series s
+    WHERE s.tenant = $1
+      AND EXISTS (SELECT 1 FROM segment_series ss WHERE ss.tenant = s.tenant AND ss.series_id = s.series_id)";
+
 const TENANTS: &str = "SELECT tenant FROM segments UNION SELECT tenant FROM symbol_objects";
 
 const STATS_COUNTS: &str = "SELECT (SELECT COUNT(*) FROM segments WHERE tenant = $1),
@@ -73,9 +98,20 @@ const DATA_RANGE: &str = "SELECT MIN(min_time), MAX(max_time) FROM segments WHER
 
 #[async_trait]
 impl SegmentCatalog for SqlCatalog {
-    async fn commit_segment(&self, commit: &SegmentCommit) -> CatalogResult<()> {
+    async fn commit_segment_within(
+        &self,
+        commit: &SegmentCommit,
+        max_series: usize,
+    ) -> CatalogResult<CommitOutcome> {
         let series = distinct_series(commit)?;
-        on_either!(self, |pool| pool.commit_segment(commit, &series).await)
+        let profiles = distinct_profiles(commit);
+        let claim = Claim {
+            commit,
+            series: &series,
+            profiles: &profiles,
+            max_series,
+        };
+        on_either!(self, |pool| pool.commit_segment(claim).await)
     }
 
     // Three queries inside one snapshot, so the rows agree with each other.

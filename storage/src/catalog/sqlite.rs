@@ -2,6 +2,7 @@
 //! take the write lock up front and insert row by row; lists are bound as one JSON array
 //! read back with `json_each`, since SQLite caps the number of bound parameters.
 
+use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -11,14 +12,14 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, Sqlite, Transaction};
 
-use super::backend::{Backend, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
+use super::backend::{Backend, Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
-    distinct_sample_labels, encode_labels, now_nanos, same_identity, segments_gone, series_from_columns,
-    symbols_gone, to_i64,
+    distinct_sample_labels, encode_labels, now_nanos, outcome, over_limit, same_identity, segments_gone,
+    series_from_columns, symbols_gone, to_i64,
 };
-use super::segments::INSERT_SEGMENT;
-use super::{CatalogError, CatalogResult, ObjectMeta, SegmentCommit, SegmentMeta};
-use crate::model::{ProfileKey, Series};
+use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
+use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
+use crate::model::{ProfileKey, ProfileRecord, Series};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 
@@ -221,11 +222,22 @@ async fn insert_segment(tx: &mut Transaction<'_, Sqlite>, commit: &SegmentCommit
             .execute(&mut **tx)
             .await?;
     }
-    for p in &commit.profiles {
-        sqlx::query(
+    Ok(())
+}
+
+/// Inserts the profiles whose keys no commit stored yet and returns those keys.
+async fn claim_profiles(
+    tx: &mut Transaction<'_, Sqlite>,
+    seg: &SegmentMeta,
+    profiles: &[&ProfileRecord],
+) -> CatalogResult<BTreeSet<ProfileKey>> {
+    let mut claimed = BTreeSet::new();
+    for p in profiles {
+        let inserted = sqlx::query(
             "INSERT INTO profiles (tenant, profile_id, segment_id, series_id, start_nanos, end_nanos, sample_count,
                                    resource, attributes)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (tenant, profile_id, series_id, start_nanos) DO NOTHING",
         )
         .bind(&seg.tenant)
         .bind(&p.profile_id[..])
@@ -237,9 +249,47 @@ async fn insert_segment(tx: &mut Transaction<'_, Sqlite>, commit: &SegmentCommit
         .bind(encode_labels(&p.resource)?)
         .bind(encode_labels(&p.attributes)?)
         .execute(&mut **tx)
-        .await?;
+        .await?
+        .rows_affected();
+        if inserted == 1 {
+            claimed.insert(p.key());
+        }
     }
-    Ok(())
+    Ok(claimed)
+}
+
+/// The new series of the commit over `max_series`; the write lock the transaction holds
+/// keeps the count from changing until it ends.
+async fn series_over_limit(
+    tx: &mut Transaction<'_, Sqlite>,
+    tenant: &str,
+    series: &[&Series],
+    max_series: usize,
+) -> CatalogResult<Vec<i64>> {
+    if max_series == 0 {
+        return Ok(Vec::new());
+    }
+    let live_count: i64 = sqlx::query_scalar(LIVE_SERIES)
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+    let ids: Vec<i64> = series.iter().map(|s| s.id).collect();
+    let ids = serde_json::to_string(&ids)
+        .map_err(|e| CatalogError::Corrupt(format!("ids do not serialize: {e}")))?;
+    let live: Vec<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT ss.series_id FROM segment_series ss
+         WHERE ss.tenant = ?1 AND ss.series_id IN (SELECT value FROM json_each(?2))",
+    )
+    .bind(tenant)
+    .bind(ids)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(over_limit(
+        series,
+        &live.into_iter().collect(),
+        live_count,
+        max_series,
+    ))
 }
 
 /// A list bound as one JSON array parameter, read back with `json_each`.
@@ -258,14 +308,29 @@ impl Dialect for SqlitePool {
         Ok(self.begin().await?)
     }
 
-    async fn commit_segment(&self, commit: &SegmentCommit, series: &[&Series]) -> CatalogResult<()> {
+    async fn commit_segment(&self, claim: Claim<'_>) -> CatalogResult<CommitOutcome> {
+        let Claim {
+            commit,
+            series,
+            profiles,
+            max_series,
+        } = claim;
+        let tenant = &commit.segment.tenant;
         // IMMEDIATE takes the write lock up front: a deferred transaction that reads first
         // fails with SQLITE_BUSY instead of waiting when another writer got there between.
+        // It also serializes every commit, which is what the series count needs.
         let mut tx = self.begin_with("BEGIN IMMEDIATE").await?;
-        upsert_series(&mut tx, &commit.segment.tenant, series).await?;
+        let refused_series = series_over_limit(&mut tx, tenant, series, max_series).await?;
+        upsert_series(&mut tx, tenant, series).await?;
         insert_segment(&mut tx, commit).await?;
-        tx.commit().await?;
-        Ok(())
+        let claimed = claim_profiles(&mut tx, &commit.segment, profiles).await?;
+        let outcome = outcome(profiles, &claimed, refused_series);
+        if outcome == CommitOutcome::Committed {
+            tx.commit().await?;
+        } else {
+            tx.rollback().await?;
+        }
+        Ok(outcome)
     }
 
     async fn replace_segments(&self, swap: SegmentSwap<'_>) -> CatalogResult<()> {
@@ -304,7 +369,8 @@ impl Dialect for SqlitePool {
         .execute(&mut *tx)
         .await?;
         // Added rows first: deleting the removed segments cascades to their profiles and
-        // sample labels, which must have moved by then.
+        // sample labels, which must have moved by then. Profiles move by UPDATE, never by
+        // copying: a copy would meet its original under the unique profile key.
         if let Some(added) = &replacement.added {
             insert_segment_rows(&mut tx, added).await?;
             sqlx::query(

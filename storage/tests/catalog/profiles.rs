@@ -1,13 +1,17 @@
-//! Profiles: lookup by id and by key.
+//! Profiles: lookup by id and by key, and the key claimed once at commit.
 
-use stackhouse_storage::model::{Labels, ProfileRecord};
+use stackhouse_storage::catalog::{CatalogError, CommitOutcome, CommitRefusal};
+use stackhouse_storage::model::{Labels, ProfileRecord, TimeRange};
 
-use crate::fixtures::{commit, cpu, labels, off_cpu, open, series};
+use crate::fixtures::{commit, cpu, labels, merged, off_cpu, open, record, replacement, series};
 
 suite!(
     profile_lookup,
     stored_profiles_by_key,
     profile_metadata_round_trips,
+    concurrent_commits_store_a_profile_key_once,
+    a_key_listed_twice_in_one_commit_is_stored_once,
+    compaction_and_retention_keep_keys_claimed_exactly,
 );
 
 async fn profile_lookup(url: String) {
@@ -120,5 +124,137 @@ async fn profile_metadata_round_trips(url: String) {
     assert_eq!(
         cat.profile("t", [0x22; 16]).await.unwrap(),
         vec![("seg".to_string(), bare)]
+    );
+}
+
+/// Two ingesters commit segments carrying the same retried profile at the same moment:
+/// the catalog stores the key once, and the loser hears which key it lost.
+async fn concurrent_commits_store_a_profile_key_once(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    const ROUNDS: u8 = 12;
+    let mut winners = Vec::new();
+    for round in 0..ROUNDS {
+        let shared = record(round, web.id, 100, 110);
+        let mut tasks = Vec::new();
+        for side in ["a", "b"] {
+            let mut c = commit("t", &format!("seg-{round}-{side}"), &[(&web, 100, 110)]);
+            // Each side also carries a profile only it has: refused along with the shared one.
+            let own = ProfileRecord {
+                start_nanos: if side == "a" { 101 } else { 102 },
+                ..shared.clone()
+            };
+            c.profiles = vec![shared.clone(), own];
+            let cat = cat.clone();
+            tasks.push(tokio::spawn(
+                async move { cat.commit_segment_within(&c, 0).await },
+            ));
+        }
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap().unwrap());
+        }
+        let committed: Vec<usize> = (0..2)
+            .filter(|&i| outcomes[i] == CommitOutcome::Committed)
+            .collect();
+        assert_eq!(committed.len(), 1, "round {round}: {outcomes:?}");
+        let loser = 1 - committed[0];
+        assert_eq!(
+            outcomes[loser],
+            CommitOutcome::Refused(CommitRefusal {
+                repeated: vec![shared.key()],
+                refused_series: vec![],
+            }),
+            "round {round}"
+        );
+        winners.push(format!("seg-{round}-{}", ["a", "b"][committed[0]]));
+    }
+    // Only the winners' segments are visible, each with its two profiles; the id of each
+    // round's shared profile is stored once.
+    let mut visible: Vec<String> = cat
+        .segments("t", TimeRange::ALL)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    visible.sort();
+    winners.sort();
+    assert_eq!(visible, winners);
+    for round in 0..ROUNDS {
+        let rows = cat.profile("t", [round; 16]).await.unwrap();
+        let mut starts: Vec<i64> = rows.iter().map(|(_, r)| r.start_nanos).collect();
+        starts.sort();
+        assert_eq!(starts.len(), 2, "round {round}: {rows:?}");
+        assert_eq!(starts[0], 100, "round {round}");
+    }
+    // A plain commit of a stored key is an error, and stores nothing.
+    let mut again = commit("t", "seg-again", &[(&web, 100, 110)]);
+    again.profiles = vec![record(0, web.id, 100, 110)];
+    let err = cat.commit_segment(&again).await.unwrap_err();
+    assert!(
+        matches!(&err, CatalogError::Refused(r) if r.repeated == vec![([0; 16], web.id, 100)]),
+        "{err:?}"
+    );
+    assert_eq!(
+        cat.segments("t", TimeRange::ALL).await.unwrap().len(),
+        ROUNDS as usize
+    );
+    // Another tenant has its own keys.
+    let mut other = commit("u", "seg-u", &[(&web, 100, 110)]);
+    other.profiles = vec![record(0, web.id, 100, 110)];
+    cat.commit_segment(&other).await.unwrap();
+}
+
+async fn a_key_listed_twice_in_one_commit_is_stored_once(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let mut c = commit("t", "seg", &[(&web, 100, 110)]);
+    c.profiles = vec![record(7, web.id, 100, 110), record(7, web.id, 100, 110)];
+    assert_eq!(
+        cat.commit_segment_within(&c, 0).await.unwrap(),
+        CommitOutcome::Committed
+    );
+    assert_eq!(cat.profile("t", [7; 16]).await.unwrap().len(), 1);
+}
+
+/// Compaction moves profile rows to the merged segment in one transaction while the keys
+/// stay claimed, and retention frees the keys of what it removes.
+async fn compaction_and_retention_keep_keys_claimed_exactly(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let mut c1 = commit("t", "seg-1", &[(&web, 100, 200)]);
+    c1.profiles = vec![record(1, web.id, 100, 150)];
+    let mut c2 = commit("t", "seg-2", &[(&web, 300, 400)]);
+    c2.profiles = vec![record(2, web.id, 300, 350)];
+    cat.commit_segment(&c1).await.unwrap();
+    cat.commit_segment(&c2).await.unwrap();
+    cat.replace_segments(&replacement(
+        "t",
+        &["seg-1", "seg-2"],
+        Some(merged("t", "seg-m", &[(&web, 100, 400)])),
+        0,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        cat.profile("t", [1; 16]).await.unwrap(),
+        vec![("seg-m".to_string(), record(1, web.id, 100, 150))]
+    );
+    // Still claimed after the move.
+    let mut retry = commit("t", "seg-3", &[(&web, 100, 150)]);
+    retry.profiles = vec![record(1, web.id, 100, 150)];
+    assert!(matches!(
+        cat.commit_segment_within(&retry, 0).await.unwrap(),
+        CommitOutcome::Refused(_)
+    ));
+    // Retention drops the merged segment: its keys are free again.
+    let mut expire = replacement("t", &["seg-m"], None, 0);
+    expire.drop_profiles_before = Some(1000);
+    cat.replace_segments(&expire).await.unwrap();
+    assert!(cat.profile("t", [1; 16]).await.unwrap().is_empty());
+    assert_eq!(
+        cat.commit_segment_within(&retry, 0).await.unwrap(),
+        CommitOutcome::Committed
     );
 }

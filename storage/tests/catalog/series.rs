@@ -1,10 +1,16 @@
 //! Series, profile types and labels in a time range.
 
-use stackhouse_storage::model::TimeRange;
+use stackhouse_storage::catalog::{CommitOutcome, CommitRefusal};
+use stackhouse_storage::model::{Series, TimeRange};
 
-use crate::fixtures::{commit, cpu, ids, off_cpu, open, range, series, strings};
+use crate::fixtures::{commit, cpu, ids, off_cpu, open, range, record, series, strings};
 
-suite!(series_extent_not_segment_extent, labels_include_sample_labels,);
+suite!(
+    series_extent_not_segment_extent,
+    labels_include_sample_labels,
+    series_limit_is_counted_at_commit,
+    concurrent_commits_share_the_series_limit,
+);
 
 async fn series_extent_not_segment_extent(url: String) {
     let cat = open(&url).await;
@@ -99,4 +105,111 @@ async fn labels_include_sample_labels(url: String) {
             .unwrap()
             .is_empty()
     );
+}
+
+/// `n` series of tenant "t", sorted by id.
+fn sorted_series(n: usize) -> Vec<Series> {
+    let mut all: Vec<Series> = (0..n)
+        .map(|i| series(cpu(), &[("service.name", &format!("s{i}"))]))
+        .collect();
+    all.sort_by_key(|s| s.id);
+    all
+}
+
+/// Limit 2, one series stored, a commit with three new ones: the lowest new id is admitted,
+/// the two others are refused and nothing of the commit is visible until the writer
+/// commits again without them.
+async fn series_limit_is_counted_at_commit(url: String) {
+    let cat = open(&url).await;
+    let all = sorted_series(4);
+    // The stored one is the highest id: admission goes by id, not by what was first.
+    let stored = &all[3];
+    cat.commit_segment(&commit("t", "seg-0", &[(stored, 1, 2)]))
+        .await
+        .unwrap();
+    let mut c = commit(
+        "t",
+        "seg-1",
+        &[(&all[2], 1, 2), (&all[0], 1, 2), (&all[1], 1, 2), (stored, 1, 2)],
+    );
+    c.profiles = vec![record(1, all[0].id, 1, 2)];
+    assert_eq!(
+        cat.commit_segment_within(&c, 2).await.unwrap(),
+        CommitOutcome::Refused(CommitRefusal {
+            repeated: vec![],
+            refused_series: vec![all[1].id, all[2].id],
+        })
+    );
+    assert_eq!(ids(&cat.segments("t", TimeRange::ALL).await.unwrap()), ["seg-0"]);
+    assert_eq!(
+        cat.series("t", TimeRange::ALL).await.unwrap(),
+        vec![stored.clone()]
+    );
+    // The refused commit claimed no profile key.
+    assert!(cat.profile("t", [1; 16]).await.unwrap().is_empty());
+
+    let mut admitted = commit("t", "seg-2", &[(&all[0], 1, 2), (stored, 1, 2)]);
+    admitted.profiles = vec![record(1, all[0].id, 1, 2)];
+    assert_eq!(
+        cat.commit_segment_within(&admitted, 2).await.unwrap(),
+        CommitOutcome::Committed
+    );
+    assert_eq!(cat.stats("t").await.unwrap().series, 2);
+    // At the limit, known series stay welcome; no limit (0) admits anything.
+    assert_eq!(
+        cat.commit_segment_within(&commit("t", "seg-3", &[(&all[0], 3, 4)]), 2)
+            .await
+            .unwrap(),
+        CommitOutcome::Committed
+    );
+    assert_eq!(
+        cat.commit_segment_within(&commit("t", "seg-4", &[(&all[2], 3, 4)]), 2)
+            .await
+            .unwrap(),
+        CommitOutcome::Refused(CommitRefusal {
+            repeated: vec![],
+            refused_series: vec![all[2].id],
+        })
+    );
+    assert_eq!(
+        cat.commit_segment_within(&commit("t", "seg-5", &[(&all[2], 3, 4)]), 0)
+            .await
+            .unwrap(),
+        CommitOutcome::Committed
+    );
+    // Other tenants count their own series.
+    assert_eq!(
+        cat.commit_segment_within(&commit("u", "seg-u", &[(&all[1], 3, 4)]), 1)
+            .await
+            .unwrap(),
+        CommitOutcome::Committed
+    );
+}
+
+/// Two ingesters each bring a new series for the last free place at once: one is admitted.
+async fn concurrent_commits_share_the_series_limit(url: String) {
+    let cat = open(&url).await;
+    let all = sorted_series(3);
+    cat.commit_segment(&commit("t", "seg-0", &[(&all[0], 1, 2)]))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for (i, s) in all[1..].iter().enumerate() {
+        let c = commit("t", &format!("seg-{}", i + 1), &[(s, 1, 2)]);
+        let cat = cat.clone();
+        tasks.push(tokio::spawn(
+            async move { cat.commit_segment_within(&c, 2).await },
+        ));
+    }
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap().unwrap());
+    }
+    let committed = outcomes
+        .iter()
+        .filter(|o| **o == CommitOutcome::Committed)
+        .count();
+    assert_eq!(committed, 1, "{outcomes:?}");
+    assert_eq!(cat.stats("t").await.unwrap().series, 2);
+    assert_eq!(cat.series("t", TimeRange::ALL).await.unwrap().len(), 2);
 }

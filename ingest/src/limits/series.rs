@@ -25,6 +25,8 @@ pub struct SeriesCounter {
 struct Known {
     ids: HashSet<i64>,
     loaded: Instant,
+    /// To be read again at the next request, whatever its age.
+    stale: bool,
 }
 
 impl SeriesCounter {
@@ -65,13 +67,28 @@ impl SeriesCounter {
         }))
     }
 
+    /// The catalog refused `ids` at commit: other ingesters took the places this count
+    /// thought free. They are no longer counted as the tenant's, and the next request reads
+    /// the tenant's series again, so this gate refuses them up front from then on.
+    pub fn refused_at_commit(&self, tenant: &str, ids: &[i64]) {
+        let known = self.tenants.lock().expect("series lock").get(tenant).cloned();
+        if let Some(known) = known {
+            let mut known = known.lock().expect("series lock");
+            for id in ids {
+                known.ids.remove(id);
+            }
+            known.stale = true;
+        }
+    }
+
     /// Whether `known` is stale; the caller that finds it so reloads it, the others keep
     /// counting with it meanwhile.
     fn due(&self, known: &Mutex<Known>) -> bool {
         let mut known = known.lock().expect("series lock");
-        let due = known.loaded.elapsed() >= RELOAD_AFTER;
+        let due = known.stale || known.loaded.elapsed() >= RELOAD_AFTER;
         if due {
             known.loaded = Instant::now();
+            known.stale = false;
         }
         due
     }
@@ -91,12 +108,14 @@ impl SeriesCounter {
             Arc::new(Mutex::new(Known {
                 ids: HashSet::new(),
                 loaded: Instant::now(),
+                stale: false,
             }))
         });
         // In place: gates of requests under way count with the new set too.
         *known.lock().expect("series lock") = Known {
             ids,
             loaded: Instant::now(),
+            stale: false,
         };
         Ok(known.clone())
     }
@@ -167,5 +186,21 @@ mod tests {
         // Other tenants count their own.
         counter.gate("u", 2).await.unwrap().admit(&series(3)).unwrap();
         counter.gate("t", 0).await.unwrap().admit(&series(5)).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_refusal_at_commit_reads_the_catalog_again() {
+        let counter = SeriesCounter::new(open_catalog("sqlite::memory:").await.unwrap());
+        let mut gate = counter.gate("t", 2).await.unwrap();
+        gate.admit(&series(1)).unwrap();
+        gate.admit(&series(2)).unwrap();
+        assert!(gate.admit(&series(3)).is_err());
+        // Nothing was committed: the catalog, read again, has no series of "t".
+        counter.refused_at_commit("t", &[series(2).id]);
+        counter.refused_at_commit("unknown tenant", &[series(2).id]);
+        let mut again = counter.gate("t", 2).await.unwrap();
+        again.admit(&series(3)).unwrap();
+        again.admit(&series(4)).unwrap();
+        assert!(again.admit(&series(1)).is_err());
     }
 }

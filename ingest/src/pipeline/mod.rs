@@ -12,7 +12,7 @@ pub use error::IngestError;
 pub use exported::Exported;
 use stackhouse_storage::clock::SharedClock;
 use stackhouse_storage::retention::RetentionConfig;
-use stackhouse_storage::writer::Writer;
+use stackhouse_storage::writer::{RefusedSeries, Writer};
 
 use crate::convert::Conversion;
 use crate::formats::{Body, Params, WireFormat};
@@ -133,6 +133,8 @@ impl Pipeline {
             max_label_names: self.limits.max_label_names.of(&tenant),
         };
         let mut series = self.series_gate(&tenant).await?;
+        let max_series = self.limits.max_series.of(&tenant);
+        let tenant_name = tenant.clone();
         let known = self.writer.known(&tenant);
         // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
         let normalized = tokio::task::spawn_blocking(move || {
@@ -154,10 +156,23 @@ impl Pipeline {
         if let Some((limiter, tenant)) = limited {
             limiter.admit(&tenant, stored_samples, sent_bytes)?;
         }
-        if !normalized.batch.is_empty() {
-            self.writer.write(normalized.batch).await?;
-        }
+        // The gate above counted with this process's view; the catalog counts at commit,
+        // across every ingester, and may refuse series the gate let through.
+        let refused = if normalized.batch.is_empty() {
+            RefusedSeries::default()
+        } else {
+            self.writer
+                .write_within(normalized.batch, max_series)
+                .await?
+                .refused
+        };
         errors.extend(normalized.errors);
+        if !refused.is_empty() {
+            if let Some(counter) = &self.series {
+                counter.refused_at_commit(&tenant_name, &refused.series);
+            }
+            errors.push(series_refused_at_commit(&tenant_name, max_series, &refused));
+        }
         let mut warnings = Vec::new();
         if normalized.truncated_stacks > 0 {
             warnings.push(format!(
@@ -167,9 +182,9 @@ impl Pipeline {
             ));
         }
         Ok(Exported {
-            stored_profiles: normalized.accepted_profiles,
-            stored_samples,
-            rejected_profiles: rejected_profiles + normalized.rejected_profiles,
+            stored_profiles: normalized.accepted_profiles.saturating_sub(refused.profiles),
+            stored_samples: stored_samples - refused.samples,
+            rejected_profiles: rejected_profiles + normalized.rejected_profiles + refused.profiles,
             errors,
             warnings,
             truncated_stacks: normalized.truncated_stacks,
@@ -177,6 +192,17 @@ impl Pipeline {
             conversion_rejected: rejected_profiles,
         })
     }
+}
+
+/// Why the profiles of series the catalog refused at commit were not stored.
+fn series_refused_at_commit(tenant: &str, max_series: usize, refused: &RefusedSeries) -> String {
+    format!(
+        "{} profiles ({} samples) of {} new series were refused: tenant {tenant:?} has reached its \
+         limit of {max_series} series (--ingest-max-series), counted across all ingesters",
+        refused.profiles,
+        refused.samples,
+        refused.series.len(),
+    )
 }
 
 #[cfg(test)]

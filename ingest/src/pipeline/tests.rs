@@ -1,8 +1,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use stackhouse_storage::catalog::open_catalog;
+use stackhouse_storage::catalog::{Catalog, open_catalog};
 use stackhouse_storage::clock::ManualClock;
+use stackhouse_storage::per_tenant::PerTenant;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::WriterConfig;
@@ -15,8 +16,11 @@ use crate::pyroscope::Format;
 const HOUR: i64 = 3_600_000_000_000;
 
 async fn writer(dir: &std::path::Path) -> Arc<Writer> {
+    writer_over(dir, open_catalog("sqlite::memory:").await.unwrap())
+}
+
+fn writer_over(dir: &std::path::Path, catalog: Arc<dyn Catalog>) -> Arc<Writer> {
     let store = Store::open(&format!("file://{}", dir.display())).unwrap();
-    let catalog = open_catalog("sqlite::memory:").await.unwrap();
     let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
     let config = WriterConfig {
         flush_interval: Duration::from_millis(10),
@@ -26,12 +30,16 @@ async fn writer(dir: &std::path::Path) -> Arc<Writer> {
 }
 
 fn folded_at(time_nanos: i64) -> Payload {
+    folded_of("app", time_nanos)
+}
+
+fn folded_of(service: &str, time_nanos: i64) -> Payload {
     Payload {
         format: formats::of_ingest(Format::Folded),
         body: Body::Raw(Bytes::from_static(b"main;work 10\nmain;idle 3\n")),
         params: Params {
             source: Source {
-                resource: vec![("service.name".into(), "app".into())],
+                resource: vec![("service.name".into(), service.into())],
                 time_nanos: Some(time_nanos),
                 ..Source::default()
             },
@@ -83,7 +91,7 @@ async fn a_request_over_the_rate_is_refused_before_it_is_stored() {
     let dir = std::env::temp_dir().join(format!("stackhouse-pipeline-rate-{}", std::process::id()));
     let writer = writer(&dir).await;
     let limiter = RateLimiter::new(crate::limits::RateLimits {
-        samples: stackhouse_storage::per_tenant::PerTenant::uniform(1),
+        samples: PerTenant::uniform(1),
         burst_seconds: 1,
         ..Default::default()
     });
@@ -95,5 +103,64 @@ async fn a_request_over_the_rate_is_refused_before_it_is_stored() {
         .unwrap_err();
     assert!(matches!(refused, IngestError::TooLarge(_)), "{refused:?}");
     writer.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Two ingesters whose own series counts each see room: the catalog counts at commit and
+/// the request over the limit hears its profile was refused.
+#[tokio::test]
+async fn the_series_limit_is_counted_across_ingesters() {
+    let dir = std::env::temp_dir().join(format!("stackhouse-pipeline-series-{}", std::process::id()));
+    let catalog = open_catalog("sqlite::memory:").await.unwrap();
+    let now = 1_000 * HOUR;
+    let limits = || IngestLimits {
+        max_series: PerTenant::uniform(2),
+        ..IngestLimits::default()
+    };
+    let ingester = |catalog: &Arc<dyn Catalog>| {
+        Pipeline::new(writer_over(&dir, catalog.clone()), ManualClock::at(now))
+            .with_limits(limits(), SeriesCounter::new(catalog.clone()))
+    };
+    let (a, b) = (ingester(&catalog), ingester(&catalog));
+    // b reads the tenant's series (none yet) and stores s2; a then stores s1, which leaves
+    // no room, but b's own count still has one place.
+    let s2 = b.ingest("t".into(), folded_of("s2", now)).await.unwrap();
+    assert_eq!((s2.stored_profiles, s2.rejected_profiles), (1, 0));
+    let s1 = a.ingest("t".into(), folded_of("s1", now)).await.unwrap();
+    assert_eq!((s1.stored_profiles, s1.rejected_profiles), (1, 0));
+
+    let s3 = b.ingest("t".into(), folded_of("s3", now)).await.unwrap();
+    assert_eq!(
+        (s3.stored_profiles, s3.stored_samples, s3.rejected_profiles),
+        (0, 0, 1)
+    );
+    assert!(
+        s3.errors
+            .iter()
+            .any(|e| e.contains("limit of 2 series") && e.contains("across all ingesters")),
+        "{:?}",
+        s3.errors
+    );
+    assert!(
+        s3.response()
+            .partial_success
+            .is_some_and(|p| p.rejected_profiles == 1)
+    );
+    let stored = catalog
+        .series("t", stackhouse_storage::model::TimeRange::ALL)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 2);
+    // b read the tenant's series again: its own gate now refuses s3 up front.
+    let again = b.ingest("t".into(), folded_of("s3", now)).await.unwrap();
+    assert_eq!(again.rejected_profiles, 1);
+    assert!(
+        again
+            .errors
+            .iter()
+            .any(|e| e.contains("--ingest-max-series") && !e.contains("across")),
+        "{:?}",
+        again.errors
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

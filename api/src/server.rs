@@ -48,6 +48,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             stop_rx.clone(),
         ))
     });
+    // Checked before binding anything: a worker without the secret is a config error.
+    let worker_secret = args.cluster.secret()?.map(str::to_string);
+    let worker_listener = match (roles.query, args.cluster.query_worker_addr) {
+        (true, Some(addr)) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding query worker address {addr}"))?,
+        ),
+        _ => None,
+    };
     let http_listener = tokio::net::TcpListener::bind(args.http_addr)
         .await
         .with_context(|| format!("binding http address {}", args.http_addr))?;
@@ -63,6 +73,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         http = %http_listener.local_addr()?,
         grpc = ?grpc_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+        query_worker = ?worker_listener.as_ref().map(|l| l.local_addr()).transpose()?,
         ?roles,
         auth = ?args.auth,
         tls = tls.is_some(),
@@ -71,8 +82,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "stackhouse listening"
     );
 
+    let engine = state.engine.clone();
     let app = http::router_for(state, &roles);
     let http_stopped = stopped(stop_rx.clone());
+    let worker_stopped = stopped(stop_rx.clone());
     let http_server = async {
         match http_tls {
             Some(config) => {
@@ -116,12 +129,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(anyhow::Error::from)
     };
 
+    let worker_server = async {
+        let Some(listener) = worker_listener else {
+            return Ok(());
+        };
+        let secret = worker_secret.context("a worker address needs the cluster secret")?;
+        engine
+            .serve_worker(listener, secret, worker_stopped)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))
+    };
+
     let signal = tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("shutting down: draining requests and flushing pending data");
         let _ = stop_tx.send(true);
     });
-    let (http_result, grpc_result) = tokio::join!(http_server, grpc_server);
+    let (http_result, grpc_result, worker_result) = tokio::join!(http_server, grpc_server, worker_server);
     signal.abort();
     writer.shutdown().await;
     if let Some(task) = maintenance {
@@ -131,6 +155,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     http_result.context("http server failed")?;
     grpc_result.context("grpc server failed")?;
+    worker_result.context("query worker server failed")?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -179,6 +204,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             limits: args.query_limits.limits(),
             memory_limit_bytes: Some(args.query_memory_budget),
             debuginfo: args.debuginfo.config(),
+            cluster: args.cluster.config().await?,
             ..QueryConfig::default()
         },
     ));

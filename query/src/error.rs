@@ -32,6 +32,10 @@ pub enum QueryError {
     Catalog(#[from] CatalogError),
     #[error("symbols: {0}")]
     Symbols(#[from] SymbolError),
+    /// A query worker could not be reached or failed mid-query (it died, froze or was
+    /// cut off): report 503; the same query may succeed on the workers that remain.
+    #[error("a query worker failed; retry the query: {0}")]
+    WorkerUnavailable(String),
     #[error("query execution: {0}")]
     Execution(DataFusionError),
     #[error("internal error: {0}")]
@@ -58,6 +62,7 @@ impl QueryError {
         match self {
             QueryError::Catalog(e) | QueryError::Symbols(SymbolError::Catalog(e)) => e.is_transient(),
             QueryError::Symbols(SymbolError::Store(e)) => e.is_transient(),
+            QueryError::WorkerUnavailable(_) => true,
             _ => false,
         }
     }
@@ -76,9 +81,35 @@ impl From<DataFusionError> for QueryError {
                 budget: None,
                 detail: msg.clone(),
             },
+            _ if is_worker_failure(&e) => QueryError::WorkerUnavailable(first_line(&e)),
             _ => QueryError::Execution(e),
         }
     }
+}
+
+/// Whether `e` came from reaching a worker rather than from running the plan: a gRPC status
+/// that is not a worker's own DataFusion error (those are decoded back into what they
+/// were), or datafusion-distributed's failure to connect.
+fn is_worker_failure(e: &DataFusionError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.downcast_ref::<tonic::Status>().is_some()
+            || err.downcast_ref::<tonic::transport::Error>().is_some()
+            || err.to_string().contains("Distributed DataFusion worker")
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// Transport errors nest their causes into long multi-line texts; the answer keeps the
+/// first line and the log keeps all.
+fn first_line(e: &DataFusionError) -> String {
+    tracing::warn!(error = %e, "query worker failed");
+    let text = e.to_string();
+    text.lines().next().unwrap_or_default().to_string()
 }
 
 fn resources_message(budget: Option<usize>, detail: &str) -> String {

@@ -7,6 +7,7 @@
 //! (its request, how it runs, its result); `render` turns results into wire formats.
 
 mod call_paths;
+pub mod cluster;
 pub mod debuginfo;
 mod endpoints;
 mod engine;

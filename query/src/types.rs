@@ -55,6 +55,11 @@ pub struct ScanStats {
     pub row_groups_pruned: u64,
     /// Rows that survived pruning and were decoded.
     pub rows_scanned: u64,
+    /// Bytes of Arrow batches the coordinator received from query workers (0 when the
+    /// query ran in-process); not part of answers, which must not depend on where a
+    /// query ran.
+    #[serde(skip)]
+    pub bytes_shipped: u64,
 }
 
 impl ScanStats {
@@ -65,5 +70,6 @@ impl ScanStats {
         self.row_groups_total += other.row_groups_total;
         self.row_groups_pruned += other.row_groups_pruned;
         self.rows_scanned += other.rows_scanned;
+        self.bytes_shipped += other.bytes_shipped;
     }
 }

@@ -180,6 +180,11 @@ impl Server {
         ready
     }
 
+    /// The running process's id, for signals other than kill.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
     /// SIGKILL: no flush, no goodbye.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

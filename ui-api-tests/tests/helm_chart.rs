@@ -134,6 +134,107 @@ fn bad_values_are_refused() {
 }
 
 #[test]
+fn query_pods_serve_as_workers_behind_a_headless_service() {
+    let micro = documents(&template(Some("microservices-values.yaml"), &[]).unwrap());
+    let workers = kind(&micro, "Service")
+        .into_iter()
+        .find(|s| name(s) == "t-stackhouse-query-workers")
+        .expect("the query workers' headless Service");
+    assert_eq!(workers["spec"]["clusterIP"], "None");
+    assert_eq!(
+        workers["spec"]["selector"]["app.kubernetes.io/component"],
+        "query"
+    );
+    assert_eq!(workers["spec"]["ports"][0]["port"], 7070);
+    assert!(
+        workers["spec"].get("publishNotReadyAddresses").is_none(),
+        "only ready pods are workers"
+    );
+    let query = kind(&micro, "Deployment")
+        .into_iter()
+        .find(|d| name(d) == "t-stackhouse-query")
+        .unwrap();
+    let c = &query["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for want in [
+        "--query-worker-addr=0.0.0.0:7070",
+        "--query-workers-dns=t-stackhouse-query-workers.default.svc:7070",
+        "--query-distribute-bytes=256MiB",
+    ] {
+        assert!(args.contains(&want), "{want} not in {args:?}");
+    }
+    let secret = c["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "STACKHOUSE_QUERY_CLUSTER_SECRET")
+        .expect("the cluster secret in the environment");
+    assert_eq!(
+        secret["valueFrom"]["secretKeyRef"]["name"],
+        "t-stackhouse-query-workers"
+    );
+    let ports = c["ports"].as_sequence().unwrap();
+    assert!(
+        ports
+            .iter()
+            .any(|p| p["name"] == "query-worker" && p["containerPort"] == 7070)
+    );
+    // Ingest pods are not workers.
+    let ingest = kind(&micro, "Deployment")
+        .into_iter()
+        .find(|d| name(d) == "t-stackhouse-ingest")
+        .unwrap();
+    let ingest_args = format!(
+        "{:?}",
+        ingest["spec"]["template"]["spec"]["containers"][0]["args"]
+    );
+    assert!(!ingest_args.contains("query-worker"), "{ingest_args}");
+
+    assert!(
+        kind(&micro, "NetworkPolicy").is_empty(),
+        "the NetworkPolicy is off by default"
+    );
+    let fenced = documents(
+        &template(
+            Some("microservices-values.yaml"),
+            &["query.workers.networkPolicy.enabled=true"],
+        )
+        .unwrap(),
+    );
+    let policy = kind(&fenced, "NetworkPolicy");
+    assert_eq!(policy.len(), 1);
+    assert_eq!(
+        policy[0]["spec"]["ingress"][0]["ports"][0]["port"],
+        "query-worker"
+    );
+    assert_eq!(
+        policy[0]["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"],
+        "query"
+    );
+
+    let err = template(
+        Some("microservices-values.yaml"),
+        &["query.workers.secret.value="],
+    )
+    .unwrap_err();
+    assert!(err.contains("query.workers needs a shared secret"), "{err}");
+    // Without workers no secret is needed and nothing of theirs is rendered.
+    let alone = documents(
+        &template(
+            Some("microservices-values.yaml"),
+            &["query.workers.enabled=false", "query.workers.secret.value="],
+        )
+        .unwrap(),
+    );
+    assert!(!format!("{alone:?}").contains("query-worker"));
+}
+
+#[test]
 fn modes_and_secure_defaults() {
     let single = documents(&template(Some("single-values.yaml"), &[]).unwrap());
     let deployments = kind(&single, "Deployment");
@@ -274,6 +375,7 @@ fn start_as_rendered(
         args.push(match flag {
             "--http-addr" => format!("--http-addr=127.0.0.1:{http_port}"),
             "--grpc-addr" => format!("--grpc-addr=127.0.0.1:{}", free_port()),
+            "--query-worker-addr" => format!("--query-worker-addr=127.0.0.1:{}", free_port()),
             "--data-dir" => format!("--data-dir={}", dir.path().display()),
             "--tls-cert-file" => {
                 self_signed(&cert, &key);

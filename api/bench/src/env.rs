@@ -80,6 +80,15 @@ impl Env {
 
     /// A fresh engine (and symbol cache), as a query replica started now would have.
     pub fn engine(&self, memory_limit: usize) -> QueryEngine {
+        self.engine_with(memory_limit, None)
+    }
+
+    /// [`Env::engine`] handing large scans to `cluster`'s workers.
+    pub fn engine_with(
+        &self,
+        memory_limit: usize,
+        cluster: Option<stackhouse_query::cluster::ClusterConfig>,
+    ) -> QueryEngine {
         let symbols = Arc::new(SymbolCache::new(self.store.clone(), self.catalog.clone()));
         QueryEngine::new(
             self.store.clone(),
@@ -87,6 +96,7 @@ impl Env {
             symbols,
             QueryConfig {
                 memory_limit_bytes: Some(memory_limit),
+                cluster,
                 ..QueryConfig::default()
             },
         )

@@ -3,6 +3,7 @@
 //! run, and prints them as a markdown table.
 
 mod api;
+mod distributed;
 mod env;
 mod ingest;
 pub mod measure;

@@ -117,6 +117,9 @@ pub async fn flamegraph_measurement(
     ));
     native_overhead(plan, &engine, &query, ours, samples, report).await?;
     if memory_row {
+        super::distributed::measurements(plan, env, &engine, &query, samples, report)
+            .await
+            .context("query worker measurements")?;
         let added = peak.saturating_sub(rss_before);
         report.rows.push(Row {
             measurement: format!(

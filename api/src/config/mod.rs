@@ -6,6 +6,7 @@
 //! checks live in `stackhouse_ingest::limits`.
 
 mod auth;
+mod cluster;
 mod debuginfo;
 pub mod example;
 pub mod file;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use clap::{Args, Command, ValueEnum};
 
 pub use auth::AuthMode;
+pub use cluster::ClusterArgs;
 pub use debuginfo::DebugInfoArgs;
 pub use ingest_limits::IngestLimitArgs;
 pub use lifecycle::LifecycleArgs;
@@ -136,6 +138,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub debuginfo: DebugInfoArgs,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// The `serve` flags as a command, for reading a config file against them.

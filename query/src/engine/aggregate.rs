@@ -2,6 +2,7 @@
 //! segments, decoded into rows, with what the scan read.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
@@ -10,6 +11,9 @@ use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, col, lit};
 use datafusion::physical_plan::metrics::MetricValue;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion_distributed::{
+    DistributedExec, DistributedMetricsFormat, rewrite_distributed_plan_with_metrics,
+};
 use futures::TryStreamExt;
 use stackhouse_storage::catalog::TableKind;
 use stackhouse_storage::model::SymbolId;
@@ -74,15 +78,13 @@ pub(crate) struct Row {
 }
 
 impl QueryEngine {
-    /// `SELECT dims, SUM(value) WHERE plan.filter GROUP BY dims`.
+    /// `SELECT dims, SUM(value) WHERE plan.filter GROUP BY dims`; by the stack alone it
+    /// runs as `StackSumExec`s (see `stack_sums`).
     pub(crate) async fn aggregate(
         &self,
         plan: &Plan,
         dims: &[Dim],
     ) -> Result<(Vec<Row>, ScanStats), QueryError> {
-        if dims == [Dim::Stack] {
-            return self.sum_by_stack(plan).await;
-        }
         let df = self.samples(plan)?.aggregate(
             dims.iter().map(Dim::expr).collect(),
             vec![sum(col(samples::VALUE)).alias(samples::VALUE)],
@@ -133,12 +135,36 @@ impl QueryEngine {
         let batches: Vec<RecordBatch> = execute_stream(physical.clone(), Arc::new(task))?
             .try_collect()
             .await?;
+        let physical = with_worker_metrics(physical).await;
         Ok((batches, scan_stats(plan, &physical)))
     }
 }
 
-/// What the executed `physical` plan of `plan` read, counted in the metrics as well.
-pub(super) fn scan_stats(plan: &Plan, physical: &Arc<dyn ExecutionPlan>) -> ScanStats {
+/// How long a finished distributed query waits for its workers' scan metrics; they are
+/// sent after the data, and only the reported statistics depend on them.
+const WORKER_METRICS_WAIT: Duration = Duration::from_secs(1);
+
+/// A finished distributed plan with the metrics its workers reported put back on the
+/// nodes they ran; any other plan as it is.
+async fn with_worker_metrics(physical: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    if !physical.is::<DistributedExec>() {
+        return physical;
+    }
+    let rewrite =
+        rewrite_distributed_plan_with_metrics(physical.clone(), DistributedMetricsFormat::Aggregated);
+    match tokio::time::timeout(WORKER_METRICS_WAIT, rewrite).await {
+        Ok(Ok(rewritten)) => rewritten,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "worker metrics not available");
+            physical
+        }
+        Err(_) => physical,
+    }
+}
+
+/// What the executed `physical` plan of `plan` read and shipped, counted in the metrics as
+/// well.
+fn scan_stats(plan: &Plan, physical: &Arc<dyn ExecutionPlan>) -> ScanStats {
     let mut stats = ScanStats {
         segments: plan.segments.len() as u64,
         bytes_total: plan
@@ -152,12 +178,25 @@ pub(super) fn scan_stats(plan: &Plan, physical: &Arc<dyn ExecutionPlan>) -> Scan
     collect_scan_metrics(physical, &mut stats);
     metrics::counter!("stackhouse_query_bytes_scanned_total").increment(stats.bytes_scanned);
     metrics::counter!("stackhouse_query_rows_scanned_total").increment(stats.rows_scanned);
+    metrics::counter!("stackhouse_query_bytes_shipped_total").increment(stats.bytes_shipped);
     tracing::debug!(?stats, "scan finished");
     stats
 }
 
-/// Sums the Parquet reader's metrics of every scan in the plan.
+/// Sums the Parquet reader's metrics of every scan in the plan, and the batches that
+/// crossed the network.
 fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
+    // By name: after `with_worker_metrics` a boundary is a wrapper that carries its name and
+    // metrics but is not of its type.
+    if plan.name().starts_with("Network")
+        && let Some(metrics) = plan.metrics()
+    {
+        for metric in metrics.iter() {
+            if let MetricValue::OutputBytes(bytes) = metric.value() {
+                stats.bytes_shipped += bytes.value() as u64;
+            }
+        }
+    }
     if let Some(metrics) = plan.metrics().filter(|_| plan.children().is_empty()) {
         let (mut by_stats, mut by_bloom) = ((0u64, 0u64), (0u64, 0u64));
         let (mut rows_pruned, mut rows_matched, mut output_rows) = (0u64, 0u64, 0u64);

@@ -1,6 +1,6 @@
 //! The machinery every endpoint shares: the engine and its limits, the scope of a query,
 //! catalog pruning (`plan`), the DataFusion scan and aggregation (`scan`, `selection`,
-//! `aggregate`, `stack_sums`), grouping, and building call trees (`stack_tree`). The endpoints
+//! `aggregate`, and `stack_sums`, the plan nodes of the ungrouped sum), grouping, and building call trees (`stack_tree`). The endpoints
 //! themselves are in `crate::endpoints`.
 
 pub(crate) mod aggregate;
@@ -16,6 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use stackhouse_storage::catalog::{Catalog, CatalogError};
@@ -23,7 +24,9 @@ use stackhouse_storage::model::TimeRange;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
+use self::stack_sums::StackSumRule;
 use crate::call_paths::CallPathCache;
+use crate::cluster::{self, ClusterConfig};
 use crate::debuginfo::{DebugInfo, DebugInfoConfig};
 use crate::error::QueryError;
 use crate::limits::QueryLimits;
@@ -46,6 +49,8 @@ pub struct QueryConfig {
     pub path_cache_entries: usize,
     /// Debug files for native frames: limits, cache and debuginfod servers.
     pub debuginfo: DebugInfoConfig,
+    /// Query workers to hand large scans to; `None` runs every query in-process.
+    pub cluster: Option<ClusterConfig>,
 }
 
 /// The default of [`QueryConfig::path_cache_entries`]: about 160 MiB per tenant at most.
@@ -60,6 +65,7 @@ impl Default for QueryConfig {
             limits: QueryLimits::default(),
             path_cache_entries: DEFAULT_PATH_CACHE_ENTRIES,
             debuginfo: DebugInfoConfig::default(),
+            cluster: None,
         }
     }
 }
@@ -97,7 +103,19 @@ impl QueryEngine {
         // cannot be misconfigured, so building the runtime does not fail.
         let runtime = runtime.build_arc().expect("default datafusion runtime");
         runtime.register_object_store(store.base_url(), store.object_store());
-        let ctx = SessionContext::new_with_config_rt(session, runtime);
+        let target_partitions = session.target_partitions();
+        let mut state = SessionStateBuilder::new()
+            .with_config(session)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(StackSumRule));
+        if let Some(cluster) = &config.cluster {
+            // Fails only when the distributed config extension is missing, which
+            // `distribute` itself installs first.
+            state =
+                cluster::distribute(state, cluster, target_partitions).expect("distributed planner config");
+        }
+        let ctx = SessionContext::new_with_state(state.build());
         let debuginfo = Arc::new(DebugInfo::new(store.clone(), catalog.clone(), config.debuginfo));
         QueryEngine {
             store,

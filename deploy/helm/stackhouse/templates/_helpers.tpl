@@ -47,6 +47,15 @@ all
 {{- default (printf "%s-storage" (include "stackhouse.fullname" .)) .Values.storage.credentials.existingSecret -}}
 {{- end -}}
 
+{{- define "stackhouse.workerSecret" -}}
+{{- default (printf "%s-query-workers" (include "stackhouse.fullname" .)) .Values.query.workers.secret.existingSecret -}}
+{{- end -}}
+
+{{/* Whether query pods serve and use query workers. */}}
+{{- define "stackhouse.workers" -}}
+{{- if and (eq .Values.mode "microservices") .Values.query.workers.enabled -}}true{{- end -}}
+{{- end -}}
+
 {{/* Whether S3 credentials come from a Secret (else: workload identity). */}}
 {{- define "stackhouse.staticCredentials" -}}
 {{- if or .Values.storage.credentials.existingSecret .Values.storage.credentials.accessKeyId -}}true{{- end -}}
@@ -61,6 +70,9 @@ all
 {{- if not .Values.storage.bucket -}}
 {{- fail "mode microservices needs object storage: set storage.bucket" -}}
 {{- end -}}
+{{- end -}}
+{{- if and (include "stackhouse.workers" .) (not (or .Values.query.workers.secret.existingSecret .Values.query.workers.secret.value)) -}}
+{{- fail "query.workers needs a shared secret: set query.workers.secret.existingSecret or query.workers.secret.value" -}}
 {{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
 {{- fail "tls.enabled needs tls.secretName: a Secret of type kubernetes.io/tls" -}}

@@ -221,7 +221,11 @@ async fn assert_same_answers(backend: &Backend) {
 
     let types = call_all(
         &local.http(),
-        &[rpc(&format!("{Q}/ProfileTypes"), false, json!({}))],
+        &[rpc(
+            &format!("{Q}/ProfileTypes"),
+            false,
+            json!({"start": (T0 / 1_000_000) - 60_000, "end": (T0 / 1_000_000) + 600_000}),
+        )],
     );
     let type_id = types[0]["response"]["profileTypes"]
         .as_array()

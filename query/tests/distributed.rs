@@ -134,6 +134,14 @@ async fn fixture() -> Fixture {
 }
 
 fn engine(f: &Fixture, cluster: Option<ClusterConfig>) -> QueryEngine {
+    engine_with_budget(f, cluster, QueryConfig::default().memory_limit_bytes)
+}
+
+fn engine_with_budget(
+    f: &Fixture,
+    cluster: Option<ClusterConfig>,
+    memory_limit_bytes: Option<usize>,
+) -> QueryEngine {
     let symbols = Arc::new(SymbolCache::new(f.store.clone(), f.catalog.clone()));
     QueryEngine::new(
         f.store.clone(),
@@ -141,6 +149,7 @@ fn engine(f: &Fixture, cluster: Option<ClusterConfig>) -> QueryEngine {
         symbols,
         QueryConfig {
             target_partitions: 2,
+            memory_limit_bytes,
             cluster,
             ..QueryConfig::default()
         },
@@ -149,9 +158,12 @@ fn engine(f: &Fixture, cluster: Option<ClusterConfig>) -> QueryEngine {
 
 /// A worker engine serving on a loopback port until the returned sender is dropped.
 async fn worker(f: &Fixture, secret: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
+    serve(engine(f, None), secret).await
+}
+
+async fn serve(engine: QueryEngine, secret: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let engine = engine(f, None);
     let secret = secret.to_string();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
@@ -403,4 +415,41 @@ async fn with_every_worker_gone_queries_run_in_the_coordinator() {
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_out_of_memory_refuses_as_the_budget_does_in_one_process() {
+    let f = fixture().await;
+    // Far below what the partial sums of a few hundred stacks take.
+    let tiny = Some(1 << 10);
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        workers.push(serve(engine_with_budget(&f, None, tiny), SECRET).await);
+    }
+    let addrs: Vec<String> = workers.iter().map(|(a, _)| a.clone()).collect();
+    let coordinator = coordinator(&f, &addrs, SECRET, 1).await;
+    let err = coordinator
+        .flamegraph(&FlamegraphQuery {
+            scope: scope(),
+            group_by: vec![],
+            max_nodes: 0,
+        })
+        .await
+        .expect_err("the workers' budget is too small");
+    // The worker's DataFusion error crosses the network typed, so it is the memory refusal
+    // (503 with its own message), not a worker failure.
+    assert!(matches!(err, QueryError::ResourcesExhausted { .. }), "{err:?}");
+    assert!(err.to_string().contains("memory"), "{err}");
+    // The coordinator's own budget still answers the same query in-process.
+    let local = engine(&f, None);
+    let answer = local
+        .flamegraph(&FlamegraphQuery {
+            scope: scope(),
+            group_by: vec![],
+            max_nodes: 0,
+        })
+        .await
+        .unwrap();
+    assert_eq!(answer.total, f.total);
+    drop(workers);
 }

@@ -83,6 +83,11 @@ async fn tiny_bench_produces_every_measurement() {
         "ack latency p99",
         "peak memory sustained ingest adds",
         "peak memory the",
+        "flamegraph on 1 query worker(s)",
+        "flamegraph on 2 query worker(s)",
+        "flamegraph on 3 query worker(s)",
+        "bytes shipped from 3 workers",
+        "stays local with 3 workers configured",
     ];
     for measurement in expected {
         let row = report

@@ -74,7 +74,7 @@ impl Workers {
                     match lookup(name).await {
                         Ok(found) => known = found,
                         Err(e) => {
-                            tracing::warn!(workers = %name, error = %e, "looking up query workers failed")
+                            tracing::warn!(workers = %name, error = %e, "looking up query workers failed");
                         }
                     }
                 }
@@ -124,7 +124,8 @@ async fn probe_all(known: &[Url], channels: &Channels) -> Vec<Url> {
     known
         .iter()
         .zip(answers)
-        .filter_map(|(url, up)| up.then(|| url.clone()))
+        .filter(|(_, up)| *up)
+        .map(|(url, _)| url.clone())
         .collect()
 }
 

@@ -108,6 +108,10 @@ fn describe() {
         "Profiles left out because the same profile (id, series, start) was stored before: retried exports."
     );
     describe_counter!(
+        "stackhouse_ingest_refused_series_samples_total",
+        "Samples of series the catalog refused at commit for the tenant's series limit."
+    );
+    describe_counter!(
         "stackhouse_ingest_truncated_stacks_total",
         "Stacks stored cut to --ingest-max-stack-depth."
     );
@@ -142,6 +146,10 @@ fn describe() {
     describe_counter!(
         "stackhouse_query_bytes_scanned_total",
         "Bytes queries fetched from object storage."
+    );
+    describe_counter!(
+        "stackhouse_query_bytes_shipped_total",
+        "Arrow bytes coordinators received from query workers."
     );
     describe_counter!(
         "stackhouse_query_rows_scanned_total",

@@ -158,10 +158,10 @@ fn engine_with_budget(
 
 /// A worker engine serving on a loopback port until the returned sender is dropped.
 async fn worker(f: &Fixture, secret: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
-    serve(engine(f, None), secret).await
+    serve(Arc::new(engine(f, None)), secret).await
 }
 
-async fn serve(engine: QueryEngine, secret: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
+async fn serve(engine: Arc<QueryEngine>, secret: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let secret = secret.to_string();
@@ -424,7 +424,7 @@ async fn a_worker_out_of_memory_refuses_as_the_budget_does_in_one_process() {
     let tiny = Some(1 << 10);
     let mut workers = Vec::new();
     for _ in 0..2 {
-        workers.push(serve(engine_with_budget(&f, None, tiny), SECRET).await);
+        workers.push(serve(Arc::new(engine_with_budget(&f, None, tiny)), SECRET).await);
     }
     let addrs: Vec<String> = workers.iter().map(|(a, _)| a.clone()).collect();
     let coordinator = coordinator(&f, &addrs, SECRET, 1).await;
@@ -451,5 +451,34 @@ async fn a_worker_out_of_memory_refuses_as_the_budget_does_in_one_process() {
         .await
         .unwrap();
     assert_eq!(answer.total, f.total);
+    drop(workers);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_read_footers_once_through_the_shared_cache() {
+    let f = fixture().await;
+    let engines: Vec<Arc<QueryEngine>> = (0..2).map(|_| Arc::new(engine(&f, None))).collect();
+    let mut workers = Vec::new();
+    for e in &engines {
+        workers.push(serve(e.clone(), SECRET).await);
+    }
+    let addrs: Vec<String> = workers.iter().map(|(a, _)| a.clone()).collect();
+    let coordinator = coordinator(&f, &addrs, SECRET, 1).await;
+    let query = FlamegraphQuery {
+        scope: scope(),
+        group_by: vec![],
+        max_nodes: 0,
+    };
+    assert_eq!(coordinator.flamegraph(&query).await.unwrap().total, f.total);
+    let cached: Vec<usize> = engines.iter().map(|e| e.cached_footers()).collect();
+    // Both workers had a task, and DataFusion's default reader of a decoded scan caches
+    // nothing: footers in both caches mean the shipped scans read through them.
+    assert!(cached.iter().all(|&n| n > 0), "{cached:?}");
+    // Asked again, each worker finds what it read before; a footer is cached at most once
+    // per worker, whichever tasks the routing gives it.
+    assert_eq!(coordinator.flamegraph(&query).await.unwrap().total, f.total);
+    for e in &engines {
+        assert!(e.cached_footers() <= SEGMENTS as usize, "{}", e.cached_footers());
+    }
     drop(workers);
 }

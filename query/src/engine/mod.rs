@@ -133,6 +133,16 @@ impl QueryEngine {
         &self.limits
     }
 
+    /// Parquet footers held in this process's metadata cache, its own queries' and those
+    /// it ran as a query worker alike.
+    pub fn cached_footers(&self) -> usize {
+        self.ctx
+            .runtime_env()
+            .cache_manager
+            .get_file_metadata_cache()
+            .len()
+    }
+
     /// The tenants' debug files: what the debuginfo API uploads, lists and deletes.
     pub fn debuginfo(&self) -> &DebugInfo {
         &self.debuginfo

@@ -6,7 +6,7 @@
 //! Every worker here shares this machine's cores, so the latency rows show the overhead of
 //! shipping plans and results, not a speedup.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use stackhouse_query::cluster::{ClusterConfig, WorkerSource};
@@ -50,16 +50,7 @@ pub async fn measurements(
         if answer(first) != expected {
             bail!("the flamegraph on {n} workers differs from the in-process one");
         }
-        let (mut ours, mut base) = (Vec::new(), Vec::new());
-        for _ in 0..plan.warm_runs {
-            let t = Instant::now();
-            coordinator.flamegraph(query).await?;
-            ours.push(t.elapsed());
-            let t = Instant::now();
-            local.flamegraph(query).await?;
-            base.push(t.elapsed());
-        }
-        let (ours, base) = (median(ours), median(base));
+        let (ours, base) = interleaved(plan.warm_runs, &coordinator, local, query).await?;
         report.rows.push(Row {
             measurement: format!("flamegraph on {n} query worker(s), {label}, same answer"),
             ours: ms(ours),
@@ -98,16 +89,7 @@ pub async fn measurements(
     if answer(idle.flamegraph(query).await?) != expected {
         bail!("the local flamegraph of a coordinator differs from the in-process one");
     }
-    let (mut ours, mut base) = (Vec::new(), Vec::new());
-    for _ in 0..plan.warm_runs.max(5) {
-        let t = Instant::now();
-        idle.flamegraph(query).await?;
-        ours.push(t.elapsed());
-        let t = Instant::now();
-        local.flamegraph(query).await?;
-        base.push(t.elapsed());
-    }
-    let (ours, base) = (median(ours), median(base));
+    let (ours, base) = interleaved(plan.warm_runs.max(5), &idle, local, query).await?;
     report.rows.push(Row {
         measurement: format!("flamegraph that stays local with 3 workers configured, {label}"),
         ours: ms(ours),
@@ -126,6 +108,26 @@ pub async fn measurements(
     ));
     drop(stops);
     Ok(())
+}
+
+/// Median latencies of `query` on `ours` and on `base`, run in turn `runs` times each so
+/// that the machine's drift falls on both.
+async fn interleaved(
+    runs: usize,
+    ours: &QueryEngine,
+    base: &QueryEngine,
+    query: &FlamegraphQuery,
+) -> anyhow::Result<(Duration, Duration)> {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let t = Instant::now();
+        ours.flamegraph(query).await?;
+        a.push(t.elapsed());
+        let t = Instant::now();
+        base.flamegraph(query).await?;
+        b.push(t.elapsed());
+    }
+    Ok((median(a), median(b)))
 }
 
 /// The flamegraph without its scan statistics, which tell how it ran.

@@ -153,7 +153,7 @@ fn describe() {
     );
     describe_counter!(
         "stackhouse_query_rows_scanned_total",
-        "Sample rows queries decoded."
+        "Rows queries decoded, by the resolution read: raw samples, or the 1m and 1h rollup tiers (tier)."
     );
     describe_counter!(
         "stackhouse_catalog_errors_total",

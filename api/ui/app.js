@@ -258,7 +258,12 @@ async function loadFlamegraph(signal) {
 function statsLine(stats, elapsed) {
   const took = `answered in ${Math.round(elapsed)} ms`;
   if (!stats) return took;
-  return `${took}; scanned ${exact(stats.rows_scanned)} rows in ${stats.segments} segments, ${formatValue(stats.bytes_scanned, "bytes")} of ${formatValue(stats.bytes_total, "bytes")}`;
+  // Rows per resolution: raw samples, and the 1m and 1h rollup tiers long ranges read.
+  const tiers = Object.entries(stats.rows_by_tier || {}).map(([tier, rows]) => `${tier} ${exact(rows)}`).join(", ");
+  const widened = stats.answered
+    ? `; covers ${new Date(stats.answered[0] / 1e6).toISOString()} to ${new Date(stats.answered[1] / 1e6).toISOString()} (only rollups are left at the range's edge)`
+    : "";
+  return `${took}; scanned ${exact(stats.rows_scanned)} rows${tiers ? ` (${tiers})` : ""} in ${stats.segments} segments, ${formatValue(stats.bytes_scanned, "bytes")} of ${formatValue(stats.bytes_total, "bytes")}${widened}`;
 }
 
 async function loadTop(signal) {

@@ -28,6 +28,10 @@ pub enum QueryError {
     /// The thing asked for (a profile id) is not stored: report 404.
     #[error("{0}")]
     NotFound(String),
+    /// The query needs raw samples (links, sample attributes, single samples) where raw
+    /// retention left only the rollup tiers: an answer from them would be partial.
+    #[error("{0}")]
+    RawGone(String),
     #[error("catalog: {0}")]
     Catalog(#[from] CatalogError),
     #[error("symbols: {0}")]
@@ -51,6 +55,7 @@ impl QueryError {
                 | QueryError::Selector(_)
                 | QueryError::LimitExceeded { .. }
                 | QueryError::Timeout(_)
+                | QueryError::RawGone(_)
         )
     }
 }
@@ -70,7 +75,10 @@ impl QueryError {
     /// Whether the request was well formed but asks for more than the limits allow (HTTP
     /// 422 rather than 400).
     pub fn is_limit(&self) -> bool {
-        matches!(self, QueryError::LimitExceeded { .. } | QueryError::Timeout(_))
+        matches!(
+            self,
+            QueryError::LimitExceeded { .. } | QueryError::Timeout(_) | QueryError::RawGone(_)
+        )
     }
 }
 

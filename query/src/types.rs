@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use stackhouse_storage::model::ProfileType;
+use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 /// The profile type of a result, as its id and its four parts.
@@ -60,6 +61,15 @@ pub struct ScanStats {
     /// query ran.
     #[serde(skip)]
     pub bytes_shipped: u64,
+    /// Rows scanned per resolution read: `raw`, and the rollup tiers `1m` and `1h`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rows_by_tier: BTreeMap<String, u64>,
+    /// `[start, end)` in unix nanoseconds that the answer covers, present only when it is
+    /// wider than the range asked: where retention left only coarser rollups, a range
+    /// edge is read to the edge of the rollup's step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<i64>>)]
+    pub answered: Option<(i64, i64)>,
 }
 
 impl ScanStats {
@@ -71,5 +81,12 @@ impl ScanStats {
         self.row_groups_pruned += other.row_groups_pruned;
         self.rows_scanned += other.rows_scanned;
         self.bytes_shipped += other.bytes_shipped;
+        for (tier, rows) in &other.rows_by_tier {
+            *self.rows_by_tier.entry(tier.clone()).or_default() += rows;
+        }
+        self.answered = match (self.answered, other.answered) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
     }
 }

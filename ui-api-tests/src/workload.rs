@@ -717,8 +717,9 @@ pub fn top<'a>(obs: impl IntoIterator<Item = &'a Obs>) -> BTreeMap<String, (i64,
     out
 }
 
-/// Sum and avg per bucket: bucket `i` covers `[from + i*step, from + (i+1)*step)`;
-/// avg divides by the distinct (series, timestamp) points of the bucket.
+/// Sum and avg per bucket: buckets lie on the step's grid, `[k*step, (k+1)*step)` (the
+/// first one cut by `from`, which must come before every observation); avg divides by the
+/// distinct (series, timestamp) points of the bucket.
 pub fn buckets<'a>(
     obs: impl IntoIterator<Item = &'a Obs>,
     from: i64,
@@ -727,7 +728,8 @@ pub fn buckets<'a>(
     let mut sums: BTreeMap<i64, i64> = BTreeMap::new();
     let mut points: BTreeMap<i64, BTreeSet<(String, i64)>> = BTreeMap::new();
     for o in obs {
-        let start = from + (o.time - from).div_euclid(step) * step;
+        assert!(o.time >= from, "an observation before the range");
+        let start = o.time.div_euclid(step) * step;
         *sums.entry(start).or_default() += o.value;
         points.entry(start).or_default().insert((series_key(o), o.time));
     }

@@ -430,10 +430,11 @@ fn select_series_sums_to_the_flamegraph_total() {
     let series = response(&answers[0])["series"].as_array().unwrap();
     assert_eq!(series.len(), 1, "no group_by: one series");
     assert!(series[0].get("labels").is_none(), "without labels");
-    // Per step, from the capture: the point of the bucket [t, t+step) is stamped t+step.
+    // Per step, from the capture: the point of the bucket [t, t+step) is stamped t+step,
+    // buckets lying on the step's grid.
     let mut expected: BTreeMap<i64, f64> = BTreeMap::new();
     for o in &cpu {
-        let bucket = start * MS + (o.time - start * MS).div_euclid(step) * step;
+        let bucket = o.time.div_euclid(step) * step;
         *expected.entry((bucket + step) / MS).or_default() += o.value as f64;
     }
     let points: BTreeMap<i64, f64> = series[0]["points"]

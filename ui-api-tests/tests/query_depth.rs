@@ -540,7 +540,12 @@ fn assert_timeseries(json: &Value, obs: &[&Obs], q: &Buckets<'_>, what: &str) {
         keys,
         avg,
     } = *q;
-    assert_eq!(json["from"].as_i64(), Some(from), "{what}: from");
+    // The first bucket starts on the step's grid, at or before the range.
+    assert_eq!(
+        json["from"].as_i64(),
+        Some(from.div_euclid(step) * step),
+        "{what}: from"
+    );
     assert_eq!(json["to"].as_i64(), Some(to), "{what}: to");
     assert_eq!(json["step_nanos"].as_i64(), Some(step), "{what}: step_nanos");
     assert_eq!(

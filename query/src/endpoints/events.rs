@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 
 use crate::engine::QueryEngine;
 use crate::engine::aggregate::Dim;
+use crate::engine::plan::Needs;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
 use crate::limits::size;
@@ -143,14 +144,14 @@ impl QueryEngine {
                 next_cursor: None,
                 stats: None,
             };
-            let Some(plan) = self.plan(&q.scope).await? else {
+            let Some(plan) = self.plan(&q.scope, Needs::grouped(ORDER.to_vec(), &[])).await? else {
                 return Ok(page);
             };
             let skip = cursor.map_or(0, |c| c.skip as usize);
             let after = cursor.map(|c| col(samples::TIME).gt_eq(lit(c.time)));
             // One row more than the page tells whether another page follows.
             let fetch = skip.saturating_add(limit).saturating_add(1);
-            let (mut rows, stats) = self.select_sorted(&plan, after, &ORDER, fetch).await?;
+            let (mut rows, stats) = self.select_sorted(&plan, after, fetch).await?;
             // Rows at the cursor's time come first; the earlier pages returned `skip` of them.
             let at_cursor = match cursor {
                 Some(c) => rows.iter().take(skip).take_while(|r| r.time == c.time).count(),

@@ -9,7 +9,7 @@ use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::engine::QueryEngine;
 use crate::engine::aggregate::{Dim, Row};
-use crate::engine::plan::Plan;
+use crate::engine::plan::{Needs, Plan};
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
 use crate::render::pprof::{PprofInput, PprofSample, build};
@@ -45,10 +45,10 @@ impl QueryEngine {
             let mut series: BTreeMap<i64, Series> = BTreeMap::new();
             let mut period = 0;
             for (side, scope) in sides.iter().enumerate() {
-                let Some(plan) = self.plan(scope).await? else {
+                let Some(plan) = self.plan(scope, Needs::grouped(DIMS.to_vec(), &[])).await? else {
                     continue;
                 };
-                let (rows, _) = self.aggregate(&plan, &DIMS).await?;
+                let (rows, _) = self.aggregate(&plan).await?;
                 add_side(&mut values, &rows, side, sides.len());
                 let Plan {
                     series: s, period: p, ..

@@ -7,7 +7,8 @@ use utoipa::ToSchema;
 
 use crate::engine::QueryEngine;
 use crate::engine::aggregate::Dim;
-use crate::engine::grouping::{group_dims, group_values, too_many_groups};
+use crate::engine::grouping::{group_values, too_many_groups};
+use crate::engine::plan::Needs;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
 use crate::limits::exceeded;
@@ -98,7 +99,7 @@ impl QueryEngine {
             let mut result = Timeseries {
                 kind: ProfileTypeInfo::from(&q.scope.profile_type),
                 unit: q.scope.profile_type.sample_unit.clone(),
-                from: range.start,
+                from: range.start.div_euclid(q.step_nanos).saturating_mul(q.step_nanos),
                 to: range.end,
                 step_nanos: q.step_nanos,
                 aggregation: q.aggregation,
@@ -106,22 +107,17 @@ impl QueryEngine {
                 series: Vec::new(),
                 stats: None,
             };
-            let Some(plan) = self.plan(&q.scope).await? else {
-                return Ok(result);
-            };
             let mut dims = vec![Dim::Bucket {
-                start: range.start,
+                start: result.from,
                 step: q.step_nanos,
             }];
-            dims.extend(group_dims(&q.group_by));
             if q.aggregation == Aggregation::Avg {
-                for d in [Dim::Series, Dim::Time] {
-                    if !dims.contains(&d) {
-                        dims.push(d);
-                    }
-                }
+                dims.extend([Dim::Series, Dim::Time]);
             }
-            let (rows, stats) = self.aggregate(&plan, &dims).await?;
+            let Some(plan) = self.plan(&q.scope, Needs::grouped(dims, &q.group_by)).await? else {
+                return Ok(result);
+            };
+            let (rows, stats) = self.aggregate(&plan).await?;
             let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let mut groups: HashMap<Vec<String>, BTreeMap<i64, Bucket>> = HashMap::new();
             for row in &rows {
@@ -153,7 +149,7 @@ impl QueryEngine {
                                 Aggregation::Sum => b.sum as f64,
                                 Aggregation::Avg => b.sum as f64 / b.points.len().max(1) as f64,
                             };
-                            (range.start + i * q.step_nanos, value)
+                            (result.from + i * q.step_nanos, value)
                         })
                         .collect(),
                 })

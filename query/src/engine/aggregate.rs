@@ -10,14 +10,14 @@ use datafusion::dataframe::DataFrame;
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, col, lit};
 use datafusion::physical_plan::metrics::MetricValue;
-use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::physical_plan::{ExecutionPlan, displayable, execute_stream};
 use datafusion_distributed::{
     DistributedExec, DistributedMetricsFormat, rewrite_distributed_plan_with_metrics,
 };
 use futures::TryStreamExt;
-use stackhouse_storage::catalog::TableKind;
 use stackhouse_storage::model::SymbolId;
-use stackhouse_storage::schema::samples;
+use stackhouse_storage::rollup::Resolution;
+use stackhouse_storage::schema::{ROLLUP, samples};
 
 use super::QueryEngine;
 use super::plan::Plan;
@@ -78,15 +78,11 @@ pub(crate) struct Row {
 }
 
 impl QueryEngine {
-    /// `SELECT dims, SUM(value) WHERE plan.filter GROUP BY dims`; by the stack alone it
-    /// runs as `StackSumExec`s (see `stack_sums`).
-    pub(crate) async fn aggregate(
-        &self,
-        plan: &Plan,
-        dims: &[Dim],
-    ) -> Result<(Vec<Row>, ScanStats), QueryError> {
+    /// `SELECT plan.dims, SUM(value) WHERE <the plan's filters> GROUP BY plan.dims`; by the
+    /// stack alone it runs as `StackSumExec`s (see `stack_sums`).
+    pub(crate) async fn aggregate(&self, plan: &Plan) -> Result<(Vec<Row>, ScanStats), QueryError> {
         let df = self.samples(plan)?.aggregate(
-            dims.iter().map(Dim::expr).collect(),
+            plan.dims.iter().map(Dim::expr).collect(),
             vec![sum(col(samples::VALUE)).alias(samples::VALUE)],
         )?;
         let (batches, stats) = self.run(plan, df).await?;
@@ -97,12 +93,11 @@ impl QueryEngine {
         Ok((rows, stats))
     }
 
-    /// The plan's rows themselves (no aggregation) in the given order, at most `limit`.
+    /// The plan's rows themselves (no aggregation) ordered by `plan.dims`, at most `limit`.
     pub(crate) async fn select_sorted(
         &self,
         plan: &Plan,
         extra_filter: Option<Expr>,
-        order: &[Dim],
         limit: usize,
     ) -> Result<(Vec<Row>, ScanStats), QueryError> {
         let mut df = self.samples(plan)?;
@@ -110,7 +105,7 @@ impl QueryEngine {
             df = df.filter(extra)?;
         }
         let df = df
-            .sort(order.iter().map(|d| d.expr().sort(true, false)).collect())?
+            .sort(plan.dims.iter().map(|d| d.expr().sort(true, false)).collect())?
             .limit(0, Some(limit))?;
         let (batches, stats) = self.run(plan, df).await?;
         let mut rows = Vec::new();
@@ -120,13 +115,29 @@ impl QueryEngine {
         Ok((rows, stats))
     }
 
+    /// The rows of every scan of the plan; several scans (resolutions) are one union of
+    /// the columns rollups have, which are all a query that reads rollups uses.
     pub(super) fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
-        let table = SamplesTable::new(&self.store, &plan.segments)?;
-        let df = self.ctx.read_table(Arc::new(table))?;
-        Ok(match &plan.filter {
-            Some(filter) => df.filter(filter.clone())?,
-            None => df,
-        })
+        let mut frames = Vec::with_capacity(plan.scans.len());
+        for scan in &plan.scans {
+            let table = SamplesTable::new(&self.store, &scan.source.segments, scan.source.resolution)?;
+            let df = self.ctx.read_table(Arc::new(table))?;
+            frames.push(match &scan.filter {
+                Some(filter) => df.filter(filter.clone())?,
+                None => df,
+            });
+        }
+        if frames.len() == 1 {
+            return Ok(frames.remove(0));
+        }
+        let columns = ROLLUP
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>();
+        let mut frames = frames.into_iter().map(|df| df.select_columns(&columns));
+        let first = frames.next().expect("a plan has a scan")?;
+        Ok(frames.try_fold(first, |all, df| all.union(df?))?)
     }
 
     async fn run(&self, plan: &Plan, df: DataFrame) -> Result<(Vec<RecordBatch>, ScanStats), QueryError> {
@@ -166,18 +177,24 @@ async fn with_worker_metrics(physical: Arc<dyn ExecutionPlan>) -> Arc<dyn Execut
 /// well.
 fn scan_stats(plan: &Plan, physical: &Arc<dyn ExecutionPlan>) -> ScanStats {
     let mut stats = ScanStats {
-        segments: plan.segments.len() as u64,
+        segments: plan.segment_count() as u64,
         bytes_total: plan
-            .segments
+            .scans
             .iter()
-            .filter_map(|s| s.object(TableKind::Samples))
+            .flat_map(|scan| {
+                let kind = scan.source.resolution.kind();
+                scan.source.segments.iter().filter_map(move |s| s.object(kind))
+            })
             .map(|o| o.size_bytes)
             .sum(),
         ..ScanStats::default()
     };
+    stats.answered = plan.answered.map(|r| (r.start, r.end));
     collect_scan_metrics(physical, &mut stats);
     metrics::counter!("stackhouse_query_bytes_scanned_total").increment(stats.bytes_scanned);
-    metrics::counter!("stackhouse_query_rows_scanned_total").increment(stats.rows_scanned);
+    for (tier, rows) in &stats.rows_by_tier {
+        metrics::counter!("stackhouse_query_rows_scanned_total", "tier" => tier.clone()).increment(*rows);
+    }
     metrics::counter!("stackhouse_query_bytes_shipped_total").increment(stats.bytes_shipped);
     tracing::debug!(?stats, "scan finished");
     stats
@@ -232,15 +249,31 @@ fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
         stats.row_groups_total += (by_stats.0 + by_stats.1).max(by_bloom.0 + by_bloom.1);
         stats.row_groups_pruned += by_stats.0 + by_bloom.0;
         // Without a row filter nothing is pruned or matched: every row read is output.
-        stats.rows_scanned += if rows_pruned + rows_matched > 0 {
+        let rows = if rows_pruned + rows_matched > 0 {
             rows_pruned + rows_matched
         } else {
             output_rows
         };
+        stats.rows_scanned += rows;
+        *stats
+            .rows_by_tier
+            .entry(tier_of_scan(plan).to_string())
+            .or_default() += rows;
     }
     for child in plan.children() {
         collect_scan_metrics(child, stats);
     }
+}
+
+/// The resolution a scan reads, told by its objects' names (a scan that ran on a worker
+/// comes back as a wrapper of the same display, not of its type).
+fn tier_of_scan(scan: &Arc<dyn ExecutionPlan>) -> &'static str {
+    let shown = displayable(scan.as_ref()).one_line().to_string();
+    Resolution::ALL
+        .into_iter()
+        .rev()
+        .find(|r| *r == Resolution::Raw || shown.contains(r.kind().as_str()))
+        .map_or("raw", |r| r.name())
 }
 
 fn decode_rows(batch: &RecordBatch, rows: &mut Vec<Row>) -> Result<(), QueryError> {

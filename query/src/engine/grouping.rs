@@ -26,10 +26,8 @@ pub(crate) fn group_dims(group_by: &[GroupKey]) -> Vec<Dim> {
     };
     for key in group_by {
         match key {
-            GroupKey::Label(_) => {
-                push(Dim::Series);
-                push(Dim::AttrSet);
-            }
+            // The plan adds `AttrSet` when a selected series lacks the label.
+            GroupKey::Label(_) => push(Dim::Series),
             GroupKey::TraceId => push(Dim::Trace),
             GroupKey::SpanId => push(Dim::Span),
             GroupKey::ProfileId => push(Dim::Profile),

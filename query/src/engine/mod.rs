@@ -11,6 +11,7 @@ pub mod scope;
 pub(crate) mod selection;
 pub(crate) mod stack_sums;
 pub(crate) mod stack_tree;
+pub(crate) mod tiers;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -51,6 +52,9 @@ pub struct QueryConfig {
     pub debuginfo: DebugInfoConfig,
     /// Query workers to hand large scans to; `None` runs every query in-process.
     pub cluster: Option<ClusterConfig>,
+    /// Whether queries read the rollup tiers where they answer exactly; `false` reads raw
+    /// samples only (what the tiers are compared against).
+    pub rollups: bool,
 }
 
 /// The default of [`QueryConfig::path_cache_entries`]: about 160 MiB per tenant at most.
@@ -66,6 +70,7 @@ impl Default for QueryConfig {
             path_cache_entries: DEFAULT_PATH_CACHE_ENTRIES,
             debuginfo: DebugInfoConfig::default(),
             cluster: None,
+            rollups: true,
         }
     }
 }
@@ -77,6 +82,7 @@ pub struct QueryEngine {
     pub(crate) call_paths: CallPathCache,
     pub(crate) debuginfo: Arc<DebugInfo>,
     pub(crate) limits: QueryLimits,
+    pub(crate) rollups: bool,
     memory_limit_bytes: Option<usize>,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
     pub(crate) ctx: SessionContext,
@@ -124,6 +130,7 @@ impl QueryEngine {
             call_paths: CallPathCache::new(config.path_cache_entries),
             debuginfo,
             limits: config.limits,
+            rollups: config.rollups,
             memory_limit_bytes: config.memory_limit_bytes,
             ctx,
         }

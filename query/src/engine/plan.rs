@@ -5,32 +5,86 @@ use std::collections::{HashMap, HashSet};
 
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, col, lit};
-use stackhouse_storage::catalog::SegmentMeta;
 use stackhouse_storage::model::{Series, TimeRange};
+use stackhouse_storage::rollup::Resolution;
 use stackhouse_storage::schema::samples;
 
 use super::QueryEngine;
+use super::aggregate::Dim;
+use super::grouping::group_dims;
 use super::scan::{Implied, selection_filter};
-use super::scope::Scope;
-use super::selection::{match_series, segments_to_scan, series_groups};
+use super::scope::{GroupKey, Scope};
+use super::selection::{SeriesGroup, match_series, segments_to_scan, series_groups};
+use super::tiers::{self, Source};
 use crate::error::QueryError;
 use crate::limits::exceeded;
 
 /// A query's scan, decided before any Parquet is read.
 pub(crate) struct Plan {
-    pub segments: Vec<SegmentMeta>,
-    /// The rows of the segments to keep; `None` keeps every row.
-    pub filter: Option<Expr>,
+    /// What to read: one table per resolution and stretches, each with its row filter.
+    pub scans: Vec<Scan>,
+    /// The columns to group or order by: what was asked, with [`Dim::AttrSet`] added
+    /// where a grouped label is not a label of every selected series.
+    pub dims: Vec<Dim>,
     /// The selected series by id.
     pub series: HashMap<i64, Series>,
     /// The largest sampling period of the selected series.
     pub period: i64,
+    /// The range the answer covers when it is not the range asked (see
+    /// [`tiers::Reading::answered`]).
+    pub answered: Option<TimeRange>,
+}
+
+/// One table of a plan.
+pub(crate) struct Scan {
+    pub source: Source,
+    /// The rows to keep; `None` keeps every row.
+    pub filter: Option<Expr>,
+}
+
+impl Plan {
+    /// Every segment the plan reads, once.
+    pub fn segment_count(&self) -> usize {
+        self.scans
+            .iter()
+            .flat_map(|s| s.source.segments.iter().map(|seg| seg.id.as_str()))
+            .collect::<HashSet<_>>()
+            .len()
+    }
+}
+
+/// What a query needs from its scan.
+pub(crate) struct Needs<'a> {
+    /// Columns to group or order by.
+    pub dims: Vec<Dim>,
+    /// Labels grouped by: read from a series' labels when it carries them, else from the
+    /// sample attributes.
+    pub labels: Vec<&'a str>,
+}
+
+impl<'a> Needs<'a> {
+    /// `dims` and what grouping by `group_by` adds to them.
+    pub fn grouped(mut dims: Vec<Dim>, group_by: &'a [GroupKey]) -> Needs<'a> {
+        for d in group_dims(group_by) {
+            if !dims.contains(&d) {
+                dims.push(d);
+            }
+        }
+        let labels = group_by
+            .iter()
+            .filter_map(|k| match k {
+                GroupKey::Label(name) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        Needs { dims, labels }
+    }
 }
 
 impl QueryEngine {
     /// Checks the scope against the limits, then prunes with the catalog. `Ok(None)` when
     /// nothing can match (no series, no segment): the caller answers with an empty result.
-    pub(crate) async fn plan(&self, scope: &Scope) -> Result<Option<Plan>, QueryError> {
+    pub(crate) async fn plan(&self, scope: &Scope, needs: Needs<'_>) -> Result<Option<Plan>, QueryError> {
         self.check_scope(scope)?;
         // A profile lookup names its segments, so its range is not what bounds the work.
         if scope.segments.is_none() {
@@ -82,20 +136,61 @@ impl QueryEngine {
         if groups.is_empty() || segments.is_empty() {
             return Ok(None);
         }
-        let implied = Implied::of(&segments, scope.range, &groups, &selected);
-        let filter = [
-            selection_filter(scope.range, &groups, implied),
-            link_filter(scope),
-        ]
-        .into_iter()
-        .flatten()
-        .reduce(Expr::and);
+        let mut dims = needs.dims;
+        if needs
+            .labels
+            .iter()
+            .any(|name| series.values().any(|s| !s.labels.contains_key(*name)))
+        {
+            dims.push(Dim::AttrSet);
+        }
+        let raw_reason = raw_reason(scope, &dims, &groups);
+        let allowed = self.resolutions(&dims, raw_reason.is_some());
+        let reading = tiers::read(segments, scope.range, &allowed).map_err(|gone| {
+            QueryError::RawGone(format!(
+                "{} needs raw samples, and raw retention removed them up to {}; start the range after it",
+                raw_reason.unwrap_or("this query"),
+                rfc3339(gone.until)
+            ))
+        })?;
+        let links = link_filter(scope);
+        let scans = reading
+            .sources
+            .into_iter()
+            .map(|source| {
+                let implied = Implied::of(&source.segments, &source.ranges, &groups, &selected);
+                let filter = [selection_filter(&source.ranges, &groups, implied), links.clone()]
+                    .into_iter()
+                    .flatten()
+                    .reduce(Expr::and);
+                Scan { source, filter }
+            })
+            .collect();
         Ok(Some(Plan {
-            segments,
-            filter,
+            scans,
+            dims,
             series,
             period,
+            answered: (reading.answered != scope.range).then_some(reading.answered),
         }))
+    }
+
+    /// The resolutions a query may read, finest first: raw alone when it needs raw
+    /// samples; a tier only when the query's buckets lie on its grid.
+    fn resolutions(&self, dims: &[Dim], raw_only: bool) -> Vec<Resolution> {
+        if raw_only || !self.rollups {
+            return vec![Resolution::Raw];
+        }
+        Resolution::ALL
+            .into_iter()
+            .filter(|r| {
+                let step = r.step_nanos();
+                dims.iter().all(|d| match *d {
+                    Dim::Bucket { start, step: bucket } => start % step == 0 && bucket % step == 0,
+                    _ => true,
+                })
+            })
+            .collect()
     }
 
     fn check_scope(&self, scope: &Scope) -> Result<(), QueryError> {
@@ -176,6 +271,36 @@ fn link_filter(scope: &Scope) -> Option<Expr> {
     .into_iter()
     .flatten()
     .reduce(Expr::and)
+}
+
+/// Why a query needs raw samples, which the rollup tiers do not hold; `None` when the
+/// tiers can answer it.
+fn raw_reason(scope: &Scope, dims: &[Dim], groups: &[SeriesGroup]) -> Option<&'static str> {
+    if !scope.trace_ids.is_empty() {
+        Some("a trace id filter")
+    } else if !scope.span_ids.is_empty() {
+        Some("a span id filter")
+    } else if !scope.profile_ids.is_empty() || scope.segments.is_some() {
+        Some("a profile id lookup")
+    } else if groups.iter().any(|g| g.attr_set_ids.is_some()) {
+        Some("a selector on sample attributes")
+    } else if dims.contains(&Dim::AttrSet) {
+        Some("grouping by sample attributes")
+    } else if dims
+        .iter()
+        .any(|d| matches!(d, Dim::Trace | Dim::Span | Dim::Profile))
+    {
+        Some("grouping by trace, span or profile id")
+    } else if dims.iter().any(|d| matches!(d, Dim::Time | Dim::Value)) {
+        Some("reading single samples (events, avg aggregation)")
+    } else {
+        None
+    }
+}
+
+fn rfc3339(nanos: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 fn humanize_nanos(nanos: u128) -> String {

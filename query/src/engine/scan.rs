@@ -24,27 +24,30 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use object_store::ObjectMeta;
-use stackhouse_storage::catalog::{SegmentMeta, TableKind};
+use stackhouse_storage::catalog::SegmentMeta;
 use stackhouse_storage::model::{SymbolId, TimeRange};
-use stackhouse_storage::schema::{SAMPLES, samples};
+use stackhouse_storage::rollup::Resolution;
+use stackhouse_storage::schema::{ROLLUP, SAMPLES, samples};
 use stackhouse_storage::store::Store;
 
 use super::selection::SeriesGroup;
 
-/// The `samples` objects of some segments.
+/// The `samples` objects of some segments, or their rollups of one tier: rollup rows have
+/// the samples' columns but the per-sample ones, `time_nanos` being the start of their step.
 #[derive(Debug)]
 pub struct SamplesTable {
     object_store_url: ObjectStoreUrl,
     files: Vec<ObjectMeta>,
+    schema: SchemaRef,
 }
 
 impl SamplesTable {
-    /// Over the samples object of each segment (segments without one are skipped).
-    pub fn new(store: &Store, segments: &[SegmentMeta]) -> DfResult<SamplesTable> {
+    /// Over the object of `resolution` of each segment (segments without one are skipped).
+    pub fn new(store: &Store, segments: &[SegmentMeta], resolution: Resolution) -> DfResult<SamplesTable> {
         let object_store_url = ObjectStoreUrl::parse(store.base_url().as_str())?;
         let files = segments
             .iter()
-            .filter_map(|seg| seg.object(TableKind::Samples))
+            .filter_map(|seg| seg.object(resolution.kind()))
             .map(|object| ObjectMeta {
                 location: store.path(&object.key),
                 // Segments are immutable, so the catalog's size is the object's size.
@@ -57,6 +60,10 @@ impl SamplesTable {
         Ok(SamplesTable {
             object_store_url,
             files,
+            schema: match resolution {
+                Resolution::Raw => SAMPLES.clone(),
+                _ => ROLLUP.clone(),
+            },
         })
     }
 
@@ -85,7 +92,7 @@ impl SamplesTable {
 #[async_trait]
 impl TableProvider for SamplesTable {
     fn schema(&self) -> SchemaRef {
-        SAMPLES.clone()
+        self.schema.clone()
     }
 
     fn table_type(&self) -> TableType {
@@ -149,16 +156,21 @@ pub struct Implied {
 }
 
 impl Implied {
-    /// `selected` is every series id of `groups`.
+    /// `selected` is every series id of `groups`; `ranges` are what the segments are read
+    /// over. A rollup row starts its step at or after its samples' step, so the samples'
+    /// extent decides for rollups as well when the ranges lie on the step's grid.
     pub fn of(
         segments: &[SegmentMeta],
-        range: TimeRange,
+        ranges: &[TimeRange],
         groups: &[SeriesGroup],
         selected: &HashSet<i64>,
     ) -> Implied {
-        let time = segments
-            .iter()
-            .all(|s| range.start <= s.min_time && s.max_time < range.end);
+        let time = match ranges {
+            [range] => segments
+                .iter()
+                .all(|s| range.start <= s.min_time && s.max_time < range.end),
+            _ => false,
+        };
         // A segment lists every series it holds (`segments_to_scan` keeps none without).
         let series = groups.iter().all(|g| g.attr_set_ids.is_none())
             && segments
@@ -168,10 +180,11 @@ impl Implied {
     }
 }
 
-/// `time in range AND (group 1 OR group 2 ...)`, a group being `series_id IN (...)`, and
-/// `attr_set_id IN (...)` when it filters sample attributes; without the parts `implied`
-/// says every row passes. `None` when no row needs checking. `groups` is not empty.
-pub fn selection_filter(range: TimeRange, groups: &[SeriesGroup], implied: Implied) -> Option<Expr> {
+/// `time in one of ranges AND (group 1 OR group 2 ...)`, a group being `series_id IN (...)`,
+/// and `attr_set_id IN (...)` when it filters sample attributes; without the parts
+/// `implied` says every row passes. `None` when no row needs checking. `groups` is not
+/// empty.
+pub fn selection_filter(ranges: &[TimeRange], groups: &[SeriesGroup], implied: Implied) -> Option<Expr> {
     let groups = groups.iter().map(|g| {
         let series = col(samples::SERIES_ID).in_list(g.series_ids.iter().map(|&id| lit(id)).collect(), false);
         match &g.attr_set_ids {
@@ -181,11 +194,13 @@ pub fn selection_filter(range: TimeRange, groups: &[SeriesGroup], implied: Impli
             None => series,
         }
     });
-    let time = col(samples::TIME)
-        .gt_eq(lit(range.start))
-        .and(col(samples::TIME).lt(lit(range.end)));
+    let time = disjunction(ranges.iter().map(|range| {
+        col(samples::TIME)
+            .gt_eq(lit(range.start))
+            .and(col(samples::TIME).lt(lit(range.end)))
+    }));
     let series = if implied.series { None } else { disjunction(groups) };
-    [(!implied.time).then_some(time), series]
+    [time.filter(|_| !implied.time), series]
         .into_iter()
         .flatten()
         .reduce(Expr::and)
@@ -235,7 +250,7 @@ mod tests {
                 attr_set_ids: Some(vec![SymbolId::ZERO]),
             },
         ];
-        let filter = selection_filter(range, &groups, Implied::default())
+        let filter = selection_filter(&[range], &groups, Implied::default())
             .unwrap()
             .to_string();
         assert!(filter.contains("time_nanos >= Int64(5)"), "{filter}");
@@ -255,34 +270,34 @@ mod tests {
         let selected = HashSet::from([1, 2]);
         let inside = [segment(5, 9, &[1]), segment(6, 7, &[1, 2])];
         assert_eq!(
-            Implied::of(&inside, range, &all, &selected),
+            Implied::of(&inside, &[range], &all, &selected),
             Implied {
                 time: true,
                 series: true
             }
         );
         assert_eq!(
-            selection_filter(range, &all, Implied::of(&inside, range, &all, &selected)),
+            selection_filter(&[range], &all, Implied::of(&inside, &[range], &all, &selected)),
             None
         );
         // A sample at the end of the range is outside it.
         let at_end = [segment(5, 10, &[1])];
-        let implied = Implied::of(&at_end, range, &all, &selected);
+        let implied = Implied::of(&at_end, &[range], &all, &selected);
         assert!(!implied.time && implied.series);
-        let filter = selection_filter(range, &all, implied).unwrap().to_string();
+        let filter = selection_filter(&[range], &all, implied).unwrap().to_string();
         assert!(
             filter.contains("time_nanos") && !filter.contains("series_id"),
             "{filter}"
         );
         // A series not selected, or an attribute rule, keeps the series filter.
         let other = [segment(5, 9, &[1, 3])];
-        assert!(!Implied::of(&other, range, &all, &selected).series);
+        assert!(!Implied::of(&other, &[range], &all, &selected).series);
         let with_attrs = [SeriesGroup {
             series_ids: vec![1],
             attr_set_ids: Some(vec![SymbolId::ZERO]),
         }];
-        assert!(!Implied::of(&inside[..1], range, &with_attrs, &HashSet::from([1])).series);
+        assert!(!Implied::of(&inside[..1], &[range], &with_attrs, &HashSet::from([1])).series);
         let before = [segment(4, 9, &[1])];
-        assert!(!Implied::of(&before, range, &all, &selected).time);
+        assert!(!Implied::of(&before, &[range], &all, &selected).time);
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use stackhouse_storage::catalog::{SegmentMeta, TableKind};
+use stackhouse_storage::catalog::SegmentMeta;
 use stackhouse_storage::model::{AttributeSet, IdMap, ProfileType, Series, SymbolId, TimeRange};
 
 use crate::selector::{Matcher, Selector};
@@ -89,7 +89,7 @@ pub fn series_groups(
     groups
 }
 
-/// Segments holding samples of one of `series_ids` inside `range`.
+/// Segments holding samples (raw, or rolled up) of one of `series_ids` inside `range`.
 pub fn segments_to_scan(
     segments: Vec<SegmentMeta>,
     series_ids: &HashSet<i64>,
@@ -97,7 +97,6 @@ pub fn segments_to_scan(
 ) -> Vec<SegmentMeta> {
     segments
         .into_iter()
-        .filter(|seg| seg.object(TableKind::Samples).is_some())
         .filter(|seg| {
             seg.series
                 .iter()
@@ -108,7 +107,7 @@ pub fn segments_to_scan(
 
 #[cfg(test)]
 mod tests {
-    use stackhouse_storage::catalog::{ObjectMeta, SegmentSeries};
+    use stackhouse_storage::catalog::{ObjectMeta, SegmentSeries, TableKind};
     use stackhouse_storage::model::Labels;
 
     use super::*;

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use super::QueryEngine;
 use super::aggregate::Dim;
-use super::grouping::{group_dims, group_values, too_many_groups};
+use super::grouping::{group_values, too_many_groups};
+use super::plan::Needs;
 use super::scope::{GroupKey, Scope, group_name};
 use crate::call_paths::{PathNode, PathSums, Within};
 use crate::error::QueryError;
@@ -43,12 +44,13 @@ impl QueryEngine {
             flamegraph.group_by = group_by.iter().map(|k| k.name().to_string()).collect();
             flamegraph
         };
-        let Some(plan) = self.plan(scope).await? else {
+        let Some(plan) = self
+            .plan(scope, Needs::grouped(vec![Dim::Stack], group_by))
+            .await?
+        else {
             return Ok(empty(0));
         };
-        let mut dims = vec![Dim::Stack];
-        dims.extend(group_dims(group_by));
-        let (rows, stats) = self.aggregate(&plan, &dims).await?;
+        let (rows, stats) = self.aggregate(&plan).await?;
         // Planning read the symbols after listing the segments it scans, so every stack
         // the scan returned has its symbols without asking the catalog again.
         let symbols = self.symbols.loaded(&scope.tenant).await;

@@ -50,7 +50,7 @@ pub async fn diff(
     };
     Ok(match format {
         Format::Pprof => return pprof(&state, &PprofQuery::Diff { baseline, comparison }).await,
-        Format::Json => json(DiffBody::Diff(run(baseline, comparison).await?)),
+        Format::Json => json(DiffBody::Diff(Box::new(run(baseline, comparison).await?))),
         Format::Folded => folded(folded_diff(&run(baseline, comparison).await?)),
         Format::Flamebearer => json(DiffBody::Flamebearer(flamebearer_diff(
             &run(baseline, comparison).await?,

@@ -14,11 +14,11 @@ pub mod top;
 pub mod traces;
 
 use axum::Json;
-use axum::http::header;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use stackhouse_query::render::flamebearer::{FlamebearerProfile, flamebearer};
-use stackhouse_query::{Diff, Flamegraph, FlamegraphQuery, PprofQuery, ProfileDetail};
+use stackhouse_query::{Diff, Flamegraph, FlamegraphQuery, PprofQuery, ProfileDetail, ScanStats};
 
 use super::AppState;
 use crate::error::ApiError;
@@ -52,7 +52,7 @@ pub enum ProfileBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum DiffBody {
-    Diff(Diff),
+    Diff(Box<Diff>),
     Flamebearer(FlamebearerProfile),
 }
 
@@ -87,12 +87,48 @@ async fn flamegraph_response(
     format: Format,
     query: &FlamegraphQuery,
 ) -> Result<Response, ApiError> {
-    Ok(match format {
-        Format::Pprof => return pprof(state, &PprofQuery::Scope(query.scope.clone())).await,
-        Format::Json => json(FlamegraphBody::Flamegraph(state.engine.flamegraph(query).await?)),
-        Format::Folded => folded(stackhouse_query::folded(&state.engine.flamegraph(query).await?)),
-        Format::Flamebearer => json(FlamegraphBody::Flamebearer(flamebearer(
-            &state.engine.flamegraph(query).await?,
-        ))),
-    })
+    if format == Format::Pprof {
+        return pprof(state, &PprofQuery::Scope(query.scope.clone())).await;
+    }
+    let flamegraph = state.engine.flamegraph(query).await?;
+    let headers = scan_headers(flamegraph.stats.as_ref());
+    let body = match format {
+        Format::Folded => folded(stackhouse_query::folded(&flamegraph)),
+        Format::Flamebearer => json(FlamegraphBody::Flamebearer(flamebearer(&flamegraph))),
+        _ => json(FlamegraphBody::Flamegraph(flamegraph)),
+    };
+    Ok((headers, body).into_response())
 }
+
+/// What the body's stats tell of the resolutions read, as headers, for every format (the
+/// folded and flamebearer bodies carry no stats): `Stackhouse-Tiers: 1h=720, raw=15` (rows
+/// read per resolution), and `Stackhouse-Answered-Range: <start>,<end>` (unix nanoseconds)
+/// when retention left only rollups at a range edge and the answer covers more.
+pub(crate) fn scan_headers(stats: Option<&ScanStats>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let Some(stats) = stats else {
+        return headers;
+    };
+    let tiers = stats
+        .rows_by_tier
+        .iter()
+        .map(|(tier, rows)| format!("{tier}={rows}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Ok(value) = HeaderValue::from_str(&tiers)
+        && !tiers.is_empty()
+    {
+        headers.insert(TIERS_HEADER, value);
+    }
+    if let Some((start, end)) = stats.answered
+        && let Ok(value) = HeaderValue::from_str(&format!("{start},{end}"))
+    {
+        headers.insert(ANSWERED_RANGE_HEADER, value);
+    }
+    headers
+}
+
+/// Rows read per resolution; see [`scan_headers`].
+pub const TIERS_HEADER: HeaderName = HeaderName::from_static("stackhouse-tiers");
+/// The range an answer covers when wider than asked; see [`scan_headers`].
+pub const ANSWERED_RANGE_HEADER: HeaderName = HeaderName::from_static("stackhouse-answered-range");

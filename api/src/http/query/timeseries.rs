@@ -25,7 +25,7 @@ pub async fn timeseries(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,
-) -> Result<Json<Timeseries>, ApiError> {
+) -> Result<(HeaderMap, Json<Timeseries>), ApiError> {
     let tenant = tenant_of(&headers)?;
     let scope_params = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
@@ -43,5 +43,6 @@ pub async fn timeseries(
         group_by,
         aggregation,
     };
-    Ok(Json(state.engine.timeseries(&query).await?))
+    let timeseries = state.engine.timeseries(&query).await?;
+    Ok((super::scan_headers(timeseries.stats.as_ref()), Json(timeseries)))
 }

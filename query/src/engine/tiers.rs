@@ -1,0 +1,324 @@
+//! Which resolution answers which stretch of a query's range. Compaction writes, beside an
+//! hour block's raw samples, rollups summed per (series, stack, minute) and per (series,
+//! stack, hour), and retention keeps them longer than the raw samples. A rollup row of step
+//! `T` holds the samples of `[t, t + T)` of its own segment, so a stretch whose edges lie on
+//! `T`'s grid is answered exactly by the tier: the coarsest tier answers the middle of a
+//! range, finer tiers and raw samples only its ragged edges.
+//!
+//! Each segment reads each stretch from the coarsest resolution it still holds that can
+//! answer it. Where a segment lost everything fine enough (retention), the stretch is
+//! widened to the grid of what it has, and the answer says which range it covers; a query
+//! that needs raw samples (links, sample attributes, timestamps) is refused there instead.
+
+use std::collections::BTreeMap;
+
+use stackhouse_storage::catalog::SegmentMeta;
+use stackhouse_storage::model::TimeRange;
+use stackhouse_storage::rollup::Resolution;
+
+/// Segments that read the same resolution over the same stretches: one table of a scan.
+#[derive(Clone, Debug)]
+pub(crate) struct Source {
+    pub resolution: Resolution,
+    /// Sorted, disjoint and not adjacent.
+    pub ranges: Vec<TimeRange>,
+    pub segments: Vec<SegmentMeta>,
+}
+
+/// How a query's range is read.
+#[derive(Clone, Debug)]
+pub(crate) struct Reading {
+    pub sources: Vec<Source>,
+    /// The range the answer covers: the asked range, or wider where a segment's finer
+    /// data is gone and its stretch was widened to a coarser grid.
+    pub answered: TimeRange,
+}
+
+/// A stretch of the range that `missing` segments cannot answer at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RawGone {
+    /// The last sample time of the segments that lost their raw samples.
+    pub until: i64,
+}
+
+/// A resolution and the `(start, end)` stretches read at it.
+type ReadAs = (Resolution, Vec<(i64, i64)>);
+
+/// `range` cut into stretches, each on the grid of the coarsest of `allowed` (finest first,
+/// raw included) it can be, adjacent stretches of one resolution merged.
+pub(crate) fn stretches(range: TimeRange, allowed: &[Resolution]) -> Vec<(Resolution, TimeRange)> {
+    let mut out: Vec<(Resolution, TimeRange)> = Vec::new();
+    cut(range, allowed, &mut out);
+    out
+}
+
+fn cut(range: TimeRange, allowed: &[Resolution], out: &mut Vec<(Resolution, TimeRange)>) {
+    if range.start >= range.end {
+        return;
+    }
+    let Some((&coarsest, finer)) = allowed.split_last() else {
+        return;
+    };
+    let step = coarsest.step_nanos();
+    let inner = TimeRange {
+        start: ceil(range.start, step),
+        end: floor(range.end, step),
+    };
+    if finer.is_empty() || inner.start >= inner.end {
+        if finer.is_empty() {
+            push(out, coarsest, range);
+        } else {
+            cut(range, finer, out);
+        }
+        return;
+    }
+    cut(
+        TimeRange {
+            start: range.start,
+            end: inner.start,
+        },
+        finer,
+        out,
+    );
+    push(out, coarsest, inner);
+    cut(
+        TimeRange {
+            start: inner.end,
+            end: range.end,
+        },
+        finer,
+        out,
+    );
+}
+
+fn push(out: &mut Vec<(Resolution, TimeRange)>, resolution: Resolution, range: TimeRange) {
+    match out.last_mut() {
+        Some((r, last)) if *r == resolution && last.end == range.start => last.end = range.end,
+        _ => out.push((resolution, range)),
+    }
+}
+
+fn floor(t: i64, step: i64) -> i64 {
+    t.div_euclid(step).saturating_mul(step)
+}
+
+fn ceil(t: i64, step: i64) -> i64 {
+    let down = floor(t, step);
+    if down == t { t } else { down.saturating_add(step) }
+}
+
+/// Assigns every stretch of `range` to a resolution per segment. `allowed` (finest first)
+/// are the resolutions the query can be answered from; raw alone means it needs raw
+/// samples, and a segment without them is [`RawGone`].
+pub(crate) fn read(
+    segments: Vec<SegmentMeta>,
+    range: TimeRange,
+    allowed: &[Resolution],
+) -> Result<Reading, RawGone> {
+    let wanted = stretches(range, allowed);
+    let mut answered = range;
+    let mut gone: Option<i64> = None;
+    // Keyed by (resolution, stretches) so segments that read alike share one table.
+    let mut sources: BTreeMap<ReadAs, Vec<SegmentMeta>> = BTreeMap::new();
+    for segment in segments {
+        let held: Vec<Resolution> = Resolution::ALL
+            .into_iter()
+            .filter(|r| segment.object(r.kind()).is_some())
+            .collect();
+        let mut by_resolution: BTreeMap<Resolution, Vec<TimeRange>> = BTreeMap::new();
+        for &(want, stretch) in &wanted {
+            if !stretch.overlaps(segment.min_time, segment.max_time) {
+                continue;
+            }
+            // The coarsest held resolution no coarser than wanted: any finer grid answers a
+            // stretch on a coarser one.
+            let (resolution, stretch) = match held.iter().rev().find(|r| **r <= want) {
+                Some(&r) => (r, stretch),
+                None if allowed == [Resolution::Raw] => {
+                    gone = Some(gone.unwrap_or(i64::MIN).max(segment.max_time));
+                    continue;
+                }
+                None => {
+                    // What is held is coarser than the stretch: read the cells around it.
+                    let &coarser = held.first().expect("a segment holds some resolution");
+                    let step = coarser.step_nanos();
+                    let widened = TimeRange {
+                        start: floor(stretch.start, step),
+                        end: ceil(stretch.end, step),
+                    };
+                    answered.start = answered.start.min(widened.start.max(segment.min_time));
+                    answered.end = answered
+                        .end
+                        .max(widened.end.min(segment.max_time.saturating_add(1)));
+                    (coarser, widened)
+                }
+            };
+            by_resolution.entry(resolution).or_default().push(stretch);
+        }
+        for (resolution, ranges) in by_resolution {
+            let key = merged(ranges).into_iter().map(|r| (r.start, r.end)).collect();
+            sources
+                .entry((resolution, key))
+                .or_default()
+                .push(segment.clone());
+        }
+    }
+    if let Some(until) = gone {
+        return Err(RawGone { until });
+    }
+    Ok(Reading {
+        sources: sources
+            .into_iter()
+            .map(|((resolution, ranges), segments)| Source {
+                resolution,
+                ranges: ranges
+                    .into_iter()
+                    .map(|(start, end)| TimeRange { start, end })
+                    .collect(),
+                segments,
+            })
+            .collect(),
+        answered,
+    })
+}
+
+/// Sorted and with overlapping or adjacent ranges joined: widened stretches of one
+/// segment can cover the same cells, which must be read once.
+fn merged(mut ranges: Vec<TimeRange>) -> Vec<TimeRange> {
+    ranges.sort_by_key(|r| (r.start, r.end));
+    let mut out: Vec<TimeRange> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use stackhouse_storage::catalog::{ObjectMeta, SegmentSeries};
+
+    use super::*;
+
+    const M: i64 = 60_000_000_000;
+    const H: i64 = 60 * M;
+    const ALL: [Resolution; 3] = Resolution::ALL;
+
+    fn r(start: i64, end: i64) -> TimeRange {
+        TimeRange { start, end }
+    }
+
+    fn segment(id: &str, min_time: i64, max_time: i64, held: &[Resolution]) -> SegmentMeta {
+        SegmentMeta {
+            id: id.into(),
+            tenant: "t".into(),
+            min_time,
+            max_time,
+            level: 2,
+            created_at_nanos: 0,
+            objects: held
+                .iter()
+                .map(|res| ObjectMeta {
+                    kind: res.kind(),
+                    key: format!("{id}/{}", res.kind().as_str()),
+                    size_bytes: 1,
+                    rows: 1,
+                })
+                .collect(),
+            series: vec![SegmentSeries {
+                series_id: 1,
+                min_time,
+                max_time,
+                samples: 1,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_middle_is_read_coarse_and_the_edges_fine() {
+        use Resolution::{Hour, Minute, Raw};
+        let s = 10 * H - 90 * M - 5;
+        let e = 14 * H + 3 * M + 7;
+        assert_eq!(
+            stretches(r(s, e), &ALL),
+            vec![
+                (Raw, r(s, 10 * H - 90 * M)),
+                (Minute, r(10 * H - 90 * M, 9 * H)),
+                (Hour, r(9 * H, 14 * H)),
+                (Minute, r(14 * H, 14 * H + 3 * M)),
+                (Raw, r(14 * H + 3 * M, e)),
+            ]
+        );
+        // Aligned edges need nothing finer.
+        assert_eq!(stretches(r(2 * H, 5 * H), &ALL), vec![(Hour, r(2 * H, 5 * H))]);
+        // Less than a minute: raw only; raw alone allowed: one stretch.
+        assert_eq!(stretches(r(5, 50), &ALL), vec![(Raw, r(5, 50))]);
+        assert_eq!(stretches(r(s, e), &[Raw]), vec![(Raw, r(s, e))]);
+        // Without the hour tier the middle is minutes.
+        assert_eq!(
+            stretches(r(H - 1, 3 * H), &[Raw, Minute]),
+            vec![(Raw, r(H - 1, H)), (Minute, r(H, 3 * H))]
+        );
+        // Negative times floor toward minus infinity.
+        assert_eq!(
+            stretches(r(-H - 1, 0), &ALL),
+            vec![
+                (Raw, r(-H - 1, -H - M)),
+                (Minute, r(-H - M, -H)),
+                (Hour, r(-H, 0))
+            ]
+        );
+    }
+
+    #[test]
+    fn each_segment_reads_what_it_holds() {
+        use Resolution::{Hour, Minute, Raw};
+        let range = r(H - 30, 3 * H);
+        let fresh = segment("fresh", 2 * H + 5, 2 * H + 50, &[Raw]);
+        let block = segment("block", H - 100, 2 * H - 1, &[Raw, Minute, Hour]);
+        let reading = read(vec![fresh, block], range, &ALL).unwrap();
+        assert_eq!(reading.answered, range);
+        let got: Vec<(Resolution, Vec<TimeRange>, Vec<String>)> = reading
+            .sources
+            .iter()
+            .map(|s| {
+                (
+                    s.resolution,
+                    s.ranges.clone(),
+                    s.segments.iter().map(|x| x.id.clone()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Raw, vec![r(H - 30, H)], vec!["block".into()]),
+                (Raw, vec![r(H, 3 * H)], vec!["fresh".into()]),
+                (Hour, vec![r(H, 2 * H)], vec!["block".into()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn lost_raw_widens_to_the_minute_or_is_refused() {
+        use Resolution::{Hour, Minute, Raw};
+        let old = segment("old", H, 2 * H - 1, &[Minute, Hour]);
+        let range = r(H + 90 * 1_000_000_000, 3 * H);
+        let reading = read(vec![old.clone()], range, &ALL).unwrap();
+        assert_eq!(reading.answered, r(H + M, 3 * H));
+        assert_eq!(reading.sources.len(), 1);
+        assert_eq!(reading.sources[0].resolution, Minute);
+        assert_eq!(reading.sources[0].ranges, vec![r(H + M, 2 * H)]);
+        assert_eq!(
+            read(vec![old], range, &[Raw]).unwrap_err(),
+            RawGone { until: 2 * H - 1 }
+        );
+        // Only the hour left: the hour cell is read once, though three stretches need it.
+        let hour_only = segment("h", H, 2 * H - 1, &[Hour]);
+        let reading = read(vec![hour_only], r(H + 5, 2 * H - 7), &ALL).unwrap();
+        assert_eq!(reading.sources[0].ranges, vec![r(H, 2 * H)]);
+        assert_eq!(reading.answered, r(H, 2 * H));
+    }
+}

@@ -212,7 +212,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
     let pipeline = Arc::new(
         Pipeline::new(writer.clone(), clock.clone())
             .with_rate_limiter(limiter)
-            .with_time_window(args.lifecycle.maintenance().retention, args.ingest_max_future)
+            .with_time_window(args.lifecycle.maintenance().retention.raw, args.ingest_max_future)
             .with_limits(args.ingest_limits.limits(), SeriesCounter::new(catalog.clone())),
     );
     let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));

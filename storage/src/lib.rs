@@ -8,6 +8,7 @@ pub mod maintenance;
 pub mod model;
 pub mod per_tenant;
 pub mod retention;
+pub mod rollup;
 pub mod schema;
 pub mod segment;
 pub mod stack_table;

@@ -11,7 +11,7 @@ use crate::catalog::Catalog;
 use crate::cleanup;
 use crate::clock::SharedClock;
 use crate::compaction::{CompactionConfig, Compactor};
-use crate::retention::{self, DEFAULT_RETENTION, RetentionConfig};
+use crate::retention::{self, RetentionConfig};
 use crate::store::Store;
 
 #[derive(Clone, Debug)]
@@ -30,7 +30,7 @@ impl Default for MaintenanceConfig {
     fn default() -> Self {
         MaintenanceConfig {
             compaction: CompactionConfig::default(),
-            retention: RetentionConfig::uniform(DEFAULT_RETENTION),
+            retention: RetentionConfig::default(),
             retention_interval: Duration::from_secs(60),
             cleanup_interval: Duration::from_secs(30),
             orphan_interval: Duration::from_secs(3600),

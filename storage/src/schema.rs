@@ -44,6 +44,19 @@ pub static SAMPLES: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
+/// The `rollup_1m` and `rollup_1h` tables: the samples' columns a rollup keeps, under the
+/// same names so one filter expression serves both. One row per (series, bucket, stack),
+/// `time_nanos` the bucket's start and `value` the sum of its samples' values; rows sorted
+/// by (`series_id`, `time_nanos`, `stack_id`). See [`crate::rollup`].
+pub static ROLLUP: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new(samples::TIME, DataType::Int64, false),
+        Field::new(samples::SERIES_ID, DataType::Int64, false),
+        id(samples::STACK_ID),
+        Field::new(samples::VALUE, DataType::Int64, false),
+    ]))
+});
+
 /// Stack tree nodes as version 1 wrote them, with their ids: `parent_id` is all zeros for
 /// a root frame. Still read; compaction rewrites them as version 2.
 pub static STACKS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -139,5 +152,6 @@ pub fn schema_of(kind: TableKind) -> SchemaRef {
         TableKind::Functions => FUNCTIONS.clone(),
         TableKind::Mappings => MAPPINGS.clone(),
         TableKind::AttributeSets => ATTRIBUTE_SETS.clone(),
+        TableKind::Rollup1m | TableKind::Rollup1h => ROLLUP.clone(),
     }
 }

@@ -45,7 +45,13 @@ const SYMBOL_KINDS: [TableKind; 5] = [
 
 /// Object key of a segment's samples, relative to the store root.
 pub fn samples_key(tenant: &str, segment_id: &str) -> String {
-    format!("tenants/{tenant}/segments/{segment_id}/samples.parquet")
+    segment_object_key(tenant, segment_id, TableKind::Samples)
+}
+
+/// Object key of a segment's table of `kind` (samples or a rollup), relative to the store
+/// root: the key ends in the kind's name, e.g. `.../<segment id>/rollup_1m.parquet`.
+pub fn segment_object_key(tenant: &str, segment_id: &str, kind: TableKind) -> String {
+    format!("tenants/{tenant}/segments/{segment_id}/{}.parquet", kind.as_str())
 }
 
 /// Object key of one symbol table written under `id` (the segment that first used the
@@ -181,12 +187,21 @@ pub async fn read_symbols(store: &Store, object: &ObjectMeta) -> Result<SymbolIn
 
 /// Reads a samples object whole.
 pub async fn read_samples(store: &Store, object: &ObjectMeta) -> Result<Vec<RecordBatch>, StoreError> {
+    read_table(store, TableKind::Samples, object).await
+}
+
+/// Reads an object holding a table of `kind` whole, refusing any other schema.
+pub async fn read_table(
+    store: &Store,
+    kind: TableKind,
+    object: &ObjectMeta,
+) -> Result<Vec<RecordBatch>, StoreError> {
     let bytes = fetch(store, &object.key).await?;
     let key = object.key.clone();
-    let decoded = blocking("decoding samples", {
+    let decoded = blocking("decoding a table", {
         let key = key.clone();
         move || {
-            open_table(TableKind::Samples, &key, bytes)?
+            open_table(kind, &key, bytes)?
                 .build()?
                 .map(|b| b.map_err(StoreError::from))
                 .collect()
@@ -255,7 +270,7 @@ use crate::catalog::common::now_nanos;
 
 /// Time extent and per-series extents of a samples table sorted by (series, time); `None`
 /// when it has no rows.
-fn extents(table: &RecordBatch) -> Option<(i64, i64, Vec<SegmentSeries>)> {
+pub(crate) fn extents(table: &RecordBatch) -> Option<(i64, i64, Vec<SegmentSeries>)> {
     let schema = table.schema();
     let column = |name: &str| {
         table
@@ -286,7 +301,7 @@ fn extents(table: &RecordBatch) -> Option<(i64, i64, Vec<SegmentSeries>)> {
     (!out.is_empty()).then_some((min_time, max_time, out))
 }
 
-async fn put_table(
+pub(crate) async fn put_table(
     store: &Store,
     key: String,
     kind: TableKind,
@@ -342,12 +357,15 @@ fn writer_properties(kind: TableKind, tier: Tier, rows: usize) -> WriterProperti
             SCHEMA_VERSION_KEY.to_string(),
             schema::version_of(kind).to_string(),
         )]));
-    if kind == TableKind::Samples {
+    if matches!(
+        kind,
+        TableKind::Samples | TableKind::Rollup1m | TableKind::Rollup1h
+    ) {
         let schema = schema::schema_of(kind);
         let sorted_by = [col::SERIES_ID, col::TIME].map(|name| SortingColumn {
             column_idx: schema
                 .index_of(name)
-                .expect("samples schema has its sort columns") as i32,
+                .expect("samples and rollup schemas have the sort columns") as i32,
             descending: false,
             nulls_first: false,
         });
@@ -358,6 +376,8 @@ fn writer_properties(kind: TableKind, tier: Tier, rows: usize) -> WriterProperti
         props = props
             .set_column_dictionary_enabled(time.clone(), false)
             .set_column_encoding(time, Encoding::DELTA_BINARY_PACKED);
+    }
+    if kind == TableKind::Samples {
         // A filter is allocated for its distinct values when the writer starts it and folded
         // down at the end; sized for a full row group, every small flush zeroed, counted and
         // folded 384 KB of filters.
@@ -415,7 +435,7 @@ fn sorted_rows(samples: &[SampleRow]) -> Vec<u32> {
 }
 
 /// The rows of `samples` in `order` as the samples table, every column filled in one pass.
-fn samples_batch(samples: &[SampleRow], order: &[u32]) -> Result<RecordBatch, StoreError> {
+pub(crate) fn samples_batch(samples: &[SampleRow], order: &[u32]) -> Result<RecordBatch, StoreError> {
     let n = order.len();
     let (mut time, mut series, mut value) = (
         Vec::with_capacity(n),
@@ -504,7 +524,9 @@ fn line_fields() -> (FieldRef, Fields) {
 fn symbol_batch(kind: TableKind, batch: &SymbolTables<'_>) -> Result<RecordBatch, StoreError> {
     let schema = schema::schema_of(kind);
     match kind {
-        TableKind::Samples => unreachable!("samples are not a symbol table"),
+        TableKind::Samples | TableKind::Rollup1m | TableKind::Rollup1h => {
+            unreachable!("samples and rollups are not symbol tables")
+        }
         TableKind::Stacks => stack_table::encode(batch.stacks),
         TableKind::Locations => {
             let rows = sorted(batch.locations);
@@ -600,10 +622,10 @@ fn decode_symbols(kind: TableKind, key: &str, bytes: Bytes) -> Result<SymbolInde
         let table = table?;
         let c = table.columns();
         match kind {
-            TableKind::Samples => {
+            TableKind::Samples | TableKind::Rollup1m | TableKind::Rollup1h => {
                 return Err(StoreError::Corrupt {
                     key: key.to_string(),
-                    reason: "listed as a symbols object but holds samples".into(),
+                    reason: format!("listed as a symbols object but holds {}", kind.as_str()),
                 });
             }
             TableKind::Stacks if !stacks_v1 => stacks.read(&table, key, &mut index.stacks)?,

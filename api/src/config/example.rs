@@ -44,6 +44,7 @@ pub fn example(serve: &Command) -> String {
          # tenants:\n\
          #   team-a:\n\
          #     retention: 30d\n\
+         #     retention-1h: 2y\n\
          #     ingest-rate-samples: 100000\n\
          #     ingest-max-series: 500000\n",
     );

@@ -206,6 +206,27 @@ mod tests {
     }
 
     #[test]
+    fn rollup_retentions_come_from_the_file_top_level_and_per_tenant() {
+        use std::time::Duration;
+        let file = write(
+            "retention-1m: 90d\nretention-1h: 0\ntenants:\n  a:\n    retention-1m: 1d\n    retention-1h: 2d\n",
+        );
+        let added = flags(&serve_command(), &parse(&[]), file.path()).unwrap();
+        let with: Vec<&str> = added.iter().map(String::as_str).collect();
+        let retention = ServeArgs::from_arg_matches(&parse(&with))
+            .unwrap()
+            .lifecycle
+            .maintenance()
+            .retention;
+        let days = |n: u64| Duration::from_secs(n * 86_400);
+        assert_eq!(retention.minute.of("b"), days(90));
+        assert_eq!(retention.minute.of("a"), days(1));
+        assert_eq!(retention.hour.of("b"), Duration::ZERO);
+        assert_eq!(retention.hour.of("a"), days(2));
+        assert_eq!(retention.raw.of("a"), days(7));
+    }
+
+    #[test]
     fn bad_files_are_named() {
         let unknown = write("http-adress: 1.2.3.4:5\n");
         let err = flags(&serve_command(), &parse(&[]), unknown.path()).unwrap_err();

@@ -9,7 +9,7 @@ use stackhouse_storage::maintenance::MaintenanceConfig;
 use stackhouse_storage::retention::RetentionConfig;
 
 use super::roles::{Role, Roles};
-use super::tenants::tenant_override;
+use super::tenants::{PerTenant, tenant_override};
 
 #[derive(Args, Debug, Clone)]
 pub struct LifecycleArgs {
@@ -46,13 +46,33 @@ pub struct LifecycleArgs {
     #[arg(long, env = "STACKHOUSE_DELETION_GRACE", default_value = "5m", value_parser = humantime::parse_duration)]
     pub deletion_grace: Duration,
 
-    /// How long samples are kept; `0` keeps them forever.
-    #[arg(long, env = "STACKHOUSE_RETENTION", default_value = "30d", value_parser = parse_retention)]
+    /// How long samples are kept (the raw tier); `0` keeps them forever. Older samples
+    /// are refused at ingest; what retention removes stays summed in the rollup tiers
+    /// (`--retention-1m`, `--retention-1h`).
+    #[arg(long, env = "STACKHOUSE_RETENTION", default_value = "7d", value_parser = parse_retention)]
     pub retention: Duration,
 
-    /// Retention of one tenant, `tenant=duration` (`0` keeps forever); repeatable.
+    /// Raw retention of one tenant, `tenant=duration` (`0` keeps forever); repeatable.
     #[arg(long = "tenant-retention", env = "STACKHOUSE_TENANT_RETENTION", value_delimiter = ',', value_parser = parse_tenant_retention)]
     pub tenant_retention: Vec<(String, Duration)>,
+
+    /// How long the per-minute rollups of the samples are kept; `0` keeps them forever.
+    #[arg(long = "retention-1m", env = "STACKHOUSE_RETENTION_1M", default_value = "30d", value_parser = parse_retention)]
+    pub retention_1m: Duration,
+
+    /// Minute-rollup retention of one tenant, `tenant=duration` (`0` keeps forever);
+    /// repeatable.
+    #[arg(long = "tenant-retention-1m", env = "STACKHOUSE_TENANT_RETENTION_1M", value_delimiter = ',', value_parser = parse_tenant_retention)]
+    pub tenant_retention_1m: Vec<(String, Duration)>,
+
+    /// How long the per-hour rollups of the samples are kept; `0` keeps them forever.
+    #[arg(long = "retention-1h", env = "STACKHOUSE_RETENTION_1H", default_value = "400d", value_parser = parse_retention)]
+    pub retention_1h: Duration,
+
+    /// Hour-rollup retention of one tenant, `tenant=duration` (`0` keeps forever);
+    /// repeatable.
+    #[arg(long = "tenant-retention-1h", env = "STACKHOUSE_TENANT_RETENTION_1H", value_delimiter = ',', value_parser = parse_tenant_retention)]
+    pub tenant_retention_1h: Vec<(String, Duration)>,
 
     /// How often retention runs.
     #[arg(long, env = "STACKHOUSE_RETENTION_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
@@ -105,7 +125,11 @@ impl LifecycleArgs {
                 deletion_grace: self.deletion_grace,
                 ..defaults.compaction
             },
-            retention: RetentionConfig::new(self.retention, &self.tenant_retention),
+            retention: RetentionConfig {
+                raw: PerTenant::new(self.retention, &self.tenant_retention),
+                minute: PerTenant::new(self.retention_1m, &self.tenant_retention_1m),
+                hour: PerTenant::new(self.retention_1h, &self.tenant_retention_1h),
+            },
             retention_interval: self.retention_interval,
             cleanup_interval: self.cleanup_interval,
             orphan_interval: self.orphan_interval,
@@ -130,9 +154,10 @@ mod tests {
     fn roles_and_retention_parse() {
         let cli = Cli::try_parse_from(["x"]).unwrap();
         assert_eq!(cli.args.roles(), Roles::ALL);
+        assert_eq!(cli.args.maintenance().retention, RetentionConfig::default());
         assert_eq!(
-            cli.args.maintenance().retention.default,
-            Duration::from_secs(30 * 86400)
+            cli.args.maintenance().retention.raw.default,
+            Duration::from_secs(7 * 86400)
         );
         let cli =
             Cli::try_parse_from(["x", "--role", "ingest,query", "--tenant-retention", "a=7d,b=1h"]).unwrap();
@@ -145,14 +170,44 @@ mod tests {
             }
         );
         let m = cli.args.maintenance();
-        assert_eq!(m.retention.of("a"), Duration::from_secs(7 * 86400));
-        assert_eq!(m.retention.of("b"), Duration::from_secs(3600));
-        assert_eq!(m.retention.of("c"), Duration::from_secs(30 * 86400));
+        assert_eq!(m.retention.raw.of("a"), Duration::from_secs(7 * 86400));
+        assert_eq!(m.retention.raw.of("b"), Duration::from_secs(3600));
+        assert_eq!(m.retention.raw.of("c"), Duration::from_secs(7 * 86400));
         assert!(Cli::try_parse_from(["x", "--role", "reader"]).is_err());
         assert!(Cli::try_parse_from(["x", "--tenant-retention", "a"]).is_err());
         let forever = Cli::try_parse_from(["x", "--retention", "0", "--tenant-retention", "a=7d"]).unwrap();
         let m = forever.args.maintenance();
-        assert_eq!(m.retention.cutoff("b", 1_000), None);
-        assert_eq!(m.retention.cutoff("a", 7 * 86_400 * 1_000_000_000 + 5), Some(5));
+        assert_eq!(m.retention.raw.cutoff("b", 1_000), None);
+        assert_eq!(
+            m.retention.raw.cutoff("a", 7 * 86_400 * 1_000_000_000 + 5),
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn rollup_retentions_parse_per_tier_and_tenant() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--retention-1m",
+            "10d",
+            "--tenant-retention-1m",
+            "a=90d,b=0",
+            "--retention-1h",
+            "0",
+            "--tenant-retention-1h",
+            "a=2y",
+        ])
+        .unwrap();
+        let r = cli.args.maintenance().retention;
+        assert_eq!(r.raw.of("a"), Duration::from_secs(7 * 86400));
+        assert_eq!(r.minute.of("a"), Duration::from_secs(90 * 86400));
+        assert_eq!(r.minute.of("b"), Duration::ZERO);
+        assert_eq!(r.minute.of("c"), Duration::from_secs(10 * 86400));
+        assert_eq!(r.hour.of("c"), Duration::ZERO);
+        assert!(r.hour.of("a") > Duration::from_secs(700 * 86400));
+        let defaults = Cli::try_parse_from(["x"]).unwrap().args.maintenance().retention;
+        assert_eq!(defaults.minute.of("a"), Duration::from_secs(30 * 86400));
+        assert_eq!(defaults.hour.of("a"), Duration::from_secs(400 * 86400));
+        assert!(Cli::try_parse_from(["x", "--retention-1h", "soon"]).is_err());
     }
 }

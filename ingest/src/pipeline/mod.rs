@@ -11,7 +11,7 @@ use std::time::Duration;
 pub use error::IngestError;
 pub use exported::Exported;
 use stackhouse_storage::clock::SharedClock;
-use stackhouse_storage::retention::RetentionConfig;
+use stackhouse_storage::per_tenant::PerTenant;
 use stackhouse_storage::writer::{RefusedSeries, Writer};
 
 use crate::convert::Conversion;
@@ -33,8 +33,9 @@ pub struct Pipeline {
     writer: Arc<Writer>,
     clock: SharedClock,
     limiter: Option<Arc<RateLimiter>>,
-    /// Retention per tenant and how far ahead of now a time may be; `None` accepts any time.
-    window: Option<(RetentionConfig, i64)>,
+    /// Raw retention per tenant and how far ahead of now a time may be; `None` accepts any
+    /// time.
+    window: Option<(PerTenant<Duration>, i64)>,
     limits: IngestLimits,
     /// Counts series for `limits.max_series`; `None`: no series limit.
     series: Option<SeriesCounter>,
@@ -60,12 +61,13 @@ impl Pipeline {
         self
     }
 
-    /// Profiles older than their tenant's retention or more than `max_future` ahead of the
-    /// clock are refused (in partial_success), instead of being acknowledged and then
-    /// deleted by the next retention run.
-    pub fn with_time_window(mut self, retention: RetentionConfig, max_future: Duration) -> Pipeline {
+    /// Profiles older than their tenant's raw retention (`raw`, the samples' tier) or more
+    /// than `max_future` ahead of the clock are refused (in partial_success), instead of
+    /// being acknowledged and then deleted by the next retention run. So no samples arrive
+    /// for hours whose samples retention has already reduced to rollups.
+    pub fn with_time_window(mut self, raw: PerTenant<Duration>, max_future: Duration) -> Pipeline {
         let max_future = i64::try_from(max_future.as_nanos()).unwrap_or(i64::MAX);
-        self.window = Some((retention, max_future));
+        self.window = Some((raw, max_future));
         self
     }
 
@@ -97,17 +99,12 @@ impl Pipeline {
     }
 
     fn window(&self, tenant: &str, now: i64) -> TimeWindow {
-        let Some((retention, max_future)) = &self.window else {
+        let Some((raw, max_future)) = &self.window else {
             return TimeWindow::ANY;
         };
-        let kept = i64::try_from(retention.of(tenant).as_nanos()).unwrap_or(i64::MAX);
         TimeWindow {
-            // Zero retention keeps everything.
-            oldest: if kept == 0 {
-                i64::MIN
-            } else {
-                now.saturating_sub(kept)
-            },
+            // No cutoff: zero retention keeps everything.
+            oldest: raw.cutoff(tenant, now).unwrap_or(i64::MIN),
             newest: now.saturating_add(*max_future),
         }
     }

@@ -55,10 +55,7 @@ async fn the_time_window_follows_the_injected_clock() {
     let writer = writer(&dir).await;
     let now = 1_000 * HOUR;
     let clock = ManualClock::at(now);
-    let retention = RetentionConfig {
-        default: Duration::from_secs(3600),
-        ..RetentionConfig::default()
-    };
+    let retention = PerTenant::uniform(Duration::from_secs(3600));
     let pipeline =
         Pipeline::new(writer.clone(), clock.clone()).with_time_window(retention, Duration::from_secs(600));
 

@@ -244,16 +244,29 @@ pub(crate) fn distinct_sorted(items: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Refuses a replacement whose merged segment belongs to another tenant: its rows would be
-/// invisible to the tenant that lost its segments.
+/// Refuses a replacement with a new segment of another tenant: its rows would be invisible
+/// to the tenant that lost its segments.
 pub(crate) fn check_replacement(replacement: &SegmentReplacement) -> CatalogResult<()> {
-    match &replacement.added {
-        Some(added) if added.tenant != replacement.tenant => Err(CatalogError::Corrupt(format!(
+    match replacement
+        .added
+        .iter()
+        .find(|added| added.tenant != replacement.tenant)
+    {
+        Some(added) => Err(CatalogError::Corrupt(format!(
             "replacement segment {} belongs to tenant {:?}, not {:?}",
             added.id, added.tenant, replacement.tenant
         ))),
-        _ => Ok(()),
+        None => Ok(()),
     }
+}
+
+/// The new segment of a replacement that the removed segments' profiles move to: the first
+/// one with samples, which is what profile lookups read.
+pub(crate) fn profiles_heir(replacement: &SegmentReplacement) -> Option<&SegmentMeta> {
+    replacement
+        .added
+        .iter()
+        .find(|s| s.object(TableKind::Samples).is_some())
 }
 
 pub(crate) fn segments_gone(expected: &[String], found: usize) -> CatalogError {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ProfileKey, ProfileRecord, Series};
+use crate::rollup::Resolution;
 
 pub use backend::SqlCatalog;
 pub use common::redact_password;
@@ -45,16 +46,24 @@ pub enum TableKind {
     Functions,
     Mappings,
     AttributeSets,
+    /// The segment's samples summed per minute (see [`crate::rollup`]).
+    #[serde(rename = "rollup_1m")]
+    Rollup1m,
+    /// The segment's samples summed per hour.
+    #[serde(rename = "rollup_1h")]
+    Rollup1h,
 }
 
 impl TableKind {
-    pub const ALL: [TableKind; 6] = [
+    pub const ALL: [TableKind; 8] = [
         TableKind::Samples,
         TableKind::Stacks,
         TableKind::Locations,
         TableKind::Functions,
         TableKind::Mappings,
         TableKind::AttributeSets,
+        TableKind::Rollup1m,
+        TableKind::Rollup1h,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -65,6 +74,8 @@ impl TableKind {
             TableKind::Functions => "functions",
             TableKind::Mappings => "mappings",
             TableKind::AttributeSets => "attribute_sets",
+            TableKind::Rollup1m => "rollup_1m",
+            TableKind::Rollup1h => "rollup_1h",
         }
     }
 }
@@ -105,6 +116,11 @@ pub struct SegmentMeta {
 impl SegmentMeta {
     pub fn object(&self, kind: TableKind) -> Option<&ObjectMeta> {
         self.objects.iter().find(|o| o.kind == kind)
+    }
+
+    /// Whether the segment keeps its data at `resolution` (its samples, or that rollup).
+    pub fn has(&self, resolution: Resolution) -> bool {
+        self.object(resolution.kind()).is_some()
     }
 }
 
@@ -152,17 +168,20 @@ impl CommitRefusal {
     }
 }
 
-/// Swaps segments for one merged segment (compaction) or for nothing (retention), in one
-/// transaction.
+/// Swaps segments for new ones in one transaction: many for one merged segment
+/// (compaction), one for its recent samples and its older rollups (retention), or for
+/// nothing.
 #[derive(Clone, Debug)]
 pub struct SegmentReplacement {
     pub tenant: String,
     /// Ids of the segments that disappear; all must still exist, else
     /// [`CatalogError::Conflict`] and nothing changes.
     pub removed: Vec<String>,
-    /// The merged segment; its series must exist already. The removed segments' sample
-    /// labels and profiles move to it.
-    pub added: Option<SegmentMeta>,
+    /// The new segments; their series must exist already. Each gets the removed segments'
+    /// sample labels; their profiles move to the first one with a samples object, and are
+    /// dropped when none has one (their samples are gone). A new segment may list an object
+    /// of a removed one again: that object is kept.
+    pub added: Vec<SegmentMeta>,
     /// Profiles that ended before this time are dropped instead of moved (retention).
     pub drop_profiles_before: Option<i64>,
     /// The removed segments' objects are deleted from storage after this time, so queries

@@ -11,8 +11,8 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::backend::{Backend, Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
-    distinct_sample_labels, encode_labels, now_nanos, outcome, over_limit, profile_key, redact_password,
-    same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
+    distinct_sample_labels, encode_labels, now_nanos, outcome, over_limit, profile_key, profiles_heir,
+    redact_password, same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
 };
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
@@ -382,7 +382,7 @@ impl Dialect for PgPool {
         if locked.len() != removed.len() {
             return Err(segments_gone(removed, locked.len()));
         }
-        // An object the merged segment lists again must not be deleted under it.
+        // An object a new segment lists again must not be deleted under it.
         sqlx::query(
             "INSERT INTO pending_deletions (key, tenant, delete_after_nanos)
              SELECT o.key, $2, $3 FROM segment_objects o
@@ -398,17 +398,8 @@ impl Dialect for PgPool {
         // Added rows first: deleting the removed segments cascades to their profiles and
         // sample labels, which must have moved by then. Profiles move by UPDATE, never by
         // copying: a copy would meet its original under the unique profile key.
-        if let Some(added) = &replacement.added {
+        for added in &replacement.added {
             insert_segment_rows(&mut tx, added).await?;
-            sqlx::query(
-                "UPDATE profiles SET segment_id = $1
-                 WHERE segment_id = ANY($2) AND ($3::BIGINT IS NULL OR end_nanos >= $3)",
-            )
-            .bind(&added.id)
-            .bind(removed)
-            .bind(replacement.drop_profiles_before)
-            .execute(&mut *tx)
-            .await?;
             sqlx::query(
                 "INSERT INTO sample_labels (segment_id, name, value)
                  SELECT DISTINCT $1::TEXT, name, value FROM sample_labels WHERE segment_id = ANY($2)
@@ -416,6 +407,17 @@ impl Dialect for PgPool {
             )
             .bind(&added.id)
             .bind(removed)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(heir) = profiles_heir(replacement) {
+            sqlx::query(
+                "UPDATE profiles SET segment_id = $1
+                 WHERE segment_id = ANY($2) AND ($3::BIGINT IS NULL OR end_nanos >= $3)",
+            )
+            .bind(&heir.id)
+            .bind(removed)
+            .bind(replacement.drop_profiles_before)
             .execute(&mut *tx)
             .await?;
         }

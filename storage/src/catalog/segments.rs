@@ -151,6 +151,7 @@ impl SegmentCatalog for SqlCatalog {
     async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
         check_replacement(replacement)?;
         let removed = distinct_sorted(&replacement.removed);
+        // Every new segment's objects: retention lists a removed segment's rollups again.
         let kept_keys: Vec<String> = replacement
             .added
             .iter()

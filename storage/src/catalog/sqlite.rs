@@ -14,8 +14,8 @@ use sqlx::{Row, Sqlite, Transaction};
 
 use super::backend::{Backend, Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
-    distinct_sample_labels, encode_labels, now_nanos, outcome, over_limit, same_identity, segments_gone,
-    series_from_columns, symbols_gone, to_i64,
+    distinct_sample_labels, encode_labels, now_nanos, outcome, over_limit, profiles_heir, same_identity,
+    segments_gone, series_from_columns, symbols_gone, to_i64,
 };
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
@@ -354,7 +354,7 @@ impl Dialect for SqlitePool {
         if found != removed.len() as i64 {
             return Err(segments_gone(removed, found as usize));
         }
-        // An object the merged segment lists again must not be deleted under it.
+        // An object a new segment lists again must not be deleted under it.
         sqlx::query(
             "INSERT INTO pending_deletions (key, tenant, delete_after_nanos)
              SELECT o.key, ?2, ?3 FROM segment_objects o
@@ -371,18 +371,8 @@ impl Dialect for SqlitePool {
         // Added rows first: deleting the removed segments cascades to their profiles and
         // sample labels, which must have moved by then. Profiles move by UPDATE, never by
         // copying: a copy would meet its original under the unique profile key.
-        if let Some(added) = &replacement.added {
+        for added in &replacement.added {
             insert_segment_rows(&mut tx, added).await?;
-            sqlx::query(
-                "UPDATE profiles SET segment_id = ?1
-                 WHERE segment_id IN (SELECT value FROM json_each(?2))
-                   AND (?3 IS NULL OR end_nanos >= ?3)",
-            )
-            .bind(&added.id)
-            .bind(&removed_json)
-            .bind(replacement.drop_profiles_before)
-            .execute(&mut *tx)
-            .await?;
             sqlx::query(
                 "INSERT INTO sample_labels (segment_id, name, value)
                  SELECT DISTINCT ?1, name, value FROM sample_labels
@@ -391,6 +381,18 @@ impl Dialect for SqlitePool {
             )
             .bind(&added.id)
             .bind(&removed_json)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(heir) = profiles_heir(replacement) {
+            sqlx::query(
+                "UPDATE profiles SET segment_id = ?1
+                 WHERE segment_id IN (SELECT value FROM json_each(?2))
+                   AND (?3 IS NULL OR end_nanos >= ?3)",
+            )
+            .bind(&heir.id)
+            .bind(&removed_json)
+            .bind(replacement.drop_profiles_before)
             .execute(&mut *tx)
             .await?;
         }

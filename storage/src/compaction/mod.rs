@@ -1,9 +1,9 @@
 //! Compaction: a tenant's small segments of one window become one larger block (levels
-//! in [`plan`]), and its many small symbol objects become few. The catalog swap is one
-//! transaction; replaced objects are deleted later (see [`crate::cleanup`]) so queries that
-//! listed them finish first.
+//! in [`plan`]), and its many small symbol objects become few. Every hour block carries its
+//! rollups ([`crate::rollup`]). The catalog swap is one transaction; replaced objects are
+//! deleted later (see [`crate::cleanup`]) so queries that listed them finish first.
 
-mod merge;
+pub(crate) mod merge;
 pub mod plan;
 mod symbols;
 
@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use merge::rewrite;
-pub use plan::{CompactMode, Group, Policy};
+pub use plan::{CompactMode, Group, Policy, TOP_LEVEL};
 
 use crate::catalog::{Catalog, CatalogError, SegmentMeta, SegmentReplacement};
 use crate::clock::SharedClock;
 use crate::model::TimeRange;
+use crate::rollup::Resolution;
 use crate::store::{Store, StoreError};
 
 #[derive(Clone, Debug)]
@@ -176,50 +177,77 @@ impl Compactor {
         let segments = self.catalog.segments(tenant, TimeRange::ALL).await?;
         let groups = plan::plan(&segments, self.clock.now_nanos(), &self.config.policy, mode);
         for group in groups {
-            // Renewed per merge so a long pass keeps its tenant.
-            let lease = tenant_lease(tenant);
-            if !self
-                .catalog
-                .acquire_lease(&lease, &self.holder, self.config.lease_ttl)
-                .await?
-            {
-                return Err(CompactionError::Busy(tenant.to_string()));
-            }
-            report.add_from(self.merge(tenant, &group.segments, group.level, None).await?);
+            self.renew_lease(tenant).await?;
+            report.add_from(self.merge(tenant, &group).await?);
         }
         report.add_from(symbols::compact(self, tenant, mode).await?);
         Ok(report)
     }
 
-    /// Replaces `segments` by one rewritten segment (or by nothing, when `keep_from` drops
-    /// every sample). A conflict means another compactor got there first: our new object is
-    /// deleted and the pass goes on.
-    pub(crate) async fn merge(
+    /// Renews this compactor's lease on `tenant` before each rewrite, so a long pass keeps
+    /// its tenant.
+    pub(crate) async fn renew_lease(&self, tenant: &str) -> Result<(), CompactionError> {
+        if self
+            .catalog
+            .acquire_lease(&tenant_lease(tenant), &self.holder, self.config.lease_ttl)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(CompactionError::Busy(tenant.to_string()))
+        }
+    }
+
+    /// Replaces a group's segments by one rewritten segment of its level. An hour block
+    /// merged with nothing else only lacks its rollups: they are added, its samples object
+    /// is kept as it is.
+    async fn merge(&self, tenant: &str, group: &Group) -> Result<CompactionReport, CompactionError> {
+        let added = match group.segments.as_slice() {
+            [block] if block.level == TOP_LEVEL && group.level == TOP_LEVEL => {
+                Some(merge::relist(&self.store, block, &[Resolution::Raw], &Resolution::ROLLUPS).await?)
+            }
+            segments => rewrite(&self.store, tenant, segments, group.level).await?,
+        };
+        self.replace(tenant, &group.segments, added.into_iter().collect(), None)
+            .await
+    }
+
+    /// Swaps `removed` for `added` in one catalog transaction. A conflict means another
+    /// compactor got there first: the objects written for `added` are deleted and the pass
+    /// goes on.
+    pub(crate) async fn replace(
         &self,
         tenant: &str,
-        segments: &[SegmentMeta],
-        level: i32,
-        keep_from: Option<i64>,
+        removed: &[SegmentMeta],
+        added: Vec<SegmentMeta>,
+        drop_profiles_before: Option<i64>,
     ) -> Result<CompactionReport, CompactionError> {
-        let added = rewrite(&self.store, tenant, segments, level, keep_from).await?;
         let replacement = SegmentReplacement {
             tenant: tenant.to_string(),
-            removed: segments.iter().map(|s| s.id.clone()).collect(),
-            added: added.clone(),
-            drop_profiles_before: keep_from,
+            removed: removed.iter().map(|s| s.id.clone()).collect(),
+            added,
+            drop_profiles_before,
             delete_after_nanos: self.deletion_deadline(),
         };
         match self.catalog.replace_segments(&replacement).await {
             Ok(()) => Ok(CompactionReport {
                 merges: 1,
-                segments_removed: segments.len(),
-                segments_added: usize::from(added.is_some()),
+                segments_removed: removed.len(),
+                segments_added: replacement.added.len(),
                 removed_ids: replacement.removed,
                 ..Default::default()
             }),
             Err(e) => {
-                for object in added.iter().flat_map(|s| &s.objects) {
-                    let _ = self.store.delete(&object.key).await;
+                // Objects listed again still belong to the segments that stay.
+                let old: std::collections::HashSet<&str> = removed
+                    .iter()
+                    .flat_map(|s| &s.objects)
+                    .map(|o| o.key.as_str())
+                    .collect();
+                for object in replacement.added.iter().flat_map(|s| &s.objects) {
+                    if !old.contains(object.key.as_str()) {
+                        let _ = self.store.delete(&object.key).await;
+                    }
                 }
                 match e {
                     CatalogError::Conflict(reason) => {

@@ -6,11 +6,17 @@
 //! of small segments is gone within the compaction interval plus `l0_max_age`. Level 2 is
 //! the hour block: the level-1 segments of an hour are merged when too many pile up, and
 //! everything of an hour becomes one block once the hour has closed and settled.
+//!
+//! Hour blocks carry the rollups, so a closed hour ends as blocks with rollups: a lone
+//! segment below the top level is rewritten alone, and a block written before rollups
+//! existed is rewritten to get them. A segment whose samples retention removed keeps only
+//! its rollups and is never merged: merging reads samples, and would lose the rollups.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::catalog::SegmentMeta;
+use crate::rollup::Resolution;
 
 /// The level of the hour blocks, the highest level compaction writes.
 pub const TOP_LEVEL: i32 = 2;
@@ -59,8 +65,15 @@ fn samples(segment: &SegmentMeta) -> u64 {
     segment.series.iter().map(|s| s.samples).sum()
 }
 
+/// Whether a segment with samples is worth rewriting even with nothing to merge it with:
+/// it is not an hour block yet, or it lacks the rollups an hour block carries.
+fn unfinished(segment: &SegmentMeta) -> bool {
+    segment.level < TOP_LEVEL || Resolution::ROLLUPS.iter().any(|&r| !segment.has(r))
+}
+
 /// Groups due at `now`, in no particular order; no segment is in two groups.
 pub fn plan(segments: &[SegmentMeta], now: i64, policy: &Policy, mode: CompactMode) -> Vec<Group> {
+    let segments: Vec<&SegmentMeta> = segments.iter().filter(|s| s.has(Resolution::Raw)).collect();
     let top = nanos(policy.top_window);
     let settle = nanos(policy.settle);
     let closed = |start: i64, width: i64| start.saturating_add(width).saturating_add(settle) <= now;
@@ -70,8 +83,8 @@ pub fn plan(segments: &[SegmentMeta], now: i64, policy: &Policy, mode: CompactMo
     if mode == CompactMode::Due {
         let l1 = nanos(policy.l1_window);
         let old = now.saturating_sub(nanos(policy.l0_max_age));
-        let mut level1 = by_window(segments.iter().filter(|s| s.level == 1), l1);
-        for (start, window) in by_window(segments.iter().filter(|s| s.level == 0), l1) {
+        let mut level1 = by_window(segments.iter().copied().filter(|s| s.level == 1), l1);
+        for (start, window) in by_window(segments.iter().copied().filter(|s| s.level == 0), l1) {
             let due = window.len() >= policy.max_segments
                 || closed(start, l1)
                 || window.iter().any(|s| s.created_at_nanos <= old);
@@ -91,13 +104,14 @@ pub fn plan(segments: &[SegmentMeta], now: i64, policy: &Policy, mode: CompactMo
 
     let rest = segments
         .iter()
+        .copied()
         .filter(|s| !taken.contains(&s.id) && s.level <= TOP_LEVEL);
     for (start, window) in by_window(rest, top) {
         let below: Vec<&SegmentMeta> = window.iter().copied().filter(|s| s.level < TOP_LEVEL).collect();
         let chosen = if mode == CompactMode::Full || closed(start, top) {
             // Merging lone top blocks with nothing new would only rewrite them.
             let tops = window.len() - below.len();
-            (window.len() >= 2 && (!below.is_empty() || tops >= 2)).then_some(window)
+            (tops >= 2 || window.iter().any(|s| unfinished(s))).then_some(window)
         } else {
             let level1: Vec<_> = below.into_iter().filter(|s| s.level == 1).collect();
             (level1.len() >= policy.max_segments).then_some(level1)
@@ -127,7 +141,7 @@ fn by_window<'a>(
 }
 
 /// Splits a window's segments (in time order) into merges of at most `max_rows` samples;
-/// a chunk of one segment is left alone.
+/// a chunk of one segment is left alone unless it is [`unfinished`].
 fn bounded(mut segments: Vec<&SegmentMeta>, max_rows: u64) -> Vec<Vec<&SegmentMeta>> {
     segments.sort_by_key(|s| (s.min_time, s.id.clone()));
     let mut chunks: Vec<Vec<&SegmentMeta>> = vec![Vec::new()];
@@ -142,14 +156,14 @@ fn bounded(mut segments: Vec<&SegmentMeta>, max_rows: u64) -> Vec<Vec<&SegmentMe
         rows += n;
         chunks.last_mut().expect("never empty").push(s);
     }
-    chunks.retain(|c| c.len() >= 2);
+    chunks.retain(|c| c.len() >= 2 || c.iter().any(|s| unfinished(s)));
     chunks
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::SegmentSeries;
+    use crate::catalog::{ObjectMeta, SegmentSeries};
 
     const SEC: i64 = 1_000_000_000;
     const HOUR: i64 = 3600 * SEC;
@@ -165,7 +179,33 @@ mod tests {
         }
     }
 
+    fn object(id: &str, r: Resolution) -> ObjectMeta {
+        ObjectMeta {
+            kind: r.kind(),
+            key: format!("{id}/{}", r.kind().as_str()),
+            size_bytes: 1,
+            rows: 1,
+        }
+    }
+
+    /// A segment with samples, and with rollups when it is an hour block.
     fn seg(id: &str, level: i32, t: i64, created: i64, rows: u64) -> SegmentMeta {
+        let resolutions: &[Resolution] = if level == TOP_LEVEL {
+            &Resolution::ALL
+        } else {
+            &[Resolution::Raw]
+        };
+        with(id, level, t, created, rows, resolutions)
+    }
+
+    fn with(
+        id: &str,
+        level: i32,
+        t: i64,
+        created: i64,
+        rows: u64,
+        resolutions: &[Resolution],
+    ) -> SegmentMeta {
         SegmentMeta {
             id: id.into(),
             tenant: "t".into(),
@@ -173,7 +213,7 @@ mod tests {
             max_time: t + SEC,
             level,
             created_at_nanos: created,
-            objects: vec![],
+            objects: resolutions.iter().map(|&r| object(id, r)).collect(),
             series: vec![SegmentSeries {
                 series_id: 1,
                 min_time: t,
@@ -221,13 +261,16 @@ mod tests {
         let segs = [
             seg("l1", 1, 10 * HOUR, old, 10),
             seg("late", 0, 10 * HOUR + 5 * SEC, old, 1),
-            // A level-1 segment of another minute with nothing new stays as it is.
+            // A level-1 segment of another minute with nothing new stays level 1 (its hour
+            // has closed, so it becomes that hour's block alone).
             seg("other", 1, 10 * HOUR - 60 * SEC, old, 10),
         ];
-        let groups = plan(&segs, now, &policy(), CompactMode::Due);
-        assert_eq!(groups.len(), 1);
+        let mut groups = plan(&segs, now, &policy(), CompactMode::Due);
+        groups.sort_by_key(|g| g.level);
+        assert_eq!(groups.len(), 2, "{groups:?}");
         assert_eq!(groups[0].level, 1);
         assert_eq!(ids(&groups[0]), ["l1", "late"]);
+        assert_eq!((groups[1].level, ids(&groups[1])), (TOP_LEVEL, vec!["other"]));
         // Nothing new in the minute: its level-1 segment is not rewritten.
         assert!(plan(&segs[..1], now, &policy(), CompactMode::Due).is_empty());
     }
@@ -285,9 +328,102 @@ mod tests {
         ];
         let mut groups = plan(&segs, now, &policy(), CompactMode::Full);
         groups.sort_by_key(|g| ids(g).concat());
-        // 1,000 rows at most: a+b, then c+d; e is alone in its hour.
-        assert_eq!(groups.len(), 2, "{groups:?}");
+        // 1,000 rows at most: a+b, then c+d; e is alone in its hour and becomes its block.
+        assert_eq!(groups.len(), 3, "{groups:?}");
         assert_eq!(ids(&groups[0]), ["a", "b"]);
         assert_eq!(ids(&groups[1]), ["c", "d"]);
+        assert_eq!(ids(&groups[2]), ["e"]);
+        assert!(groups.iter().all(|g| g.level == TOP_LEVEL));
+    }
+
+    #[test]
+    fn a_lone_segment_of_a_closed_hour_becomes_its_block() {
+        let now = 12 * HOUR;
+        let segs = [
+            seg("l0", 0, 9 * HOUR, 0, 1),
+            seg("l1", 1, 10 * HOUR, 0, 1),
+            seg("top", TOP_LEVEL, 8 * HOUR, 0, 1),
+        ];
+        let mut groups = plan(&segs, now, &policy(), CompactMode::Due);
+        groups.sort_by_key(|g| ids(g).concat());
+        assert_eq!(groups.len(), 2, "{groups:?}");
+        assert_eq!(ids(&groups[0]), ["l0"]);
+        assert_eq!(ids(&groups[1]), ["l1"]);
+        assert!(groups.iter().all(|g| g.level == TOP_LEVEL));
+        // A still open hour waits.
+        assert!(
+            plan(
+                &[seg("open", 1, 12 * HOUR, 0, 1)],
+                now,
+                &policy(),
+                CompactMode::Due
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_oversized_segment_alone_in_its_chunk_still_becomes_a_block() {
+        let now = 12 * HOUR;
+        let segs = [
+            seg("big", 1, 10 * HOUR, 0, 2_000),
+            seg("small", 0, 10 * HOUR + 60 * SEC, 0, 10),
+        ];
+        let mut groups = plan(&segs, now, &policy(), CompactMode::Due);
+        groups.sort_by_key(|g| ids(g).concat());
+        assert_eq!(groups.len(), 2, "{groups:?}");
+        assert_eq!(ids(&groups[0]), ["big"]);
+        assert_eq!(ids(&groups[1]), ["small"]);
+        // Two blocks past the bound stay as they are.
+        let blocks = [
+            seg("a", TOP_LEVEL, 10 * HOUR, 0, 2_000),
+            seg("b", TOP_LEVEL, 10 * HOUR + SEC, 0, 2_000),
+        ];
+        assert!(plan(&blocks, now, &policy(), CompactMode::Due).is_empty());
+    }
+
+    #[test]
+    fn a_block_without_rollups_is_rewritten_alone() {
+        let now = 12 * HOUR;
+        let old = with("old", TOP_LEVEL, 10 * HOUR, 0, 1, &[Resolution::Raw]);
+        let groups = plan(std::slice::from_ref(&old), now, &policy(), CompactMode::Due);
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        assert_eq!((groups[0].level, ids(&groups[0])), (TOP_LEVEL, vec!["old"]));
+        // One rollup is not enough either; both is.
+        let half = with(
+            "half",
+            TOP_LEVEL,
+            10 * HOUR,
+            0,
+            1,
+            &[Resolution::Raw, Resolution::Minute],
+        );
+        assert_eq!(plan(&[half], now, &policy(), CompactMode::Due).len(), 1);
+        let done = seg("done", TOP_LEVEL, 10 * HOUR, 0, 1);
+        assert!(plan(&[done], now, &policy(), CompactMode::Full).is_empty());
+    }
+
+    #[test]
+    fn segments_without_samples_are_never_merged() {
+        let now = 12 * HOUR;
+        let rollups = &[Resolution::Minute, Resolution::Hour];
+        let segs = [
+            with("r0", 0, 10 * HOUR, 0, 1, rollups),
+            with("r1", 0, 10 * HOUR + SEC, 0, 1, rollups),
+            with("r2", TOP_LEVEL, 10 * HOUR + 2 * SEC, 0, 1, &[Resolution::Hour]),
+            seg("raw", 1, 10 * HOUR + 3 * SEC, 0, 1),
+        ];
+        for mode in [CompactMode::Due, CompactMode::Full] {
+            let groups = plan(&segs, now, &policy(), mode);
+            assert_eq!(groups.len(), 1, "{groups:?}");
+            assert_eq!(ids(&groups[0]), ["raw"]);
+            assert!(plan(&segs[..3], now, &policy(), mode).is_empty());
+        }
+        // Nor in a minute window, whatever its age.
+        let minute = [
+            with("r0", 0, 10 * HOUR, 0, 1, rollups),
+            with("r1", 0, 10 * HOUR + SEC, 0, 1, rollups),
+        ];
+        assert!(plan(&minute, 10 * HOUR + 30 * SEC, &policy(), CompactMode::Due).is_empty());
     }
 }

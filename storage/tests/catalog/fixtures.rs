@@ -104,16 +104,17 @@ pub(crate) fn merged(tenant: &str, id: &str, extents: &[(&Series, i64, i64)]) ->
     segment
 }
 
+/// `added` is any number of segments: `None`, `Some(merged)` or a list.
 pub(crate) fn replacement(
     tenant: &str,
     removed: &[&str],
-    added: Option<SegmentMeta>,
+    added: impl IntoIterator<Item = SegmentMeta>,
     delete_after: i64,
 ) -> SegmentReplacement {
     SegmentReplacement {
         tenant: tenant.to_string(),
         removed: strings(removed),
-        added,
+        added: added.into_iter().collect(),
         drop_profiles_before: None,
         delete_after_nanos: delete_after,
     }

@@ -368,6 +368,8 @@ async fn stats_sum_per_table(url: String) {
         ("functions", TableStats::default()),
         ("mappings", TableStats::default()),
         ("attribute_sets", TableStats::default()),
+        ("rollup_1m", TableStats::default()),
+        ("rollup_1h", TableStats::default()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -1,0 +1,441 @@
+//! Rollup tiers end to end on a local store and a SQLite catalog: compaction writes them
+//! with every hour block, raw retention keeps them (splitting a straddling segment to the
+//! nanosecond), and the rollup tiers expire in turn. Every expectation is computed from the
+//! rows written, never from what storage returns.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use common::{local_store, series, sqlite_catalog};
+use futures::TryStreamExt;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use stackhouse_storage::catalog::{Catalog, SegmentCommit, SegmentMeta, TableKind};
+use stackhouse_storage::cleanup;
+use stackhouse_storage::clock::ManualClock;
+use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor, TOP_LEVEL};
+use stackhouse_storage::model::{Batch, SampleRow, SymbolId, TimeRange};
+use stackhouse_storage::per_tenant::PerTenant;
+use stackhouse_storage::retention::{self, Cutoffs, RetentionConfig};
+use stackhouse_storage::rollup::Resolution;
+use stackhouse_storage::schema;
+use stackhouse_storage::segment::{read_table, write_segment};
+use stackhouse_storage::store::Store;
+
+const TENANT: &str = "acme";
+const SEC: i64 = 1_000_000_000;
+const MINUTE: i64 = 60 * SEC;
+const HOUR: i64 = 3600 * SEC;
+/// An hour boundary in 2024.
+const T0: i64 = 475_000 * HOUR;
+
+/// (time, series, stack, value) of every sample written.
+type Row = (i64, i64, [u8; 16], i64);
+type Sums = BTreeMap<(i64, i64, [u8; 16]), i64>;
+
+struct World {
+    _dir: tempfile::TempDir,
+    store: Store,
+    catalog: Arc<dyn Catalog>,
+    clock: Arc<ManualClock>,
+    compactor: Compactor,
+    rows: Vec<Row>,
+}
+
+async fn world() -> World {
+    let (dir, store) = local_store();
+    let catalog = sqlite_catalog(&dir).await;
+    let clock = ManualClock::at(T0 + 24 * HOUR);
+    let config = CompactionConfig {
+        deletion_grace: Duration::ZERO,
+        ..CompactionConfig::default()
+    };
+    let compactor = Compactor::new(store.clone(), catalog.clone(), config, clock.clone());
+    World {
+        _dir: dir,
+        store,
+        catalog,
+        clock,
+        compactor,
+        rows: Vec::new(),
+    }
+}
+
+impl World {
+    /// Writes and commits one level-0 segment of `n` random samples in `[start, end)`.
+    async fn write(&mut self, rng: &mut SmallRng, start: i64, end: i64, n: usize) {
+        let mut batch = Batch::new(TENANT);
+        let ids: Vec<i64> = ["web", "api", "db"]
+            .into_iter()
+            .map(|s| batch.add_series(series(s)))
+            .collect();
+        for _ in 0..n {
+            let row: Row = (
+                rng.random_range(start..end),
+                ids[rng.random_range(0..ids.len())],
+                [rng.random_range(0..8u8); 16],
+                // Large values, so wrapping sums are exercised as well.
+                if rng.random_range(0..50) == 0 {
+                    i64::MAX - 3
+                } else {
+                    rng.random_range(-10..1_000)
+                },
+            );
+            batch.samples.push(SampleRow {
+                time_nanos: row.0,
+                series_id: row.1,
+                stack_id: SymbolId(row.2),
+                value: row.3,
+                attr_set_id: SymbolId::ZERO,
+                trace_id: None,
+                span_id: None,
+                profile_id: None,
+            });
+            self.rows.push(row);
+        }
+        let id = uuid::Uuid::now_v7().to_string();
+        let written = write_segment(&self.store, &batch, &id, 0).await.unwrap();
+        let commit = SegmentCommit {
+            series: batch.series.values().cloned().collect(),
+            segment: written.segment,
+            symbols: written.symbols,
+            sample_labels: vec![("thread.name".into(), "main".into())],
+            profiles: vec![],
+        };
+        self.catalog.commit_segment(&commit).await.unwrap();
+    }
+
+    async fn segments(&self) -> Vec<SegmentMeta> {
+        self.catalog.segments(TENANT, TimeRange::ALL).await.unwrap()
+    }
+
+    /// The rows of every object of `resolution`, over all segments.
+    async fn rows_at(&self, resolution: Resolution) -> Vec<Row> {
+        let mut out = Vec::new();
+        for segment in self.segments().await {
+            let Some(object) = segment.object(resolution.kind()) else {
+                continue;
+            };
+            for table in read_table(&self.store, resolution.kind(), object).await.unwrap() {
+                out.extend(rows_of(&table));
+            }
+        }
+        out
+    }
+}
+
+fn rows_of(table: &RecordBatch) -> Vec<Row> {
+    let column = |name: &str| table.column(table.schema().index_of(name).unwrap()).clone();
+    let (t, s, st, v) = (
+        column(schema::samples::TIME),
+        column(schema::samples::SERIES_ID),
+        column(schema::samples::STACK_ID),
+        column(schema::samples::VALUE),
+    );
+    let (t, s, v) = (
+        t.as_primitive::<Int64Type>(),
+        s.as_primitive::<Int64Type>(),
+        v.as_primitive::<Int64Type>(),
+    );
+    let st = st.as_fixed_size_binary();
+    (0..table.num_rows())
+        .map(|i| {
+            (
+                t.value(i),
+                s.value(i),
+                st.value(i).try_into().unwrap(),
+                v.value(i),
+            )
+        })
+        .collect()
+}
+
+/// Wrapping sums of `rows` per (series, bucket of `step`, stack), of times in `[from, to)`
+/// only. Rollup rows sum the same way: their times are bucket starts already, and several
+/// segments may hold rows of one bucket.
+fn sums(rows: &[Row], step: i64, from: i64, to: i64) -> Sums {
+    let mut out = Sums::new();
+    for &(t, s, stack, v) in rows.iter().filter(|r| (from..to).contains(&r.0)) {
+        let sum = out.entry((s, t.div_euclid(step) * step, stack)).or_default();
+        *sum = sum.wrapping_add(v);
+    }
+    out
+}
+
+/// Every object the catalog lists exists in the store, and nothing else is stored.
+async fn store_matches_catalog(w: &World) {
+    let mut listed: BTreeSet<String> = BTreeSet::new();
+    let root = w.store.path("");
+    let mut stream = w.store.object_store().list(Some(&w.store.path("tenants")));
+    while let Some(meta) = stream.try_next().await.unwrap() {
+        let key: Vec<String> = meta
+            .location
+            .prefix_match(&root)
+            .unwrap()
+            .map(|p| p.as_ref().to_string())
+            .collect();
+        listed.insert(key.join("/"));
+    }
+    let mut referenced: BTreeSet<String> = w
+        .segments()
+        .await
+        .iter()
+        .flat_map(|s| s.objects.iter().map(|o| o.key.clone()))
+        .collect();
+    referenced.extend(
+        w.catalog
+            .symbol_objects(TENANT)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key),
+    );
+    assert_eq!(listed, referenced);
+}
+
+/// Three hours of data, the second in many segments, then compacted completely.
+async fn compacted_world(rng: &mut SmallRng) -> World {
+    let mut w = world().await;
+    w.write(rng, T0, T0 + HOUR, 3_000).await;
+    for m in 0..6 {
+        let start = T0 + HOUR + m * 10 * MINUTE;
+        w.write(rng, start, start + 10 * MINUTE, 2_000).await;
+    }
+    w.write(rng, T0 + 2 * HOUR, T0 + 3 * HOUR, 3_000).await;
+    w.compactor
+        .compact_tenant(TENANT, CompactMode::Full)
+        .await
+        .unwrap();
+    w
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hour_block_carries_its_rollups() {
+    let mut rng = SmallRng::seed_from_u64(1);
+    let w = compacted_world(&mut rng).await;
+    let segments = w.segments().await;
+    assert_eq!(segments.len(), 3, "one block per hour, the lone ones too");
+    for s in &segments {
+        assert_eq!(s.level, TOP_LEVEL);
+        let kinds: Vec<TableKind> = s.objects.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [TableKind::Samples, TableKind::Rollup1m, TableKind::Rollup1h]
+        );
+        for r in Resolution::ROLLUPS {
+            let key = &s.object(r.kind()).unwrap().key;
+            assert!(
+                key.ends_with(&format!("{}/{}.parquet", s.id, r.kind().as_str())),
+                "{key}"
+            );
+        }
+    }
+    let (all, hours) = (w.rows.clone(), (T0, T0 + 3 * HOUR));
+    let minute = w.rows_at(Resolution::Minute).await;
+    assert_eq!(
+        minute.len(),
+        sums(&all, MINUTE, hours.0, hours.1).len(),
+        "one row per series, minute and stack"
+    );
+    assert_eq!(
+        sums(&minute, MINUTE, hours.0, hours.1),
+        sums(&all, MINUTE, hours.0, hours.1)
+    );
+    let hour = w.rows_at(Resolution::Hour).await;
+    assert_eq!(
+        sums(&hour, HOUR, hours.0, hours.1),
+        sums(&all, HOUR, hours.0, hours.1)
+    );
+    assert!(hour.iter().all(|r| r.0 % HOUR == 0));
+    let mut raw = w.rows_at(Resolution::Raw).await;
+    let mut written = all.clone();
+    raw.sort_unstable();
+    written.sort_unstable();
+    assert_eq!(raw, written);
+
+    // Compacting again changes nothing: the blocks are finished.
+    let again = w
+        .compactor
+        .compact_tenant(TENANT, CompactMode::Full)
+        .await
+        .unwrap();
+    assert_eq!(again.segments_removed, 0, "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_retention_keeps_the_rollups_and_cuts_samples_to_the_nanosecond() {
+    let mut rng = SmallRng::seed_from_u64(2);
+    let mut w = compacted_world(&mut rng).await;
+    // A late segment of the first hour, never compacted: it has no rollups yet.
+    w.write(&mut rng, T0 + 10 * MINUTE, T0 + 20 * MINUTE, 500).await;
+    let lone = w.segments().await.into_iter().find(|s| s.level == 0).unwrap();
+    assert!(!lone.has(Resolution::Minute));
+
+    let cutoff = T0 + HOUR + 25 * MINUTE + 17;
+    let report = retention::expire_tiers(
+        &w.compactor,
+        TENANT,
+        Cutoffs {
+            raw: Some(cutoff),
+            ..Cutoffs::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.segments_removed, 3, "{report:?}");
+    assert_eq!(report.segments_added, 4, "{report:?}");
+    cleanup::delete_due(&w.store, &w.catalog, &*w.clock)
+        .await
+        .unwrap();
+    store_matches_catalog(&w).await;
+
+    // Exactly the samples at or after the cutoff are left.
+    let mut raw = w.rows_at(Resolution::Raw).await;
+    let mut kept: Vec<Row> = w.rows.iter().copied().filter(|r| r.0 >= cutoff).collect();
+    raw.sort_unstable();
+    kept.sort_unstable();
+    assert_eq!(raw, kept);
+    for s in w.segments().await {
+        if s.has(Resolution::Raw) {
+            assert!(s.min_time >= cutoff, "{s:?}");
+        } else {
+            assert!(s.max_time < cutoff, "{s:?}");
+            assert!(s.has(Resolution::Minute) && s.has(Resolution::Hour), "{s:?}");
+        }
+    }
+    // And nothing of the rollups is lost: every whole hour and minute sums as written.
+    let all = &w.rows;
+    let (from, to) = (T0, T0 + 3 * HOUR);
+    assert_eq!(
+        sums(&w.rows_at(Resolution::Hour).await, HOUR, from, to),
+        sums(all, HOUR, from, to)
+    );
+    assert_eq!(
+        sums(&w.rows_at(Resolution::Minute).await, MINUTE, from, to),
+        sums(all, MINUTE, from, to)
+    );
+    // Label values of the expired range are still answered from the rollup segments.
+    let labels = w
+        .catalog
+        .label_values(
+            TENANT,
+            "thread.name",
+            TimeRange {
+                start: T0,
+                end: T0 + HOUR,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(labels, ["main"]);
+
+    // Compaction leaves segments without samples alone, and finishes the split's raw part.
+    w.compactor
+        .compact_tenant(TENANT, CompactMode::Full)
+        .await
+        .unwrap();
+    let rollup_only = w
+        .segments()
+        .await
+        .iter()
+        .filter(|s| !s.has(Resolution::Raw))
+        .count();
+    assert_eq!(rollup_only, 3);
+    assert_eq!(
+        sums(&w.rows_at(Resolution::Hour).await, HOUR, from, to),
+        sums(all, HOUR, from, to)
+    );
+    // A second pass at the same cutoff has nothing left to do.
+    let again = retention::expire_tiers(
+        &w.compactor,
+        TENANT,
+        Cutoffs {
+            raw: Some(cutoff),
+            ..Cutoffs::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.segments_removed, 0, "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollup_tiers_expire_in_turn() {
+    let mut rng = SmallRng::seed_from_u64(3);
+    let w = compacted_world(&mut rng).await;
+    let all = w.rows.clone();
+    let day = Duration::from_secs(86_400);
+    let config = RetentionConfig {
+        raw: PerTenant::uniform(day),
+        minute: PerTenant::uniform(2 * day),
+        hour: PerTenant::uniform(3 * day),
+    };
+    // Each block's last sample is within its hour: a day past the third hour's end, all
+    // samples are gone and the rollups of every hour remain.
+    w.clock.set(T0 + 3 * HOUR + 24 * HOUR);
+    retention::run_once(&w.compactor, &config).await.unwrap();
+    let segments = w.segments().await;
+    assert_eq!(segments.len(), 3);
+    assert!(
+        segments
+            .iter()
+            .all(|s| !s.has(Resolution::Raw) && s.has(Resolution::Minute))
+    );
+    assert_eq!(
+        sums(&w.rows_at(Resolution::Hour).await, HOUR, T0, T0 + 3 * HOUR),
+        sums(&all, HOUR, T0, T0 + 3 * HOUR)
+    );
+
+    // Two days after the second hour: the first two hours keep their hour rollups only.
+    w.clock.set(T0 + 2 * HOUR + 48 * HOUR);
+    retention::run_once(&w.compactor, &config).await.unwrap();
+    let tiers = |s: &SegmentMeta| {
+        Resolution::ALL
+            .into_iter()
+            .filter(|&r| s.has(r))
+            .collect::<Vec<_>>()
+    };
+    let mut by_hour: Vec<(i64, Vec<Resolution>)> = w
+        .segments()
+        .await
+        .iter()
+        .map(|s| (s.min_time.div_euclid(HOUR) * HOUR - T0, tiers(s)))
+        .collect();
+    by_hour.sort();
+    let (m, h) = (Resolution::Minute, Resolution::Hour);
+    assert_eq!(by_hour, [(0, vec![h]), (HOUR, vec![h]), (2 * HOUR, vec![m, h])]);
+    assert_eq!(
+        sums(&w.rows_at(Resolution::Hour).await, HOUR, T0, T0 + 3 * HOUR),
+        sums(&all, HOUR, T0, T0 + 3 * HOUR)
+    );
+    assert_eq!(
+        sums(&w.rows_at(Resolution::Minute).await, MINUTE, T0, T0 + 3 * HOUR),
+        sums(&all, MINUTE, T0 + 2 * HOUR, T0 + 3 * HOUR)
+    );
+
+    // Three days after the first hour: it is gone whole; the others stay.
+    w.clock.set(T0 + HOUR + 72 * HOUR);
+    retention::run_once(&w.compactor, &config).await.unwrap();
+    let left: Vec<i64> = w.segments().await.iter().map(|s| s.min_time - T0).collect();
+    assert!(left.iter().all(|&t| t >= HOUR), "{left:?}");
+    assert_eq!(left.len(), 2);
+    assert_eq!(
+        sums(&w.rows_at(Resolution::Hour).await, HOUR, T0, T0 + 3 * HOUR),
+        sums(&all, HOUR, T0 + HOUR, T0 + 3 * HOUR)
+    );
+    cleanup::delete_due(&w.store, &w.catalog, &*w.clock)
+        .await
+        .unwrap();
+    store_matches_catalog(&w).await;
+
+    // One cutoff for every tier removes everything before it.
+    retention::expire(&w.compactor, TENANT, T0 + 3 * HOUR)
+        .await
+        .unwrap();
+    assert!(w.segments().await.is_empty());
+}

@@ -15,6 +15,8 @@ use stackhouse_query::{
     QueryError, Scope, StackFilter, TimeseriesQuery, TopQuery, parse_selector,
 };
 use stackhouse_storage::catalog::{Catalog, open_catalog};
+use stackhouse_storage::clock::ManualClock;
+use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor};
 use stackhouse_storage::model::{
     Batch, Function, Labels, Line, Location, ProfileType, SampleRow, Series, SymbolId, TimeRange,
 };
@@ -349,6 +351,47 @@ async fn every_endpoint_answers_the_same_on_one_two_and_three_workers() {
     let (got, shipped) = answers(&large).await.unwrap();
     assert_eq!(shipped, 0, "a query smaller than one task stays local");
     assert_eq!(got, expected);
+    drop(workers);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rollup_tiers_answer_the_same_through_workers() {
+    let f = fixture().await;
+    // One hour block with its rollups; the range's edges are not on the minute, so a query
+    // reads raw samples and the 1m tier in one plan.
+    let compactor = Compactor::new(
+        f.store.clone(),
+        f.catalog.clone(),
+        CompactionConfig::default(),
+        ManualClock::at(T0 + 10 * 3_600_000_000_000),
+    );
+    compactor.compact_tenant(TENANT, CompactMode::Full).await.unwrap();
+    let local = engine(&f, None);
+    let read = local
+        .flamegraph(&FlamegraphQuery {
+            scope: scope(),
+            group_by: vec![],
+            max_nodes: 0,
+        })
+        .await
+        .unwrap();
+    assert_eq!(read.total, f.total);
+    let tiers = read.stats.unwrap().rows_by_tier;
+    assert!(tiers.contains_key("1m") && tiers.contains_key("raw"), "{tiers:?}");
+    let (expected, _) = answers(&local).await.unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        workers.push(worker(&f, SECRET).await);
+    }
+    let addrs: Vec<String> = workers.iter().map(|(a, _)| a.clone()).collect();
+    let coordinator = coordinator(&f, &addrs, SECRET, 1).await;
+    let (got, _) = answers(&coordinator).await.unwrap();
+    for ((name, want), (_, have)) in expected.iter().zip(&got) {
+        assert_eq!(
+            have, want,
+            "{name} over the tiers with 2 workers differs from one process"
+        );
+    }
     drop(workers);
 }
 

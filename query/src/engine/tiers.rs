@@ -41,9 +41,6 @@ pub(crate) struct RawGone {
     pub until: i64,
 }
 
-/// A resolution and the `(start, end)` stretches read at it.
-type ReadAs = (Resolution, Vec<(i64, i64)>);
-
 /// `range` cut into stretches, each on the grid of the coarsest of `allowed` (finest first,
 /// raw included) it can be, adjacent stretches of one resolution merged.
 pub(crate) fn stretches(range: TimeRange, allowed: &[Resolution]) -> Vec<(Resolution, TimeRange)> {
@@ -116,70 +113,79 @@ pub(crate) fn read(
     allowed: &[Resolution],
 ) -> Result<Reading, RawGone> {
     let wanted = stretches(range, allowed);
+    let widen = allowed != [Resolution::Raw];
     let mut answered = range;
     let mut gone: Option<i64> = None;
-    // Keyed by (resolution, stretches) so segments that read alike share one table.
-    let mut sources: BTreeMap<ReadAs, Vec<SegmentMeta>> = BTreeMap::new();
+    // Segments that hold the same resolutions read alike: one table per resolution.
+    let mut by_held: BTreeMap<Vec<Resolution>, Vec<SegmentMeta>> = BTreeMap::new();
     for segment in segments {
         let held: Vec<Resolution> = Resolution::ALL
             .into_iter()
             .filter(|r| segment.object(r.kind()).is_some())
             .collect();
-        let mut by_resolution: BTreeMap<Resolution, Vec<TimeRange>> = BTreeMap::new();
         for &(want, stretch) in &wanted {
             if !stretch.overlaps(segment.min_time, segment.max_time) {
                 continue;
             }
-            // The coarsest held resolution no coarser than wanted: any finer grid answers a
-            // stretch on a coarser one.
-            let (resolution, stretch) = match held.iter().rev().find(|r| **r <= want) {
-                Some(&r) => (r, stretch),
-                None if allowed == [Resolution::Raw] => {
-                    gone = Some(gone.unwrap_or(i64::MIN).max(segment.max_time));
-                    continue;
-                }
-                None => {
-                    // What is held is coarser than the stretch: read the cells around it.
-                    let &coarser = held.first().expect("a segment holds some resolution");
-                    let step = coarser.step_nanos();
-                    let widened = TimeRange {
-                        start: floor(stretch.start, step),
-                        end: ceil(stretch.end, step),
-                    };
+            match assign(&held, want, stretch, widen) {
+                None => gone = Some(gone.unwrap_or(i64::MIN).max(segment.max_time)),
+                Some((read, widened)) if read > want => {
                     answered.start = answered.start.min(widened.start.max(segment.min_time));
                     answered.end = answered
                         .end
                         .max(widened.end.min(segment.max_time.saturating_add(1)));
-                    (coarser, widened)
                 }
-            };
-            by_resolution.entry(resolution).or_default().push(stretch);
+                Some(_) => {}
+            }
         }
-        for (resolution, ranges) in by_resolution {
-            let key = merged(ranges).into_iter().map(|r| (r.start, r.end)).collect();
-            sources
-                .entry((resolution, key))
-                .or_default()
-                .push(segment.clone());
-        }
+        by_held.entry(held).or_default().push(segment);
     }
     if let Some(until) = gone {
         return Err(RawGone { until });
     }
-    Ok(Reading {
-        sources: sources
-            .into_iter()
-            .map(|((resolution, ranges), segments)| Source {
+    let mut sources = Vec::new();
+    for (held, segments) in by_held {
+        // Every stretch, not only those a segment overlaps: a filter on a stretch without
+        // its rows costs nothing, and alike segments stay one table.
+        let mut by_resolution: BTreeMap<Resolution, Vec<TimeRange>> = BTreeMap::new();
+        for &(want, stretch) in &wanted {
+            if let Some((read, stretch)) = assign(&held, want, stretch, widen) {
+                by_resolution.entry(read).or_default().push(stretch);
+            }
+        }
+        for (resolution, ranges) in by_resolution {
+            sources.push(Source {
                 resolution,
-                ranges: ranges
-                    .into_iter()
-                    .map(|(start, end)| TimeRange { start, end })
-                    .collect(),
-                segments,
-            })
-            .collect(),
-        answered,
-    })
+                ranges: merged(ranges),
+                segments: segments.clone(),
+            });
+        }
+    }
+    Ok(Reading { sources, answered })
+}
+
+/// What a segment holding `held` (finest first) reads a stretch wanted at `want` from: the
+/// coarsest held resolution no coarser than `want` (a finer grid answers a stretch on a
+/// coarser one); else, when `widen`, the finest held one over the cells around the
+/// stretch; else nothing.
+fn assign(
+    held: &[Resolution],
+    want: Resolution,
+    stretch: TimeRange,
+    widen: bool,
+) -> Option<(Resolution, TimeRange)> {
+    if let Some(&read) = held.iter().rev().find(|r| **r <= want) {
+        return Some((read, stretch));
+    }
+    let &coarser = held.first().filter(|_| widen)?;
+    let step = coarser.step_nanos();
+    Some((
+        coarser,
+        TimeRange {
+            start: floor(stretch.start, step),
+            end: ceil(stretch.end, step),
+        },
+    ))
 }
 
 /// Sorted and with overlapping or adjacent ranges joined: widened stretches of one
@@ -263,9 +269,9 @@ mod tests {
         );
         // Negative times floor toward minus infinity.
         assert_eq!(
-            stretches(r(-H - 1, 0), &ALL),
+            stretches(r(-H - M - 1, 0), &ALL),
             vec![
-                (Raw, r(-H - 1, -H - M)),
+                (Raw, r(-H - M - 1, -H - M)),
                 (Minute, r(-H - M, -H)),
                 (Hour, r(-H, 0))
             ]
@@ -294,9 +300,9 @@ mod tests {
         assert_eq!(
             got,
             vec![
+                (Raw, vec![r(H - 30, 3 * H)], vec!["fresh".into()]),
                 (Raw, vec![r(H - 30, H)], vec!["block".into()]),
-                (Raw, vec![r(H, 3 * H)], vec!["fresh".into()]),
-                (Hour, vec![r(H, 2 * H)], vec!["block".into()]),
+                (Hour, vec![r(H, 3 * H)], vec!["block".into()]),
             ]
         );
     }
@@ -308,9 +314,15 @@ mod tests {
         let range = r(H + 90 * 1_000_000_000, 3 * H);
         let reading = read(vec![old.clone()], range, &ALL).unwrap();
         assert_eq!(reading.answered, r(H + M, 3 * H));
-        assert_eq!(reading.sources.len(), 1);
-        assert_eq!(reading.sources[0].resolution, Minute);
-        assert_eq!(reading.sources[0].ranges, vec![r(H + M, 2 * H)]);
+        let got: Vec<(Resolution, Vec<TimeRange>)> = reading
+            .sources
+            .iter()
+            .map(|s| (s.resolution, s.ranges.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(Minute, vec![r(H + M, 2 * H)]), (Hour, vec![r(2 * H, 3 * H)])]
+        );
         assert_eq!(
             read(vec![old], range, &[Raw]).unwrap_err(),
             RawGone { until: 2 * H - 1 }

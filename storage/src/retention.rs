@@ -15,18 +15,26 @@
 //! - rollups have no finer grain to cut: a segment of rollups only stays whole until its
 //!   last sample is past a cutoff, so hour blocks expire by the hour;
 //! - a segment with no object left is removed. A zero retention keeps its tier forever.
+//!
+//! The raw cutoff crosses an hour block one retention pass at a time: each split sums the
+//! rollups of the part before the cutoff into the rollup segment an earlier split left in
+//! that hour, so an hour ends as one segment of rollups, not one per pass.
 
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use crate::catalog::SegmentMeta;
+use arrow::compute::concat_batches;
+
 use crate::catalog::common::now_nanos;
+use crate::catalog::{SegmentMeta, SegmentSeries};
 use crate::compaction::merge::{filter_times, read_sorted, relist, write_block};
 use crate::compaction::{CompactionError, CompactionReport, Compactor, tenant_lease};
 use crate::model::TimeRange;
 use crate::per_tenant::PerTenant;
-use crate::rollup::{Resolution, write_rollups};
-use crate::segment::extents;
-use crate::store::StoreError;
+use crate::rollup::{Resolution, rollup, write_rollups};
+use crate::schema;
+use crate::segment::{extents, read_table, sort_samples};
+use crate::store::{Store, StoreError, blocking};
 
 /// How long each tenant keeps each tier; zero keeps it forever.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,7 +180,7 @@ fn fate(segment: &SegmentMeta, cutoffs: &Cutoffs) -> Fate {
     {
         return Fate::Split(cutoff);
     }
-    let present: Vec<Resolution> = Resolution::ALL.into_iter().filter(|&r| segment.has(r)).collect();
+    let present = segment.resolutions();
     // While it has samples, a segment can still compute the rollups it lacks.
     let available: &[Resolution] = if raw { &Resolution::ALL } else { &present };
     let kept = cutoffs.kept(segment.max_time, available);
@@ -243,29 +251,47 @@ pub async fn expire_tiers(
                 },
             )
             .await?;
+        let fates: Vec<Fate> = old.iter().map(|s| fate(s, &cutoffs)).collect();
         let mut report = CompactionReport::default();
         let mut removed = Vec::new();
-        for segment in old {
-            let fate = fate(&segment, &cutoffs);
-            if fate == Fate::Keep {
-                continue;
-            }
-            if fate == Fate::Remove {
-                removed.push(segment);
-                continue;
+        let mut absorbed_ids: HashSet<&str> = HashSet::new();
+        for (segment, fate) in old.iter().zip(&fates) {
+            match fate {
+                Fate::Keep => continue,
+                Fate::Remove => {
+                    removed.push(segment.clone());
+                    continue;
+                }
+                Fate::Split(_) | Fate::Relist { .. } => {}
             }
             compactor.renew_lease(tenant).await?;
-            let added = match fate {
-                Fate::Split(cutoff) => split(compactor, &segment, cutoff, &cutoffs).await?,
-                Fate::Relist { kept, computed } => {
-                    vec![relist(compactor.store(), &segment, &kept, &computed).await?]
+            let (gone, added) = match fate {
+                Fate::Split(cutoff) => {
+                    let hour = Resolution::Hour.bucket(segment.min_time);
+                    let candidates: Vec<&SegmentMeta> = old
+                        .iter()
+                        .zip(&fates)
+                        .filter(|(s, f)| {
+                            **f == Fate::Keep
+                                && !s.has(Resolution::Raw)
+                                && Resolution::Hour.bucket(s.min_time) == hour
+                                && !absorbed_ids.contains(s.id.as_str())
+                        })
+                        .map(|(s, _)| s)
+                        .collect();
+                    let split = split(compactor.store(), segment, *cutoff, &cutoffs, &candidates).await?;
+                    absorbed_ids.extend(split.absorbed.iter().map(|s| s.id.as_str()));
+                    let mut gone = vec![segment.clone()];
+                    gone.extend(split.absorbed.into_iter().cloned());
+                    (gone, split.added)
                 }
+                Fate::Relist { kept, computed } => (
+                    vec![segment.clone()],
+                    vec![relist(compactor.store(), segment, kept, computed).await?],
+                ),
                 Fate::Keep | Fate::Remove => unreachable!("handled above"),
             };
-            let swapped = compactor
-                .replace(tenant, std::slice::from_ref(&segment), added, cutoffs.raw)
-                .await?;
-            report.add_from(swapped);
+            report.add_from(compactor.replace(tenant, &gone, added, cutoffs.raw).await?);
         }
         if !removed.is_empty() {
             report.add_from(
@@ -283,15 +309,25 @@ pub async fn expire_tiers(
     result
 }
 
-/// The segments replacing one whose samples straddle the raw `cutoff`: the samples at or
-/// after it with their rollups, and the rollups the tiers keep of those before it.
-async fn split(
-    compactor: &Compactor,
+/// What replaces a segment whose samples straddle the raw cutoff.
+struct Split<'a> {
+    /// Rollup segments of its hour whose rollups the new rollup segment sums in.
+    absorbed: Vec<&'a SegmentMeta>,
+    /// The samples at or after the cutoff with their rollups, then the rollups the tiers
+    /// keep of the samples before it.
+    added: Vec<SegmentMeta>,
+}
+
+/// Splits `segment` at the raw `cutoff`. Of `candidates` (rollup segments of its hour that
+/// retention keeps as they are), those with the tiers the part before the cutoff keeps are
+/// summed into that part's rollup segment.
+async fn split<'a>(
+    store: &Store,
     segment: &SegmentMeta,
     cutoff: i64,
     cutoffs: &Cutoffs,
-) -> Result<Vec<SegmentMeta>, StoreError> {
-    let store = compactor.store();
+    candidates: &[&'a SegmentMeta],
+) -> Result<Split<'a>, StoreError> {
     let table = read_sorted(store, std::slice::from_ref(segment)).await?;
     let (before, after) = (
         filter_times(&table, |t| t < cutoff)?,
@@ -299,26 +335,66 @@ async fn split(
     );
     drop(table);
     let tenant = &segment.tenant;
-    let mut added = vec![write_block(store, tenant, segment.level, after, &Resolution::ROLLUPS).await?];
+    let mut split = Split {
+        absorbed: Vec::new(),
+        added: vec![write_block(store, tenant, segment.level, after, &Resolution::ROLLUPS).await?],
+    };
     let Some((min_time, max_time, series)) = extents(&before) else {
-        return Ok(added);
+        return Ok(split);
     };
     let kept = cutoffs.kept(max_time, &Resolution::ALL);
-    if !kept.is_empty() {
-        let id = uuid::Uuid::now_v7().to_string();
-        let objects = write_rollups(store, tenant, &id, &before, &kept).await?;
-        added.push(SegmentMeta {
-            id,
-            tenant: tenant.clone(),
-            min_time,
-            max_time,
-            level: segment.level,
-            created_at_nanos: now_nanos(),
-            objects,
-            series,
-        });
+    let Some(&finest) = kept.first() else {
+        return Ok(split);
+    };
+    split.absorbed = candidates
+        .iter()
+        .copied()
+        .filter(|s| s.resolutions() == kept)
+        .collect();
+    let mut parts = Vec::new();
+    for s in &split.absorbed {
+        let object = s
+            .object(finest.kind())
+            .expect("absorbed segments hold the kept tiers");
+        parts.extend(read_table(store, finest.kind(), object).await?);
     }
-    Ok(added)
+    // The part's rollup and the absorbed ones, summed again as one table.
+    let summed = blocking("summing rollups", move || {
+        parts.push(rollup(&before, finest)?);
+        sort_samples(&concat_batches(&schema::ROLLUP, &parts)?)
+    })
+    .await?;
+    let id = uuid::Uuid::now_v7().to_string();
+    let objects = write_rollups(store, tenant, &id, &summed, &kept).await?;
+    let absorbed = || split.absorbed.iter();
+    let rollups = SegmentMeta {
+        id,
+        tenant: tenant.clone(),
+        min_time: absorbed().map(|s| s.min_time).fold(min_time, i64::min),
+        max_time: absorbed().map(|s| s.max_time).fold(max_time, i64::max),
+        level: segment.level,
+        created_at_nanos: now_nanos(),
+        objects,
+        series: merged_series(series.iter().chain(absorbed().flat_map(|s| &s.series))),
+    };
+    split.added.push(rollups);
+    Ok(split)
+}
+
+/// Per-series extents of segments put together, by series id.
+fn merged_series<'a>(parts: impl Iterator<Item = &'a SegmentSeries>) -> Vec<SegmentSeries> {
+    let mut by_id: BTreeMap<i64, SegmentSeries> = BTreeMap::new();
+    for s in parts {
+        by_id
+            .entry(s.series_id)
+            .and_modify(|m| {
+                m.min_time = m.min_time.min(s.min_time);
+                m.max_time = m.max_time.max(s.max_time);
+                m.samples += s.samples;
+            })
+            .or_insert_with(|| s.clone());
+    }
+    by_id.into_values().collect()
 }
 
 #[cfg(test)]

@@ -166,32 +166,41 @@ impl RollupColumns {
     }
 }
 
-/// Computes the rollups of a segment's samples (sorted by series and time) and writes the
-/// objects of the rollup tiers in `resolutions` under `segment_id`, finest first; `Raw` in
-/// `resolutions` is ignored. Nothing is visible until the catalog lists the objects.
+/// The rollup tables of the tiers in `resolutions`, finest first (`Raw` is ignored), each
+/// summed from the one before it: the first from `input`, a samples table or a rollup table
+/// no coarser than it, sorted by (series, time).
+pub fn rollups(
+    input: &RecordBatch,
+    resolutions: &[Resolution],
+) -> Result<Vec<(Resolution, RecordBatch)>, StoreError> {
+    let mut out: Vec<(Resolution, RecordBatch)> = Vec::new();
+    for r in Resolution::ROLLUPS
+        .into_iter()
+        .filter(|r| resolutions.contains(r))
+    {
+        let finer = out.last().map_or(input, |(_, table)| table);
+        let table = rollup(finer, r)?;
+        out.push((r, table));
+    }
+    Ok(out)
+}
+
+/// Computes the [`rollups`] of `input` (a segment's samples, or rollups to sum again) and
+/// writes them as objects of segment `segment_id`, finest first. Nothing is visible until
+/// the catalog lists the objects.
 pub async fn write_rollups(
     store: &Store,
     tenant: &str,
     segment_id: &str,
-    samples: &RecordBatch,
+    input: &RecordBatch,
     resolutions: &[Resolution],
 ) -> Result<Vec<ObjectMeta>, StoreError> {
-    let samples = samples.clone();
-    // The hour rollup is summed from the minute one, a fraction of the samples' rows.
-    let [minute, hour] = blocking("computing rollups", move || {
-        let minute = rollup(&samples, Resolution::Minute)?;
-        let hour = rollup(&minute, Resolution::Hour)?;
-        Ok([minute, hour])
-    })
-    .await?;
-    let writes = Resolution::ROLLUPS
-        .into_iter()
-        .zip([minute, hour])
-        .filter(|(r, _)| resolutions.contains(r))
-        .map(|(r, table)| {
-            let key = segment_object_key(tenant, segment_id, r.kind());
-            put_table(store, key, r.kind(), Tier::Compacted, table)
-        });
+    let (input, resolutions) = (input.clone(), resolutions.to_vec());
+    let tables = blocking("computing rollups", move || rollups(&input, &resolutions)).await?;
+    let writes = tables.into_iter().map(|(r, table)| {
+        let key = segment_object_key(tenant, segment_id, r.kind());
+        put_table(store, key, r.kind(), Tier::Compacted, table)
+    });
     futures::future::try_join_all(writes).await
 }
 

@@ -214,7 +214,8 @@ async fn fetch(store: &Store, key: &str) -> Result<Bytes, StoreError> {
     Ok(store.object_store().get(&store.path(key)).await?.bytes().await?)
 }
 
-/// Sorts a samples table by (series, time, stack), the order segments are written in.
+/// Sorts a samples table by (series, time, stack), the order segments are written in; a
+/// rollup table, whose columns have the same names, too.
 pub fn sort_samples(table: &RecordBatch) -> Result<RecordBatch, StoreError> {
     use arrow::compute::{SortColumn, lexsort_to_indices, take_record_batch};
     let column = |name: &str| SortColumn {

@@ -439,3 +439,55 @@ async fn rollup_tiers_expire_in_turn() {
         .unwrap();
     assert!(w.segments().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cutoff_crossing_an_hour_pass_by_pass_leaves_one_rollup_segment() {
+    let mut rng = SmallRng::seed_from_u64(4);
+    let w = compacted_world(&mut rng).await;
+    let all = w.rows.clone();
+    // The raw cutoff moves through the second hour as retention passes would.
+    let cutoff_at = |step: i64| T0 + HOUR + step * 7 * MINUTE + step;
+    for step in 1..=7 {
+        let cutoff = cutoff_at(step);
+        let cutoffs = Cutoffs {
+            raw: Some(cutoff),
+            ..Cutoffs::default()
+        };
+        retention::expire_tiers(&w.compactor, TENANT, cutoffs)
+            .await
+            .unwrap();
+        let segments = w.segments().await;
+        let second_hour = |s: &&SegmentMeta| (T0 + HOUR..T0 + 2 * HOUR).contains(&s.min_time);
+        let rollups: Vec<&SegmentMeta> = segments
+            .iter()
+            .filter(second_hour)
+            .filter(|s| !s.has(Resolution::Raw))
+            .collect();
+        assert_eq!(rollups.len(), 1, "pass {step}: {rollups:?}");
+        assert_eq!(rollups[0].resolutions(), [Resolution::Minute, Resolution::Hour]);
+        assert!(rollups[0].max_time < cutoff);
+        let samples: u64 = rollups[0].series.iter().map(|s| s.samples).sum();
+        let before = all.iter().filter(|r| (T0 + HOUR..cutoff).contains(&r.0)).count();
+        assert_eq!(samples as usize, before, "pass {step}");
+        let (from, to) = (T0, T0 + 3 * HOUR);
+        assert_eq!(
+            sums(&w.rows_at(Resolution::Minute).await, MINUTE, from, to),
+            sums(&all, MINUTE, from, to),
+            "pass {step}"
+        );
+        assert_eq!(
+            sums(&w.rows_at(Resolution::Hour).await, HOUR, from, to),
+            sums(&all, HOUR, from, to),
+            "pass {step}"
+        );
+    }
+    let mut raw = w.rows_at(Resolution::Raw).await;
+    let mut kept: Vec<Row> = all.iter().copied().filter(|r| r.0 >= cutoff_at(7)).collect();
+    raw.sort_unstable();
+    kept.sort_unstable();
+    assert_eq!(raw, kept);
+    cleanup::delete_due(&w.store, &w.catalog, &*w.clock)
+        .await
+        .unwrap();
+    store_matches_catalog(&w).await;
+}

@@ -122,6 +122,11 @@ impl SegmentMeta {
     pub fn has(&self, resolution: Resolution) -> bool {
         self.object(resolution.kind()).is_some()
     }
+
+    /// The resolutions the segment keeps its data at, finest first.
+    pub fn resolutions(&self) -> Vec<Resolution> {
+        Resolution::ALL.into_iter().filter(|&r| self.has(r)).collect()
+    }
 }
 
 /// Everything one flush makes visible, committed in one transaction.

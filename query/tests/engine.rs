@@ -643,7 +643,8 @@ async fn top_timeseries_and_events_follow_the_samples() {
             .unwrap();
         let mut want: BTreeMap<String, BTreeMap<i64, Bucket>> = BTreeMap::new();
         for s in &cpu_samples {
-            let bucket = 1000 + (s.time - 1000) / 300 * 300;
+            // Buckets lie on the step's grid; every sample is at or after `from` (1000).
+            let bucket = s.time.div_euclid(300) * 300;
             let e = want
                 .entry(s.labels["service.name"].clone())
                 .or_default()

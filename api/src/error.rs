@@ -424,6 +424,14 @@ mod tests {
             "too many points (limit max_points); raise it with --query-max-points"
         );
 
+        // Raw samples a query needs are gone: a 422 saying so, with no flag to raise.
+        let gone = "a trace id filter needs raw samples, and raw retention removed them up to 2026-11-19T17:00:00Z; start the range after it";
+        let e = ApiError::from(QueryError::RawGone(gone.into()));
+        assert_eq!(
+            (e.status(), e.message.as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, gone)
+        );
+
         let e = ApiError::from(QueryError::Timeout(Duration::from_secs(2)));
         assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert!(

@@ -132,3 +132,24 @@ pub(crate) fn scan_headers(stats: Option<&ScanStats>) -> HeaderMap {
 pub const TIERS_HEADER: HeaderName = HeaderName::from_static("stackhouse-tiers");
 /// The range an answer covers when wider than asked; see [`scan_headers`].
 pub const ANSWERED_RANGE_HEADER: HeaderName = HeaderName::from_static("stackhouse-answered-range");
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn scan_headers_name_the_tiers_read_and_a_widened_range() {
+        assert!(scan_headers(None).is_empty());
+        let mut stats = ScanStats::default();
+        assert!(
+            scan_headers(Some(&stats)).is_empty(),
+            "nothing read, nothing said"
+        );
+        stats.rows_by_tier = [("1h".to_string(), 720), ("raw".to_string(), 15)].into();
+        let headers = scan_headers(Some(&stats));
+        assert_eq!(headers[TIERS_HEADER], "1h=720, raw=15");
+        assert!(!headers.contains_key(ANSWERED_RANGE_HEADER));
+        stats.answered = Some((60, 7200));
+        assert_eq!(scan_headers(Some(&stats))[ANSWERED_RANGE_HEADER], "60,7200");
+    }
+}

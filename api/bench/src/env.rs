@@ -83,11 +83,26 @@ impl Env {
         self.engine_with(memory_limit, None)
     }
 
+    /// [`Env::engine`] reading the rollup tiers where they answer exactly (`rollups`, the
+    /// default) or raw samples only.
+    pub fn engine_with_rollups(&self, memory_limit: usize, rollups: bool) -> QueryEngine {
+        self.engine_config(memory_limit, None, rollups)
+    }
+
     /// [`Env::engine`] handing large scans to `cluster`'s workers.
     pub fn engine_with(
         &self,
         memory_limit: usize,
         cluster: Option<stackhouse_query::cluster::ClusterConfig>,
+    ) -> QueryEngine {
+        self.engine_config(memory_limit, cluster, QueryConfig::default().rollups)
+    }
+
+    fn engine_config(
+        &self,
+        memory_limit: usize,
+        cluster: Option<stackhouse_query::cluster::ClusterConfig>,
+        rollups: bool,
     ) -> QueryEngine {
         let symbols = Arc::new(SymbolCache::new(self.store.clone(), self.catalog.clone()));
         QueryEngine::new(
@@ -97,6 +112,7 @@ impl Env {
             QueryConfig {
                 memory_limit_bytes: Some(memory_limit),
                 cluster,
+                rollups,
                 ..QueryConfig::default()
             },
         )

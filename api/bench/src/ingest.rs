@@ -32,12 +32,12 @@ fn per_sample_ns(d: Duration, samples: usize) -> f64 {
 }
 
 /// What ingesting the workload window by window cost.
-struct Windows {
-    decode_cpu: Duration,
-    normalize_cpu: Duration,
-    write_cpu: Duration,
+pub(crate) struct Windows {
+    pub(crate) decode_cpu: Duration,
+    pub(crate) normalize_cpu: Duration,
+    pub(crate) write_cpu: Duration,
     write_wall: Duration,
-    rows: usize,
+    pub(crate) rows: usize,
     /// Stack nodes and locations the normalized batches carried (before the writer drops
     /// the stored ones).
     nodes: usize,
@@ -49,7 +49,7 @@ struct Windows {
 /// each request is normalized straight after its own decode and dropped once normalized,
 /// so normalize reads what decode just wrote rather than 50 requests later. `look_up` says
 /// whether normalize looks stacks and locations up in what the writer committed.
-async fn ingest_windows(
+pub(crate) async fn ingest_windows(
     env: &Env,
     encoded: &[(Vec<u8>, usize)],
     per_window: usize,

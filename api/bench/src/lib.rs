@@ -9,6 +9,7 @@ mod ingest;
 pub mod measure;
 mod query;
 pub mod report;
+mod rollups;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -58,7 +59,7 @@ pub enum Phase {
     Ingest,
     /// The large store's flamegraph and memory (10 M at full).
     Large,
-    /// The 30-day store: the 1-hour query and the 7-day API queries.
+    /// The 30-day store: the 1-hour query, the 7-day API queries and the rollup tiers.
     Retention,
     /// Acknowledgement latency and memory under sustained load.
     Load,

@@ -16,7 +16,7 @@ use stackhouse_storage::model::{Batch, TimeRange};
 
 use super::api;
 use super::env::{Env, TENANT, flamegraph_query};
-use super::measure::{median, peak_rss, reset_peak, rss};
+use super::measure::{cpu_time, median, peak_rss, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{HOUR_NANOS, Plan};
@@ -272,8 +272,12 @@ fn shifted(batch: &Batch, by: i64) -> Batch {
     b
 }
 
-/// Writes `hours` (indices from the first hour) of the generated hour and compacts.
-async fn hour_store(halves: &(Batch, Batch, usize), hours: impl Iterator<Item = i64>) -> anyhow::Result<Env> {
+/// Writes `hours` (indices from the first hour) of the generated hour and compacts; returns
+/// the store and the process CPU time compaction took.
+async fn hour_store(
+    halves: &(Batch, Batch, usize),
+    hours: impl Iterator<Item = i64>,
+) -> anyhow::Result<(Env, Duration)> {
     let env = Env::open().await?;
     let writer = env.writer(Duration::from_millis(5));
     for h in hours {
@@ -282,8 +286,10 @@ async fn hour_store(halves: &(Batch, Batch, usize), hours: impl Iterator<Item = 
         writer.write(shifted(&halves.1, h * HOUR_NANOS)).await?;
     }
     writer.shutdown().await;
+    let started = cpu_time();
     env.compact().await?;
-    Ok(env)
+    let compaction = cpu_time().saturating_sub(started);
+    Ok((env, compaction))
 }
 
 /// Measurement 4: the same 1-hour flamegraph in a store of `days` days and in a store of only
@@ -299,9 +305,9 @@ pub async fn retention_measurement(
     let hours = plan.days as i64 * 24;
     let queried = hours / 2;
     let built = Instant::now();
-    let all = hour_store(&halves, 0..hours).await?;
+    let (all, compaction) = hour_store(&halves, 0..hours).await?;
     let build = built.elapsed();
-    let one = hour_store(&halves, queried..queried + 1).await?;
+    let (one, _) = hour_store(&halves, queried..queried + 1).await?;
     let start = plan.hour_fleet.start_nanos + queried * HOUR_NANOS;
     let query = flamegraph_query(TimeRange {
         start,
@@ -343,6 +349,17 @@ pub async fn retention_measurement(
     api::api_measurements(plan, &all, week, samples * days as usize * 24, report)
         .await
         .context("7-day API measurements")?;
+    let store = super::rollups::Store {
+        env: &all,
+        workload: &workload,
+        first: plan.hour_fleet.start_nanos,
+        hours,
+        hour_samples: samples,
+        compaction,
+    };
+    super::rollups::measurements(plan, &store, report)
+        .await
+        .context("rollup tier measurements")?;
     let (bytes, objects, segments) = all.stored().await?;
     report.notes.push(format!(
         "{}-day store: one generated hour ({samples} samples) written for every hour through the writer \

@@ -88,6 +88,12 @@ async fn tiny_bench_produces_every_measurement() {
         "flamegraph on 3 query worker(s)",
         "bytes shipped from 3 workers",
         "stays local with 3 workers configured",
+        "-day flamegraph from the rollup tiers",
+        "-day series (step 1h) from the rollup tiers",
+        "stored bytes per sample-day: raw",
+        "stored bytes per sample-day: 1m tier",
+        "stored bytes per sample-day: 1h tier",
+        "compaction CPU the rollups add per ingested sample",
     ];
     for measurement in expected {
         let row = report

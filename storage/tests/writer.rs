@@ -444,6 +444,9 @@ impl SeriesCatalog for FailingCatalog {
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
         self.inner.series(tenant, range).await
     }
+    async fn live_series(&self, tenant: &str) -> CatalogResult<Vec<i64>> {
+        self.inner.live_series(tenant).await
+    }
     async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
         self.inner.profile_types(tenant, range).await
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use stackhouse_storage::catalog::{Catalog, CatalogError};
-use stackhouse_storage::model::{Series, TimeRange};
+use stackhouse_storage::model::Series;
 
 use crate::otlp::{AnySeries, SeriesAdmission};
 
@@ -96,13 +96,7 @@ impl SeriesCounter {
     /// Reads the tenant's series ids, holding no lock meanwhile: a slow catalog holds up no
     /// other tenant's requests.
     async fn load(&self, tenant: &str) -> Result<Arc<Mutex<Known>>, CatalogError> {
-        let ids: HashSet<i64> = self
-            .catalog
-            .series(tenant, TimeRange::ALL)
-            .await?
-            .into_iter()
-            .map(|s| s.id)
-            .collect();
+        let ids: HashSet<i64> = self.catalog.live_series(tenant).await?.into_iter().collect();
         let mut tenants = self.tenants.lock().expect("series lock");
         let known = tenants.entry(tenant.to_string()).or_insert_with(|| {
             Arc::new(Mutex::new(Known {

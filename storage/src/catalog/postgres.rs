@@ -305,7 +305,9 @@ async fn series_over_limit(
         .await?;
     let ids: Vec<i64> = series.iter().map(|s| s.id).collect();
     let live: Vec<i64> = sqlx::query_scalar(
-        "SELECT DISTINCT series_id FROM segment_series WHERE tenant = $1 AND series_id = ANY($2)",
+        "SELECT DISTINCT ss.series_id FROM segment_series ss
+         JOIN segment_objects o ON o.segment_id = ss.segment_id
+         WHERE ss.tenant = $1 AND ss.series_id = ANY($2) AND o.kind = 'samples'",
     )
     .bind(tenant)
     .bind(&ids)

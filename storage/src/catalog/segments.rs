@@ -70,11 +70,18 @@ const SEGMENT_SERIES_IN_RANGE: &str =
     FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
     WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3";
 
-/// Series of a tenant that have samples, what the series limit counts (as the ingesters'
-/// own counters do): a series whose samples retention removed frees its place.
+/// Series of a tenant that have raw samples, what the series limit counts (as the
+/// ingesters' own counters do): a series whose samples retention removed frees its place,
+/// though its rollups stay.
 pub(crate) const LIVE_SERIES: &str = "SELECT COUNT(*) FROM series s
     WHERE s.tenant = $1
-      AND EXISTS (SELECT 1 FROM segment_series ss WHERE ss.tenant = s.tenant AND ss.series_id = s.series_id)";
+      AND EXISTS (SELECT 1 FROM segment_series ss JOIN segment_objects o ON o.segment_id = ss.segment_id
+                  WHERE ss.tenant = s.tenant AND ss.series_id = s.series_id AND o.kind = 'samples')";
+
+/// Ids of a tenant's series with raw samples; see [`LIVE_SERIES`].
+pub(crate) const LIVE_SERIES_IDS: &str = "SELECT DISTINCT ss.series_id FROM segment_series ss
+    JOIN segment_objects o ON o.segment_id = ss.segment_id
+    WHERE ss.tenant = $1 AND o.kind = 'samples'";
 
 const TENANTS: &str = "SELECT tenant FROM segments UNION SELECT tenant FROM symbol_objects";
 

@@ -8,12 +8,18 @@ use sqlx::sqlite::SqliteRow;
 use super::CatalogResult;
 use super::backend::{SqlCatalog, on_either};
 use super::common::{ProfileTypeRow, SeriesRow, sorted_distinct};
+use super::segments::LIVE_SERIES_IDS;
 use crate::model::{ProfileType, Series, TimeRange};
 
 #[async_trait]
 pub trait SeriesCatalog: Send + Sync {
     /// Series of `tenant` with samples in `range`.
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>>;
+
+    /// Ids of the series of `tenant` that still have raw samples: what the series limit
+    /// counts. A series whose samples retention removed frees its place while its rollups
+    /// stay queryable.
+    async fn live_series(&self, tenant: &str) -> CatalogResult<Vec<i64>>;
 
     /// Distinct profile types with samples in `range`.
     async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>>;
@@ -88,6 +94,13 @@ impl SeriesCatalog for SqlCatalog {
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
         let rows: Vec<SeriesRow> = self.in_range(SERIES_IN_RANGE, tenant, range, None).await?;
         rows.into_iter().map(Series::try_from).collect()
+    }
+
+    async fn live_series(&self, tenant: &str) -> CatalogResult<Vec<i64>> {
+        Ok(on_either!(self, |pool| sqlx::query_scalar(LIVE_SERIES_IDS)
+            .bind(tenant)
+            .fetch_all(pool)
+            .await?))
     }
 
     async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {

@@ -274,7 +274,8 @@ async fn series_over_limit(
         .map_err(|e| CatalogError::Corrupt(format!("ids do not serialize: {e}")))?;
     let live: Vec<i64> = sqlx::query_scalar(
         "SELECT DISTINCT ss.series_id FROM segment_series ss
-         WHERE ss.tenant = ?1 AND ss.series_id IN (SELECT value FROM json_each(?2))",
+         JOIN segment_objects o ON o.segment_id = ss.segment_id
+         WHERE ss.tenant = ?1 AND ss.series_id IN (SELECT value FROM json_each(?2)) AND o.kind = 'samples'",
     )
     .bind(tenant)
     .bind(ids)

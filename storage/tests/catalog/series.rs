@@ -1,15 +1,16 @@
 //! Series, profile types and labels in a time range.
 
-use stackhouse_storage::catalog::{CommitOutcome, CommitRefusal};
+use stackhouse_storage::catalog::{CommitOutcome, CommitRefusal, SegmentReplacement, TableKind};
 use stackhouse_storage::model::{Series, TimeRange};
 
-use crate::fixtures::{commit, cpu, ids, off_cpu, open, range, record, series, strings};
+use crate::fixtures::{commit, cpu, ids, object, off_cpu, open, range, record, series, strings};
 
 suite!(
     series_extent_not_segment_extent,
     labels_include_sample_labels,
     series_limit_is_counted_at_commit,
     concurrent_commits_share_the_series_limit,
+    expired_raw_samples_free_a_series_place,
 );
 
 async fn series_extent_not_segment_extent(url: String) {
@@ -212,4 +213,46 @@ async fn concurrent_commits_share_the_series_limit(url: String) {
     assert_eq!(committed, 1, "{outcomes:?}");
     assert_eq!(cat.stats("t").await.unwrap().series, 2);
     assert_eq!(cat.series("t", TimeRange::ALL).await.unwrap().len(), 2);
+}
+
+/// Limit 1: a series whose raw samples retention removed (its segment keeps only rollups)
+/// frees its place, and stays listed for queries of its range.
+async fn expired_raw_samples_free_a_series_place(url: String) {
+    let cat = open(&url).await;
+    let all = sorted_series(2);
+    let old = commit("t", "seg-0", &[(&all[0], 1, 2)]);
+    cat.commit_segment(&old).await.unwrap();
+    assert_eq!(cat.live_series("t").await.unwrap(), vec![all[0].id]);
+    assert!(matches!(
+        cat.commit_segment_within(&commit("t", "seg-1", &[(&all[1], 3, 4)]), 1)
+            .await
+            .unwrap(),
+        CommitOutcome::Refused(_)
+    ));
+    // Raw retention: the segment keeps only its rollups.
+    let mut rollups = old.segment.clone();
+    rollups.id = "seg-0-rollups".into();
+    rollups.objects = vec![object("seg-0-rollups", TableKind::Rollup1h, 100, 1)];
+    cat.replace_segments(&SegmentReplacement {
+        tenant: "t".into(),
+        removed: vec!["seg-0".into()],
+        added: vec![rollups],
+        drop_profiles_before: Some(3),
+        delete_after_nanos: 0,
+    })
+    .await
+    .unwrap();
+    assert!(cat.live_series("t").await.unwrap().is_empty());
+    assert_eq!(
+        cat.series("t", TimeRange::ALL).await.unwrap(),
+        vec![all[0].clone()],
+        "the rolled-up series is still listed"
+    );
+    assert_eq!(
+        cat.commit_segment_within(&commit("t", "seg-1", &[(&all[1], 3, 4)]), 1)
+            .await
+            .unwrap(),
+        CommitOutcome::Committed
+    );
+    assert_eq!(cat.live_series("t").await.unwrap(), vec![all[1].id]);
 }

@@ -284,7 +284,12 @@ async fn replacement_adds_several_segments(url: String) {
     let hour_key = rollups.objects[1].key.clone();
     assert!(queued.contains(&minute_key), "{queued:?}");
     assert!(!queued.contains(&hour_key), "{queued:?}");
-    assert!(cat.unreferenced(std::slice::from_ref(&hour_key)).await.unwrap().is_empty());
+    assert!(
+        cat.unreferenced(std::slice::from_ref(&hour_key))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         cat.label_values("t", "thread.name", range(100, 149))
             .await

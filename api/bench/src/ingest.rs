@@ -48,12 +48,14 @@ pub(crate) struct Windows {
 /// each window acknowledged before the next is decoded. As the receiver's handler does,
 /// each request is normalized straight after its own decode and dropped once normalized,
 /// so normalize reads what decode just wrote rather than 50 requests later. `look_up` says
-/// whether normalize looks stacks and locations up in what the writer committed.
+/// whether normalize looks stacks and locations up in what the writer committed; `declared`
+/// is the layout a sender's header would declare (`None`: detected, as the ingest rows do).
 pub(crate) async fn ingest_windows(
     env: &Env,
     encoded: &[(Vec<u8>, usize)],
     per_window: usize,
     look_up: bool,
+    declared: Option<layout::Layout>,
 ) -> anyhow::Result<Windows> {
     // A short flush interval, so the run is not idle waiting for ticks; the writer still
     // groups the requests that arrive together.
@@ -76,7 +78,7 @@ pub(crate) async fn ingest_windows(
     for window in encoded.chunks(per_window.max(1)) {
         let mut batches = Vec::with_capacity(window.len());
         for (b, _) in window {
-            let (request, took) = cpu(|| layout::decode_protobuf_flat(b, None));
+            let (request, took) = cpu(|| layout::decode_protobuf_flat(b, declared));
             run.decode_cpu += took;
             let (request, dictionary) = request.context("decoding the workload")?;
             let (batch, took) = cpu(|| {
@@ -152,10 +154,10 @@ pub async fn ingest_measurements(
     // stacks and locations the tenant's earlier ones stored: window by window, each one
     // committed before the next is decoded.
     let env = Env::open().await?;
-    let cached = ingest_windows(&env, &encoded, workload.processes(), true).await?;
+    let cached = ingest_windows(&env, &encoded, workload.processes(), true, None).await?;
     // The same requests with every stack and location built from scratch, into a store of
     // its own: the baseline of the lookup, in the same run.
-    let uncached = ingest_windows(&Env::open().await?, &encoded, workload.processes(), false).await?;
+    let uncached = ingest_windows(&Env::open().await?, &encoded, workload.processes(), false, None).await?;
     for run in [&cached, &uncached] {
         if run.rows != samples {
             bail!(

@@ -326,13 +326,22 @@ async fn cpu_row(store: &Store<'_>, report: &mut Report) -> anyhow::Result<()> {
         None => {
             let encoded = store.workload.encoded();
             let env = Env::open().await?;
-            let run = ingest::ingest_windows(&env, &encoded, store.workload.processes(), true).await?;
+            // Declared v1.10 (the generator's layout), as a sender's header would: a small
+            // generated hour can read validly in two layouts, which detection refuses.
+            let run = ingest::ingest_windows(
+                &env,
+                &encoded,
+                store.workload.processes(),
+                true,
+                Some(stackhouse_ingest::otlp::layout::Layout::V1_10),
+            )
+            .await?;
             let cpu = run.decode_cpu + run.normalize_cpu + run.write_cpu;
             (
                 per_sample_ns(cpu, run.rows),
                 format!(
                     "the generated hour ({} samples) ingested through the ingest phase's path \
-                     (decode → normalize → writer) in this run",
+                     (decode with layout v1.10 declared → normalize → writer) in this run",
                     run.rows
                 ),
             )

@@ -56,10 +56,9 @@ fn cut(range: TimeRange, allowed: &[Resolution], out: &mut Vec<(Resolution, Time
     let Some((&coarsest, finer)) = allowed.split_last() else {
         return;
     };
-    let step = coarsest.step_nanos();
     let inner = TimeRange {
-        start: ceil(range.start, step),
-        end: floor(range.end, step),
+        start: ceil(range.start, coarsest),
+        end: coarsest.bucket(range.end),
     };
     if finer.is_empty() || inner.start >= inner.end {
         if finer.is_empty() {
@@ -95,13 +94,14 @@ fn push(out: &mut Vec<(Resolution, TimeRange)>, resolution: Resolution, range: T
     }
 }
 
-fn floor(t: i64, step: i64) -> i64 {
-    t.div_euclid(step).saturating_mul(step)
-}
-
-fn ceil(t: i64, step: i64) -> i64 {
-    let down = floor(t, step);
-    if down == t { t } else { down.saturating_add(step) }
+/// The start of the first bucket of `resolution` at or after `t`.
+fn ceil(t: i64, resolution: Resolution) -> i64 {
+    let down = resolution.bucket(t);
+    if down == t {
+        t
+    } else {
+        down.saturating_add(resolution.step_nanos())
+    }
 }
 
 /// Assigns every stretch of `range` to a resolution per segment. `allowed` (finest first)
@@ -178,12 +178,11 @@ fn assign(
         return Some((read, stretch));
     }
     let &coarser = held.first().filter(|_| widen)?;
-    let step = coarser.step_nanos();
     Some((
         coarser,
         TimeRange {
-            start: floor(stretch.start, step),
-            end: ceil(stretch.end, step),
+            start: coarser.bucket(stretch.start),
+            end: ceil(stretch.end, coarser),
         },
     ))
 }

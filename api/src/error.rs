@@ -38,6 +38,8 @@ pub enum ErrorKind {
     PermissionDenied,
     /// The method or route is not served.
     Unimplemented,
+    /// The query did not finish within the time its caller allowed (`Connect-Timeout-Ms`).
+    DeadlineExceeded,
     /// Our fault; retrying the same request will likely fail again.
     Internal,
 }
@@ -60,6 +62,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
             ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
             ErrorKind::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -78,6 +81,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => Code::Unauthenticated,
             ErrorKind::PermissionDenied => Code::PermissionDenied,
             ErrorKind::Unimplemented => Code::Unimplemented,
+            ErrorKind::DeadlineExceeded => Code::DeadlineExceeded,
             ErrorKind::Internal => Code::Internal,
         }
     }
@@ -94,6 +98,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Unauthenticated => "unauthenticated",
             ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::DeadlineExceeded => "deadline_exceeded",
             ErrorKind::Internal => "internal",
         }
     }
@@ -126,12 +131,13 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => "Missing or invalid credentials",
             ErrorKind::PermissionDenied => "The credentials do not allow this tenant",
             ErrorKind::Unimplemented => "Not implemented",
+            ErrorKind::DeadlineExceeded => "The query did not finish within the time the client allowed",
             ErrorKind::Internal => "Internal error, including unreadable stored data; the message names it",
         }
     }
 
     /// Every kind, for tables and tests; the delay of `Overloaded` is a placeholder.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::InvalidArgument,
         ErrorKind::UnsupportedMediaType,
         ErrorKind::NotFound,
@@ -142,6 +148,7 @@ impl ErrorKind {
         ErrorKind::Unauthenticated,
         ErrorKind::PermissionDenied,
         ErrorKind::Unimplemented,
+        ErrorKind::DeadlineExceeded,
         ErrorKind::Internal,
     ];
 }

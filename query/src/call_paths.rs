@@ -152,6 +152,18 @@ impl CallPaths {
         frames
     }
 
+    /// The frame names of the path ending at `end`, root first (the synthetic root left
+    /// out).
+    pub fn frames(&self, mut end: PathNode) -> Vec<&str> {
+        let mut frames = Vec::new();
+        while end != Self::ROOT {
+            frames.push(self.names.names()[self.node_names[end as usize] as usize].as_str());
+            end = self.parents[end as usize];
+        }
+        frames.reverse();
+        frames
+    }
+
     /// The node at the end of a root-first path of frame names, if a resolved stack
     /// passes through it.
     pub fn find(&self, frames: &[String]) -> Option<PathNode> {

@@ -60,6 +60,17 @@ impl StackFilter {
         self.include.is_empty() && self.exclude.is_empty()
     }
 
+    /// Whether the stack with these frames (root first) passes every rule: what
+    /// [`StackFilter::apply`] keeps of a tree, for one stack.
+    pub fn keeps<S: AsRef<str>>(&self, frames: &[S]) -> bool {
+        let names = || frames.iter().map(AsRef::as_ref);
+        names()
+            .take(self.call_site.len())
+            .eq(self.call_site.iter().map(String::as_str))
+            && !names().any(|f| self.exclude.matches(f))
+            && (self.include.is_empty() || names().any(|f| self.include.matches(f)))
+    }
+
     /// The tree of the stacks that pass; `root` is the synthetic root, which no rule
     /// matches. Totals are recomputed, so every node stays `self + Σ children`.
     pub fn apply(&self, mut root: Node) -> Node {
@@ -233,6 +244,29 @@ mod tests {
             filter.apply(tree(&stacks())),
             filtered(|s| s.split(';').any(|f| f == "idle" || f.starts_with("enc")))
         );
+    }
+
+    #[test]
+    fn one_stack_is_kept_as_the_tree_keeps_it() {
+        let filters = [
+            StackFilter {
+                call_site: names(&["main", "work"]),
+                ..StackFilter::default()
+            },
+            StackFilter {
+                call_site: names(&["main"]),
+                include: FrameMatch::new(vec![], &["code".to_string()], "include").unwrap(),
+                exclude: FrameMatch::new(names(&["log"]), &[], "exclude").unwrap(),
+            },
+            StackFilter::default(),
+        ];
+        for filter in filters {
+            let kept = filtered(|s| {
+                let frames: Vec<&str> = s.split(';').filter(|f| !f.is_empty()).collect();
+                filter.keeps(&frames)
+            });
+            assert_eq!(filter.apply(tree(&stacks())), kept, "{filter:?}");
+        }
     }
 
     #[test]

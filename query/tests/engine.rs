@@ -925,3 +925,76 @@ async fn listings_are_held_to_the_query_limits() {
     assert!(matches!(err, QueryError::Timeout(_)), "{err}");
     assert_eq!(err.to_string(), data_query.to_string());
 }
+
+/// Counted CPU samples read as CPU time: each sample worth its series' period (10 ms for
+/// `api`, 20 ms for `web` in the fixture), summed exactly, in flame graphs and series.
+#[tokio::test]
+async fn counted_cpu_reads_as_time_with_each_series_period() {
+    let f = fixture().await;
+    let time = cpu().in_time().unwrap();
+    assert_eq!(time.id(), "cpu:nanoseconds:cpu:nanoseconds");
+    assert_eq!(time.counted(), Some(cpu()));
+    let period = |e: &Expected| {
+        if e.labels["service.name"] == "api" {
+            10_000_000
+        } else {
+            20_000_000
+        }
+    };
+    for selector in ["{}", r#"{service.name="web"}"#, r#"{thread.name="main"}"#] {
+        let sel = parse_selector(selector).unwrap();
+        let mut want: BTreeMap<String, i64> = BTreeMap::new();
+        for e in f.samples.iter().filter(|e| e.profile_type == cpu()) {
+            let attr = |k: &str| e.attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+            let selected = sel.matchers.iter().all(|m| match e.labels.get(&m.name) {
+                Some(v) => m.matches(Some(v)),
+                None => m.matches(attr(&m.name)),
+            });
+            if selected {
+                *want.entry(e.path.join(";")).or_default() += e.value * period(e);
+            }
+        }
+        want.retain(|_, v| *v != 0);
+        let mut s = scope(time.clone(), selector, ALL);
+        s.in_time = true;
+        let fg = f
+            .engine
+            .flamegraph(&FlamegraphQuery {
+                scope: s.clone(),
+                group_by: vec![],
+                max_nodes: 0,
+            })
+            .await
+            .unwrap();
+        assert_eq!(paths(&fg.root), want, "{selector}");
+        assert_eq!(fg.unit, "nanoseconds");
+        let ts = f
+            .engine
+            .timeseries(&stackhouse_query::TimeseriesQuery {
+                scope: Scope {
+                    range: TimeRange { start: 0, end: 5_000 },
+                    ..s.clone()
+                },
+                step_nanos: 500,
+                group_by: vec![],
+                aggregation: stackhouse_query::Aggregation::Sum,
+            })
+            .await
+            .unwrap();
+        let points: f64 = ts.series.iter().flat_map(|g| &g.points).map(|(_, v)| v).sum();
+        let total: i64 = want.values().sum();
+        assert_eq!((fg.total, points as i64), (total, total), "{selector}");
+        // Without `in_time` the time type selects nothing stored.
+        s.in_time = false;
+        let none = f
+            .engine
+            .flamegraph(&FlamegraphQuery {
+                scope: s,
+                group_by: vec![],
+                max_nodes: 0,
+            })
+            .await
+            .unwrap();
+        assert_eq!(none.total, 0);
+    }
+}

@@ -252,6 +252,32 @@ impl ProfileType {
             period_unit: period_unit.to_string(),
         })
     }
+
+    /// The type a count of CPU samples is shown as in time: `samples:count:cpu:nanoseconds`
+    /// (a sample every `period` ns of CPU, as the OTel eBPF profiler sends) becomes
+    /// `cpu:nanoseconds:cpu:nanoseconds`, each sample worth one period, as Pyroscope
+    /// converts it at ingest. `None` for every other type.
+    pub fn in_time(&self) -> Option<ProfileType> {
+        (self.sample_type == "samples"
+            && self.sample_unit == "count"
+            && self.period_type == "cpu"
+            && self.period_unit == "nanoseconds")
+            .then(|| ProfileType {
+                sample_type: self.period_type.clone(),
+                sample_unit: self.period_unit.clone(),
+                ..self.clone()
+            })
+    }
+
+    /// The counted type [`ProfileType::in_time`] shows as this one, if any.
+    pub fn counted(&self) -> Option<ProfileType> {
+        let counted = ProfileType {
+            sample_type: "samples".into(),
+            sample_unit: "count".into(),
+            ..self.clone()
+        };
+        (counted.in_time().as_ref() == Some(self)).then_some(counted)
+    }
 }
 
 pub type Labels = BTreeMap<String, String>;

@@ -19,15 +19,55 @@ use ui_api_tests::{pprof_reader, testdata};
 
 const Q: &str = "querier.v1.QuerierService";
 const MS: i64 = 1_000_000;
-/// The eBPF profiler's CPU type, and the 5-part id Grafana sees for it.
-const CPU: &str = "samples:count:cpu:nanoseconds";
-const CPU_ID: &str = "process_cpu:samples:count:cpu:nanoseconds";
+/// The eBPF profiler's CPU type (a count of samples, one per period of CPU time), the
+/// type Grafana is served it as (each sample worth its period, as Pyroscope converts it),
+/// and that type's 5-part id.
+const COUNTED: &str = "samples:count:cpu:nanoseconds";
+const CPU: &str = "cpu:nanoseconds:cpu:nanoseconds";
+const CPU_ID: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 
 struct Loaded {
     server: Server,
     obs: Vec<Observation>,
     /// Whether the capture names its instrumentation scopes (stored as `otel.scope.name`).
     scope_named: bool,
+    /// The sampling period of the capture's CPU profiles, in nanoseconds.
+    period: i64,
+}
+
+/// The period of the request's counted CPU profiles (the capture has one).
+fn cpu_period(request: &ExportProfilesServiceRequest) -> i64 {
+    let d = request.dictionary.as_ref().unwrap();
+    let s = |i: i32| d.string_table[i as usize].as_str();
+    let periods: BTreeSet<i64> = request
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .filter(|p| {
+            let (st, pt) = (
+                p.sample_type.unwrap_or_default(),
+                p.period_type.unwrap_or_default(),
+            );
+            [
+                st.type_strindex,
+                st.unit_strindex,
+                pt.type_strindex,
+                pt.unit_strindex,
+            ]
+            .map(s)
+                == ["samples", "count", "cpu", "nanoseconds"]
+        })
+        .map(|p| p.period)
+        .collect();
+    assert_eq!(
+        periods.len(),
+        1,
+        "one CPU sampling period in the capture: {periods:?}"
+    );
+    let period = *periods.first().unwrap();
+    assert!(period > 0);
+    period
 }
 
 /// A server holding the capture, shared by the tests of this file.
@@ -37,7 +77,18 @@ fn loaded() -> &'static Loaded {
         let server = Server::start_for_process(Options::default()).await;
         let bytes = std::fs::read(testdata("otlp/ebpf-cpu-offcpu.v1_10.pb")).unwrap();
         let request = ExportProfilesServiceRequest::decode(&bytes[..]).unwrap();
-        let obs = capture::from_protobuf(&request);
+        let period = cpu_period(&request);
+        // Grafana is served CPU time: each counted sample is worth one period.
+        let obs = capture::from_protobuf(&request)
+            .into_iter()
+            .map(|mut o| {
+                if o.profile_type == COUNTED {
+                    o.profile_type = CPU.to_string();
+                    o.value *= period;
+                }
+                o
+            })
+            .collect();
         let scope_named = request
             .resource_profiles
             .iter()
@@ -61,6 +112,7 @@ fn loaded() -> &'static Loaded {
             server,
             obs,
             scope_named,
+            period,
         }
     })
 }
@@ -828,7 +880,12 @@ fn linked() -> &'static (Server, Vec<Obs>) {
     static LINKED: OnceLock<(Server, Vec<Obs>)> = OnceLock::new();
     ui_api_tests::shared(&LINKED, || async {
         let server = Server::start_for_process(Options::default()).await;
-        let obs = Workload::new().export_grpc(server.grpc()).await;
+        let workload = Workload::new();
+        let mut obs = workload.export_grpc(server.grpc()).await;
+        // As Grafana is served CPU: each counted sample is worth its profile's period.
+        for o in obs.iter_mut().filter(|o| o.profile_type == workload::CPU) {
+            o.value *= workload.profiles[o.profile].period;
+        }
         (server, obs)
     })
 }
@@ -906,4 +963,433 @@ fn trace_span_and_profile_id_selectors() {
     assert!(by_trace > 0 && by_span > 0 && by_profile > 0);
     assert!(by_span < sum(&|_| true), "a span selects part of the data");
     assert_eq!(totals, [by_trace, by_span, by_span, by_profile]);
+}
+
+/// A blocking GET of `path`: status, content type and body text.
+fn http_get(base: &str, path: &str) -> (u16, String, String) {
+    let http = ui_api_tests::http_client();
+    let url = format!("{base}{path}");
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(async move {
+            let r = http.get(url).send().await.unwrap();
+            let content_type = r
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            (r.status().as_u16(), content_type, r.text().await.unwrap())
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn cpu_is_time_over_connect_and_counts_over_rest() {
+    let l = loaded();
+    let (start, end) = l.range_ms();
+    let nanos: i64 = l.cpu().iter().map(|o| o.value).sum();
+    assert_eq!(nanos % l.period, 0);
+    let counts = nanos / l.period;
+    // Our REST API keeps the stored counts and names the period that converts them.
+    let (status, _, body) = http_get(
+        &l.server.http(),
+        &format!("/api/v1/profile-types?from={}&to={}", start * MS, end * MS),
+    );
+    assert_eq!(status, 200, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let entry = body["profile_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == COUNTED)
+        .unwrap_or_else(|| panic!("{COUNTED} listed: {body}"));
+    assert_eq!(entry["periods"], json!([l.period]));
+    assert_eq!(entry["time_type"], CPU);
+    let (status, _, body) = http_get(
+        &l.server.http(),
+        &format!(
+            "/api/v1/flamegraph?profile_type={COUNTED}&from={}&to={}",
+            start * MS,
+            end * MS
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(int(&body["total"]), counts, "REST serves the stored counts");
+
+    let request = |id: &str| json!({"profileTypeID": id, "labelSelector": "{}", "start": start, "end": end});
+    let answers = l.call(&[
+        rpc(&format!("{Q}/SelectMergeStacktraces"), true, request(CPU_ID)),
+        // The id served before CPU was shown in time still selects the counts.
+        rpc(
+            &format!("{Q}/SelectMergeStacktraces"),
+            true,
+            request("process_cpu:samples:count:cpu:nanoseconds"),
+        ),
+        rpc(
+            &format!("{Q}/ProfileTypes"),
+            true,
+            json!({"start": start, "end": end}),
+        ),
+    ]);
+    assert_eq!(grafana_tree(&response(&answers[0])["flamegraph"]).1, nanos);
+    assert_eq!(grafana_tree(&response(&answers[1])["flamegraph"]).1, counts);
+    let cpu_type = response(&answers[2])["profileTypes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["ID"] == CPU_ID)
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        cpu_type,
+        json!({"ID": CPU_ID, "name": "process_cpu", "sampleType": "cpu", "sampleUnit": "nanoseconds",
+               "periodType": "cpu", "periodUnit": "nanoseconds"})
+    );
+}
+
+/// Pyroscope's tree serialization read back, written from the format's description:
+/// depth first, per node `uvarint(len) name uvarint(self) uvarint(children)`, under a
+/// nameless virtual root. Folded stacks of the non-zero self values.
+fn read_tree(bytes: &[u8]) -> BTreeMap<String, i64> {
+    fn uvarint(b: &[u8], at: &mut usize) -> u64 {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let byte = b[*at];
+            *at += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return v;
+            }
+            shift += 7;
+        }
+    }
+    let mut out = BTreeMap::new();
+    // (path, children left) of the nodes still open.
+    let mut open: Vec<(Vec<String>, u64)> = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = uvarint(bytes, &mut at) as usize;
+        let name = String::from_utf8(bytes[at..at + len].to_vec()).unwrap();
+        at += len;
+        let value = uvarint(bytes, &mut at) as i64;
+        let children = uvarint(bytes, &mut at);
+        while open.last().is_some_and(|(_, left)| *left == 0) {
+            open.pop();
+        }
+        let mut path = match open.last_mut() {
+            Some((parent, left)) => {
+                *left -= 1;
+                let mut p = parent.clone();
+                p.push(name);
+                p
+            }
+            None => Vec::new(),
+        };
+        if value != 0 && !path.is_empty() {
+            *out.entry(path.join(";")).or_insert(0) += value;
+        }
+        open.push((std::mem::take(&mut path), children));
+    }
+    out
+}
+
+/// Flat (self) and cumulative values per function, from the observations.
+fn flat_and_cum(obs: &[&Observation]) -> BTreeMap<String, (i64, i64)> {
+    let mut out: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for o in obs {
+        if let Some(leaf) = o.frames.last() {
+            out.entry(leaf.clone()).or_default().0 += o.value;
+        }
+        let distinct: BTreeSet<&String> = o.frames.iter().collect();
+        for f in distinct {
+            out.entry(f.clone()).or_default().1 += o.value;
+        }
+    }
+    out
+}
+
+/// Checks a DOT text with Graphviz (`dot -Tplain`, which fails on a syntax error) and
+/// returns each node's label.
+fn graphviz_labels(text: &str) -> Vec<String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("dot")
+        .arg("-Tplain")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("Graphviz's dot is required (Debian package graphviz; .ci/run installs it)");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "dot refused the graph: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plain = String::from_utf8(out.stdout).unwrap();
+    let drawn = plain.lines().filter(|l| l.starts_with("node ")).count();
+    let labels: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with('N') && !l.contains(" -> "))
+        .map(|l| {
+            let start = l.find("label=\"").unwrap() + 7;
+            let end = l[start..].find("\" id=").unwrap() + start;
+            l[start..end].to_string()
+        })
+        .collect();
+    // The legend is a node too.
+    assert_eq!(drawn, labels.len() + 1, "{plain}");
+    labels
+}
+
+/// The label our call graph gives a function.
+fn dot_label(name: &str, flat: i64, cum: i64, total: i64) -> String {
+    let pct = |v: i64| format!("{:.2}%", v as f64 * 100.0 / total as f64);
+    format!(
+        "{}\\n{flat} ({})\\nof {cum} ({})",
+        name.replace('\\', "\\\\").replace('"', "\\\""),
+        pct(flat),
+        pct(cum)
+    )
+}
+
+#[test]
+fn tree_and_dot_formats() {
+    let l = loaded();
+    let (start, end) = l.range_ms();
+    let cpu = l.cpu();
+    let total: i64 = cpu.iter().map(|o| o.value).sum();
+    let request = |format: &str, max_nodes: i64| {
+        json!({"profileTypeID": CPU_ID, "labelSelector": "{}", "start": start, "end": end,
+               "format": format, "maxNodes": max_nodes})
+    };
+    let answers = l.call(&[
+        rpc(
+            &format!("{Q}/SelectMergeStacktraces"),
+            true,
+            request("PROFILE_FORMAT_TREE", 65536),
+        ),
+        rpc(
+            &format!("{Q}/SelectMergeStacktraces"),
+            false,
+            request("PROFILE_FORMAT_DOT", 7),
+        ),
+    ]);
+    use base64::Engine;
+    let tree = base64::engine::general_purpose::STANDARD
+        .decode(response(&answers[0])["tree"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(read_tree(&tree), folded(cpu.iter().copied()));
+
+    let functions = flat_and_cum(&cpu);
+    let mut ranked: Vec<(&String, &(i64, i64))> = functions.iter().collect();
+    ranked.sort_by(|a, b| b.1.1.cmp(&a.1.1).then_with(|| a.0.cmp(b.0)));
+    let expected = |n: usize| -> Vec<String> {
+        ranked
+            .iter()
+            .take(n)
+            .map(|(name, (flat, cum))| dot_label(name, *flat, *cum, total))
+            .collect()
+    };
+    let labels = graphviz_labels(response(&answers[1])["dot"].as_str().unwrap());
+    assert_eq!(labels, expected(7));
+
+    let query = urlencode(&format!("{CPU_ID}{{}}"));
+    let (status, content_type, body) = http_get(
+        &l.server.http(),
+        &format!("/pyroscope/render?query={query}&from={start}&until={end}&format=dot&max-nodes=12"),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(content_type.starts_with("text/plain"), "{content_type}");
+    assert_eq!(graphviz_labels(&body), expected(12));
+    assert!(body.contains(&format!("of {total} {}", "nanoseconds total")));
+    // Nothing selected: an empty body, as Pyroscope answers.
+    let (status, _, body) = http_get(
+        &l.server.http(),
+        &format!("/pyroscope/render?query={query}&from=1000&until=2000&format=dot"),
+    );
+    assert_eq!((status, body.as_str()), (200, ""));
+}
+
+/// Folded stacks of a pprof profile in protojson, as the Drilldown app reads it.
+fn pprof_json_folded(p: &Value) -> BTreeMap<String, i64> {
+    let strings: Vec<&str> = p["stringTable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let functions: BTreeMap<i64, &str> = p["function"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (int(&f["id"]), strings[int(&f["name"]) as usize]))
+        .collect();
+    let locations: BTreeMap<i64, Vec<&str>> = p["location"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let lines = l["line"].as_array().map(Vec::as_slice).unwrap_or_default();
+            (
+                int(&l["id"]),
+                lines
+                    .iter()
+                    .map(|line| functions[&int(&line["functionId"])])
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut out = BTreeMap::new();
+    for s in p["sample"].as_array().unwrap() {
+        let mut frames: Vec<&str> = Vec::new();
+        for loc in s["locationId"].as_array().unwrap().iter().rev() {
+            frames.extend(locations[&int(loc)].iter().rev());
+        }
+        *out.entry(frames.join(";")).or_insert(0) += int(&s["value"][0]);
+    }
+    out.retain(|k, v| !k.is_empty() && *v != 0);
+    out
+}
+
+#[test]
+fn merge_profile_and_series_honour_max_nodes_and_the_stack_selector() {
+    let l = loaded();
+    let (start, end) = l.range_ms();
+    let cpu = l.cpu();
+    let total: i64 = cpu.iter().map(|o| o.value).sum();
+    // The heaviest call site of the shortest length that does not hold everything.
+    let site = (1..8)
+        .find_map(|len| {
+            let mut prefixes: BTreeMap<Vec<String>, i64> = BTreeMap::new();
+            for o in cpu.iter().filter(|o| o.frames.len() >= len) {
+                *prefixes.entry(o.frames[..len].to_vec()).or_default() += o.value;
+            }
+            prefixes
+                .into_iter()
+                .filter(|(_, v)| *v < total)
+                .max_by_key(|(_, v)| *v)
+                .map(|(site, _)| site)
+        })
+        .expect("the capture branches");
+    let site = &site;
+    let under: Vec<&Observation> = cpu
+        .iter()
+        .copied()
+        .filter(|o| o.frames.starts_with(site))
+        .collect();
+    let under_total: i64 = under.iter().map(|o| o.value).sum();
+    let call_site: Vec<Value> = site.iter().map(|f| json!({"name": f})).collect();
+    let profile = |extra: Value| {
+        let mut r = json!({"profile_typeID": CPU_ID, "label_selector": "{}", "start": start, "end": end});
+        r.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        fetch(
+            &format!("/{Q}/SelectMergeProfile"),
+            json!({"content-type": "application/json"}),
+            &r.to_string(),
+        )
+    };
+    let answers = l.call(&[
+        profile(json!({"stackTraceSelector": {"call_site": call_site}})),
+        profile(json!({"maxNodes": 8})),
+        rpc(
+            &format!("{Q}/SelectMergeStacktraces"),
+            true,
+            json!({"profileTypeID": CPU_ID, "labelSelector": "{}", "start": start, "end": end, "maxNodes": 8}),
+        ),
+        rpc(
+            &format!("{Q}/SelectSeries"),
+            true,
+            json!({"profileTypeID": CPU_ID, "labelSelector": "{}", "start": start, "end": end, "step": 15.0,
+                   "stackTraceSelector": {"callSite": call_site}}),
+        ),
+    ]);
+    let body = |i: usize| -> Value {
+        assert_eq!(answers[i]["status"], 200, "{}", answers[i]);
+        serde_json::from_str(answers[i]["body"].as_str().unwrap()).unwrap()
+    };
+    assert_eq!(pprof_json_folded(&body(0)), folded(under.iter().copied()));
+
+    let cut = pprof_json_folded(&body(1));
+    let framed: i64 = cpu.iter().filter(|o| !o.frames.is_empty()).map(|o| o.value).sum();
+    assert_eq!(
+        cut.values().sum::<i64>(),
+        framed,
+        "a cut profile keeps every value"
+    );
+    let mut nodes: BTreeSet<String> = BTreeSet::new();
+    for path in cut.keys() {
+        let frames: Vec<&str> = path.split(';').collect();
+        for i in 1..=frames.len() {
+            if frames[i - 1] != "other" {
+                nodes.insert(frames[..i].join(";"));
+            }
+        }
+    }
+    assert!(nodes.len() < 8, "at most 8 nodes with the root: {nodes:?}");
+    assert!(cut.keys().any(|k| k.ends_with("other")), "{cut:?}");
+    let (tree, _) = grafana_tree(&response(&answers[2])["flamegraph"]);
+    assert_eq!(cut, grafana::folded(&tree), "the same cut as the flame graph's");
+
+    let series = response(&answers[3])["series"].as_array().unwrap();
+    let points: f64 = series
+        .iter()
+        .flat_map(|s| s["points"].as_array().unwrap())
+        .map(|p| p["value"].as_f64().unwrap())
+        .sum();
+    assert_eq!(points as i64, under_total);
+    assert!(under_total < total);
+}
+
+#[test]
+fn connect_deadline_and_invalid_utf8() {
+    let l = loaded();
+    let (start, end) = l.range_ms();
+    let body =
+        json!({"profileTypeID": CPU_ID, "labelSelector": "{}", "start": start, "end": end}).to_string();
+    let with_timeout = |t: &str| {
+        fetch(
+            &format!("/{Q}/SelectMergeStacktraces"),
+            json!({"content-type": "application/json", "connect-timeout-ms": t}),
+            &body,
+        )
+    };
+    let bad_utf8 = b"{\"start\": 1, \"unknownField\": \"\xff\xfe\"}";
+    let answers = l.call(&[
+        with_timeout("0"),
+        with_timeout("abc"),
+        with_timeout("600000"),
+        fetch_bytes(
+            &format!("/{Q}/LabelNames"),
+            json!({"content-type": "application/json"}),
+            bad_utf8,
+        ),
+        fetch_bytes(
+            "/push.v1.PusherService/Push",
+            json!({"content-type": "application/json"}),
+            bad_utf8,
+        ),
+    ]);
+    let code = |i: usize| -> (i64, String) {
+        let body: Value = serde_json::from_str(answers[i]["body"].as_str().unwrap()).unwrap_or(Value::Null);
+        (
+            answers[i]["status"].as_i64().unwrap(),
+            body["code"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(code(0), (504, "deadline_exceeded".to_string()), "{}", answers[0]);
+    assert_eq!(code(1), (400, "invalid_argument".to_string()), "{}", answers[1]);
+    assert_eq!(answers[2]["status"], 200, "{}", answers[2]);
+    for i in [3, 4] {
+        assert_eq!(code(i), (400, "invalid_argument".to_string()), "{}", answers[i]);
+        assert!(
+            answers[i]["body"].as_str().unwrap().contains("UTF-8"),
+            "{}",
+            answers[i]
+        );
+    }
 }

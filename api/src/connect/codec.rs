@@ -53,6 +53,15 @@ impl Codec {
         match self {
             Codec::Proto => M::decode(body).map_err(|e| failed(&e)),
             Codec::Json => {
+                // serde_json skips an unknown field's string without checking its UTF-8,
+                // so a body is checked whole: JSON must be UTF-8 everywhere.
+                if let Err(e) = std::str::from_utf8(body) {
+                    return Err(ApiError::invalid(format!(
+                        "failed to decode {}: the JSON body is not valid UTF-8 (at byte {})",
+                        M::full_name(),
+                        e.valid_up_to()
+                    )));
+                }
                 let mut de = serde_json::Deserializer::from_slice(body);
                 let options = DeserializeOptions::new().deny_unknown_fields(false);
                 let message = DynamicMessage::deserialize_with_options(descriptor::<M>(), &mut de, &options)
@@ -136,6 +145,18 @@ mod tests {
         let selector = r.stack_trace_selector.unwrap();
         assert_eq!(selector.call_site[0].name, "main");
         assert_eq!(selector.frame_filter.unwrap().exclude_function_names, ["gc"]);
+    }
+
+    #[test]
+    fn json_that_is_not_utf8_is_refused_even_in_an_unknown_field() {
+        let body = b"{\"start\": 1, \"zz\": \"a\xff\"}";
+        let err = Codec::Json.decode::<SelectSeriesRequest>(body).unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::InvalidArgument);
+        assert!(
+            err.message.contains("not valid UTF-8 (at byte 21)"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

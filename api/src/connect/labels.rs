@@ -71,9 +71,10 @@ fn is_type_label(name: &str) -> bool {
 
 /// The value of one of [`TYPE_LABELS`] for a type.
 fn type_label(name: &str, t: &ProfileType) -> String {
+    let t = profile_type::shown(t);
     match name {
-        PROFILE_TYPE => profile_type::id(t),
-        METRIC_NAME => profile_type::name(t),
+        PROFILE_TYPE => profile_type::id(&t),
+        METRIC_NAME => profile_type::name(&t),
         "__type__" => t.sample_type.clone(),
         "__unit__" => t.sample_unit.clone(),
         "__period_type__" => t.period_type.clone(),
@@ -269,7 +270,7 @@ mod tests {
         let names = Names::new(["k8s.pod.name".to_string(), "thread.name".to_string()]);
         let m = Matchers::parse(
             &[
-                r#"process_cpu:samples:count:cpu:nanoseconds{service_name="api", k8s_pod_name=~"p-.*"}"#,
+                r#"process_cpu:cpu:nanoseconds:cpu:nanoseconds{service_name="api", k8s_pod_name=~"p-.*"}"#,
                 r#"{"thread.name"!=""}"#,
             ],
             &names,
@@ -309,8 +310,10 @@ mod tests {
         assert!(!matches(r#"{service_name="web"}"#));
         assert!(!matches(r#"{nope="x"}"#));
         assert!(matches(
-            r#"{__profile_type__="process_cpu:samples:count:cpu:nanoseconds"}"#
+            r#"{__profile_type__="process_cpu:cpu:nanoseconds:cpu:nanoseconds", __type__="cpu"}"#
         ));
+        // Counted CPU is served in time: its type labels are the time type's.
+        assert!(!matches(r#"{__type__="samples"}"#));
         let labels = series_labels(&s, false);
         let names: Vec<&str> = labels.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(

@@ -14,8 +14,10 @@ mod render;
 mod settings;
 
 use std::future::Future;
+use std::time::Duration;
 
 use axum::extract::{Path, Request, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use prost::{Message, Name};
@@ -48,10 +50,38 @@ where
             tenant: tenant::from_headers(&parts.headers)?,
             utf8_names: labels::utf8_allowed(&parts.headers),
         };
-        let answer = method(state, call, message).await?;
+        let answer = match timeout(&parts.headers)? {
+            Some(limit) => tokio::time::timeout(limit, method(state, call, message))
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        ErrorKind::DeadlineExceeded,
+                        format!(
+                            "the query did not finish within Connect-Timeout-Ms ({} ms)",
+                            limit.as_millis()
+                        ),
+                    )
+                })??,
+            None => method(state, call, message).await?,
+        };
         Ok::<_, ApiError>(codec::respond(codec, &parts.headers, &answer))
     };
     outcome.await.unwrap_or_else(ApiError::into_connect)
+}
+
+/// The client's deadline: Connect's `Connect-Timeout-Ms`, at most 10 digits. Dropping
+/// the method's future when it passes cancels the query's scan too.
+fn timeout(headers: &HeaderMap) -> Result<Option<Duration>, ApiError> {
+    let Some(value) = headers.get("connect-timeout-ms") else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default();
+    if text.is_empty() || text.len() > 10 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::invalid(format!(
+            "invalid Connect-Timeout-Ms {value:?}: expected 1 to 10 digits"
+        )));
+    }
+    Ok(text.parse().ok().map(Duration::from_millis))
 }
 
 fn rpc<Req, Resp, F, Fut>(method: F) -> MethodRouter<AppState>

@@ -2,6 +2,8 @@
 //! over our 4-part ones. The name is derived from the 4 parts, so each of our types has
 //! exactly one id and the id names exactly one type.
 
+use std::borrow::Cow;
+
 use stackhouse_proto::pyroscope_types;
 use stackhouse_storage::model::ProfileType;
 
@@ -43,16 +45,24 @@ pub fn name(t: &ProfileType) -> String {
     name.to_string()
 }
 
-/// The 5-part id of one of our types.
+/// The type one of ours is served as: counted CPU samples as CPU time
+/// ([`ProfileType::in_time`]), so that Grafana shows time and cores; others as stored.
+pub fn shown(t: &ProfileType) -> Cow<'_, ProfileType> {
+    t.in_time().map_or(Cow::Borrowed(t), Cow::Owned)
+}
+
+/// The 5-part id one of our types is served under.
 pub fn id(t: &ProfileType) -> String {
-    format!("{}:{}", name(t), t.id())
+    let t = shown(t);
+    format!("{}:{}", name(&t), t.id())
 }
 
 /// A profile type as `ProfileTypes` lists it.
 pub fn to_wire(t: &ProfileType) -> pyroscope_types::ProfileType {
+    let t = shown(t);
     pyroscope_types::ProfileType {
-        id: id(t),
-        name: name(t),
+        id: id(&t),
+        name: name(&t),
         sample_type: t.sample_type.clone(),
         sample_unit: t.sample_unit.clone(),
         period_type: t.period_type.clone(),
@@ -64,6 +74,9 @@ pub fn to_wire(t: &ProfileType) -> pyroscope_types::ProfileType {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Requested {
     pub profile_type: ProfileType,
+    /// The id names a time type that counted samples are served as, so the scope
+    /// selects those too ([`stackhouse_query::Scope::in_time`]).
+    pub in_time: bool,
     /// False when the id's name is not the one we give its type: such an id names
     /// nothing stored, and the query answers empty, as Pyroscope's would.
     pub exists: bool,
@@ -85,7 +98,13 @@ pub fn parse(id: &str) -> Result<Requested, ApiError> {
     };
     let profile_type = ProfileType::parse(&four.join(":")).ok_or_else(invalid)?;
     let exists = given_name.is_none_or(|n| n == name(&profile_type));
-    Ok(Requested { profile_type, exists })
+    // Our own 4-part ids select exactly the stored type.
+    let in_time = given_name.is_some() && profile_type.counted().is_some();
+    Ok(Requested {
+        profile_type,
+        in_time,
+        exists,
+    })
 }
 
 #[cfg(test)]
@@ -101,7 +120,7 @@ mod tests {
         for (ours, expected) in [
             (
                 "samples:count:cpu:nanoseconds",
-                "process_cpu:samples:count:cpu:nanoseconds",
+                "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
             ),
             (
                 "cpu:nanoseconds:cpu:nanoseconds",
@@ -135,10 +154,12 @@ mod tests {
             ("samples:count::", "samples:samples:count::"),
         ] {
             assert_eq!(id(&t(ours)), expected);
+            let cpu_time = ours.ends_with(":cpu:nanoseconds") && ours.starts_with(['s', 'c']);
             assert_eq!(
                 parse(expected).unwrap(),
                 Requested {
-                    profile_type: t(ours),
+                    profile_type: shown(&t(ours)).into_owned(),
+                    in_time: cpu_time,
                     exists: true
                 }
             );
@@ -151,6 +172,10 @@ mod tests {
         assert_eq!(delta.profile_type, t("alloc_space:bytes:space:bytes"));
         assert!(parse("samples:count:cpu:nanoseconds").unwrap().exists);
         assert!(!parse("memory:samples:count:cpu:nanoseconds").unwrap().exists);
+        // The id served before counted CPU was shown in time still selects the counts.
+        let counts = parse("process_cpu:samples:count:cpu:nanoseconds").unwrap();
+        assert!(counts.exists && !counts.in_time);
+        assert_eq!(counts.profile_type, t("samples:count:cpu:nanoseconds"));
         for bad in ["", "cpu", "a:b:c", "a:b:c:d:e:f:g", "x::count:cpu:nanoseconds"] {
             let err = parse(bad).unwrap_err();
             assert!(

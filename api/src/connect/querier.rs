@@ -15,7 +15,10 @@ use stackhouse_proto::pyroscope_types::{
     GetProfileStatsRequest, GetProfileStatsResponse, LabelNamesRequest, LabelNamesResponse, LabelPair,
     LabelValuesRequest, LabelValuesResponse, Labels, Point, StackTraceSelector, TimeSeriesAggregationType,
 };
+use stackhouse_query::render::dot::dot;
 use stackhouse_query::render::flamebearer::{diff_levels, levels};
+use stackhouse_query::render::pprof_cut;
+use stackhouse_query::render::tree_bytes::tree_bytes;
 use stackhouse_query::{
     Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, GroupKey, PprofQuery, Scope,
     StackFilter, TimeseriesQuery,
@@ -72,6 +75,8 @@ pub async fn profile_types(
         .map(profile_type::to_wire)
         .collect();
     profile_types.sort_by(|a, b| a.id.cmp(&b.id));
+    // Counted CPU samples and CPU time are served as one type.
+    profile_types.dedup_by(|a, b| a.id == b.id);
     Ok(ProfileTypesResponse { profile_types })
 }
 
@@ -247,6 +252,7 @@ pub(super) async fn select_scope(
         range.unwrap_or(empty),
     );
     scope.selector = matchers.selector();
+    scope.in_time = requested.in_time;
     if range.is_none() || !requested.exists || !matchers.type_matches(&requested.profile_type) {
         scope.segments = Some(Vec::new());
     }
@@ -258,6 +264,15 @@ fn max_nodes(asked: Option<i64>) -> Result<usize, ApiError> {
     let asked = asked.unwrap_or(0);
     usize::try_from(asked)
         .map_err(|_| ApiError::invalid(format!("max_nodes must not be negative, got {asked}")))
+}
+
+/// `max_nodes` of a pprof answer: as Pyroscope, a profile is cut only when the request
+/// sets it; within the engine's node limit.
+fn explicit_max_nodes(state: &AppState, asked: Option<i64>) -> Result<usize, ApiError> {
+    match max_nodes(asked)? {
+        0 => Ok(0),
+        n => Ok(state.engine.max_nodes(n)?),
+    }
 }
 
 /// Grafana's call-site and frame filter as the engine applies them; Go PGO settings
@@ -320,7 +335,9 @@ pub async fn select_merge_stacktraces(
     let scope = stacktraces_scope(&state, &call, &r).await?;
     match ProfileFormat::try_from(r.format) {
         Ok(ProfileFormat::Pprof) => {
-            let profile = merged_profile(&state, scope).await?;
+            let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+            let profile =
+                merged_profile(&state, scope, &stacks, explicit_max_nodes(&state, r.max_nodes)?).await?;
             return Ok(SelectMergeStacktracesResponse {
                 pprof: Some(PprofProfile {
                     profile: Some(profile),
@@ -328,14 +345,20 @@ pub async fn select_merge_stacktraces(
                 ..Default::default()
             });
         }
-        Ok(format @ (ProfileFormat::Tree | ProfileFormat::Dot)) => {
-            return Err(ApiError::new(
-                crate::error::ErrorKind::Unimplemented,
-                format!(
-                    "format {} is not served; use PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_PPROF",
-                    format.as_str_name()
-                ),
-            ));
+        Ok(ProfileFormat::Dot) => {
+            // `max_nodes` bounds the functions drawn; the graph is made from the default
+            // call tree, as Pyroscope draws it from a merged profile.
+            let query = FlamegraphQuery {
+                scope,
+                group_by: Vec::new(),
+                max_nodes: 0,
+            };
+            let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+            let flamegraph = state.engine.filtered_flamegraph(&query, &stacks).await?;
+            return Ok(SelectMergeStacktracesResponse {
+                dot: dot(&flamegraph, max_nodes(r.max_nodes)?),
+                ..Default::default()
+            });
         }
         // Unknown formats (the Drilldown app's FUNCTIONS and SANDWICH) get the flame graph,
         // which the app falls back to.
@@ -348,6 +371,12 @@ pub async fn select_merge_stacktraces(
     };
     let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
     let flamegraph = state.engine.filtered_flamegraph(&query, &stacks).await?;
+    if r.format == ProfileFormat::Tree as i32 {
+        return Ok(SelectMergeStacktracesResponse {
+            tree: tree_bytes(&flamegraph.root),
+            ..Default::default()
+        });
+    }
     Ok(SelectMergeStacktracesResponse {
         flamegraph: Some(flame_graph(&flamegraph)),
         ..Default::default()
@@ -381,11 +410,17 @@ pub async fn select_merge_span_profile(
     })
 }
 
-/// The selection as one pprof profile, under Pyroscope's package name.
-async fn merged_profile(state: &AppState, scope: Scope) -> Result<Profile, ApiError> {
-    Ok(pprof::to_pyroscope(
-        state.engine.pprof(&PprofQuery::Scope(scope)).await?,
-    ))
+/// The selection as one pprof profile, under Pyroscope's package name, cut to the stacks
+/// `stacks` keeps and to `max_nodes` call-tree nodes (0: uncut).
+async fn merged_profile(
+    state: &AppState,
+    scope: Scope,
+    stacks: &StackFilter,
+    max_nodes: usize,
+) -> Result<Profile, ApiError> {
+    let mut profile = state.engine.pprof(&PprofQuery::Scope(scope)).await?;
+    pprof_cut::cut(&mut profile, stacks, max_nodes);
+    Ok(pprof::to_pyroscope(profile))
 }
 
 pub async fn select_merge_profile(
@@ -404,7 +439,8 @@ pub async fn select_merge_profile(
     .await?;
     scope.profile_ids = ids::<16>("profile id", &r.profile_id_selector)?;
     scope.trace_ids = ids::<16>("trace id", &r.trace_id_selector)?;
-    merged_profile(&state, scope).await
+    let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+    merged_profile(&state, scope, &stacks, explicit_max_nodes(&state, r.max_nodes)?).await
 }
 
 pub async fn select_series(
@@ -448,7 +484,8 @@ pub async fn select_series(
         group_by: group_by.clone(),
         aggregation,
     };
-    let mut timeseries = state.engine.timeseries(&query).await?;
+    let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+    let mut timeseries = state.engine.filtered_timeseries(&query, &stacks).await?;
     if let Some(limit) = r.limit.filter(|&l| l > 0) {
         // Sorted by total, largest first: the top series by total are kept.
         timeseries

@@ -4,9 +4,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use stackhouse_ingest::pyroscope;
+use stackhouse_query::render::dot::dot;
 use stackhouse_query::render::flamebearer::{flamebearer, flamebearer_diff};
 use stackhouse_query::{Aggregation, DiffQuery, FlamegraphQuery, GroupKey, Scope, TimeseriesQuery};
 
@@ -119,16 +121,17 @@ pub async fn render(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let call = call(&headers)?;
     let query = q
         .one("query")?
         .ok_or_else(|| ApiError::invalid("query is required: <profile type id>{<matchers>}"))?;
     match q.one("format")?.as_deref() {
         None | Some("json") => {}
+        Some("dot") => return render_dot(&state, &call, &query, &q).await,
         Some(other) => {
             return Err(ApiError::invalid(format!(
-                "format {other:?} is not served; use json"
+                "format {other:?} is not served; use json or dot"
             )));
         }
     }
@@ -206,7 +209,31 @@ pub async fn render(
     body["timeline"] = timeline(&total_points);
     body["groups"] = groups;
     body["heatmap"] = Value::Null;
-    Ok(Json(body))
+    if flamegraph.kind.sample_type == "cpu" {
+        // Pyroscope's units for CPU time: ticks are nanoseconds, shown as seconds.
+        body["metadata"]["units"] = json!("samples");
+    }
+    Ok(Json(body).into_response())
+}
+
+/// `format=dot`: the selection's call graph as Graphviz text, at most `max-nodes`
+/// functions (100 by default); an empty selection is an empty body, as Pyroscope's.
+async fn render_dot(state: &AppState, call: &Call, query: &str, q: &QueryMap) -> Result<Response, ApiError> {
+    let scope = query_scope(state, call, query, range(q, "from", "until")?).await?;
+    let flamegraph = state
+        .engine
+        .flamegraph(&FlamegraphQuery {
+            scope,
+            group_by: Vec::new(),
+            max_nodes: 0,
+        })
+        .await?;
+    let body = if flamegraph.root.total == 0 && flamegraph.root.children.is_empty() {
+        String::new()
+    } else {
+        dot(&flamegraph, max_nodes(q)?)
+    };
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response())
 }
 
 pub async fn render_diff(

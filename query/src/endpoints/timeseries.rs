@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
+use stackhouse_storage::model::SymbolId;
 use utoipa::ToSchema;
 
 use crate::engine::QueryEngine;
@@ -12,6 +13,7 @@ use crate::engine::plan::Needs;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
 use crate::limits::exceeded;
+use crate::stack_filter::StackFilter;
 use crate::types::{ProfileTypeInfo, ScanStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
@@ -75,6 +77,15 @@ pub struct TimeseriesQuery {
 impl QueryEngine {
     /// Values bucketed by `step`, one series per group.
     pub async fn timeseries(&self, q: &TimeseriesQuery) -> Result<Timeseries, QueryError> {
+        self.filtered_timeseries(q, &StackFilter::default()).await
+    }
+
+    /// [`QueryEngine::timeseries`] of only the stacks `stacks` keeps.
+    pub async fn filtered_timeseries(
+        &self,
+        q: &TimeseriesQuery,
+        stacks: &StackFilter,
+    ) -> Result<Timeseries, QueryError> {
         self.bounded("timeseries", async {
             let range = q.scope.range;
             if q.step_nanos <= 0 {
@@ -114,10 +125,20 @@ impl QueryEngine {
             if q.aggregation == Aggregation::Avg {
                 dims.extend([Dim::Series, Dim::Time]);
             }
+            if !stacks.is_empty() {
+                dims.push(Dim::Stack);
+            }
             let Some(plan) = self.plan(&q.scope, Needs::grouped(dims, &q.group_by)).await? else {
                 return Ok(result);
             };
-            let (rows, stats) = self.aggregate(&plan).await?;
+            let (mut rows, stats) = self.aggregate(&plan).await?;
+            if !stacks.is_empty() {
+                let ids: HashSet<SymbolId> = rows.iter().map(|r| r.stack_id).collect();
+                let kept = self
+                    .kept_stacks(&q.scope.tenant, ids.into_iter().collect(), stacks)
+                    .await?;
+                rows.retain(|r| kept.contains(&r.stack_id));
+            }
             let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let mut groups: HashMap<Vec<String>, BTreeMap<i64, Bucket>> = HashMap::new();
             for row in &rows {

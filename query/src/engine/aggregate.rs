@@ -83,7 +83,7 @@ impl QueryEngine {
     pub(crate) async fn aggregate(&self, plan: &Plan) -> Result<(Vec<Row>, ScanStats), QueryError> {
         let df = self.samples(plan)?.aggregate(
             plan.dims.iter().map(Dim::expr).collect(),
-            vec![sum(col(samples::VALUE)).alias(samples::VALUE)],
+            vec![sum(plan.value.clone()).alias(samples::VALUE)],
         )?;
         let (batches, stats) = self.run(plan, df).await?;
         let mut rows = Vec::new();

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::{Expr, col, lit};
+use datafusion::logical_expr::{Expr, case, col, lit};
 use stackhouse_storage::model::{Series, TimeRange};
 use stackhouse_storage::rollup::Resolution;
 use stackhouse_storage::schema::samples;
@@ -30,6 +30,9 @@ pub(crate) struct Plan {
     pub series: HashMap<i64, Series>,
     /// The largest sampling period of the selected series.
     pub period: i64,
+    /// What is summed: `value`, or for a scope [`Scope::in_time`] `value` times the
+    /// period of each counted series.
+    pub value: Expr,
     /// The range the answer covers when it is not the range asked (see
     /// [`tiers::Reading::answered`]).
     pub answered: Option<TimeRange>,
@@ -97,7 +100,7 @@ impl QueryEngine {
             self.catalog.series(&scope.tenant, scope.range),
             self.catalog.segments(&scope.tenant, scope.range),
         )?;
-        let matched = match_series(&series, &scope.profile_type, &scope.selector);
+        let matched = match_series(&series, &scope.profile_types(), &scope.selector);
         let matched_count: usize = matched.values().map(Vec::len).sum();
         if matched_count > self.limits.max_series {
             return Err(exceeded(
@@ -166,11 +169,13 @@ impl QueryEngine {
                 Scan { source, filter }
             })
             .collect();
+        let value = value_expr(scope, &series);
         Ok(Some(Plan {
             scans,
             dims,
             series,
             period,
+            value,
             answered: (reading.answered != scope.range).then_some(reading.answered),
         }))
     }
@@ -275,6 +280,39 @@ fn link_filter(scope: &Scope) -> Option<Expr> {
 
 /// Why a query needs raw samples, which the rollup tiers do not hold; `None` when the
 /// tiers can answer it.
+/// `value`, each row of a counted series (see [`Scope::in_time`]) multiplied by the
+/// series' period: by one literal when every selected series has the same weight.
+fn value_expr(scope: &Scope, series: &HashMap<i64, Series>) -> Expr {
+    let weight = |s: &Series| {
+        if s.profile_type == scope.profile_type {
+            1
+        } else {
+            s.period
+        }
+    };
+    let mut weights: Vec<(i64, i64)> = series.values().map(|s| (s.id, weight(s))).collect();
+    weights.sort_unstable();
+    let value = col(samples::VALUE);
+    match weights.first() {
+        None => value,
+        Some(&(_, w)) if weights.iter().all(|&(_, other)| other == w) => {
+            if w == 1 {
+                value
+            } else {
+                value * lit(w)
+            }
+        }
+        Some(_) => {
+            let mut by_series = case(col(samples::SERIES_ID));
+            for (id, w) in weights.into_iter().filter(|&(_, w)| w != 1) {
+                by_series = by_series.when(lit(id), lit(w));
+            }
+            let weight = by_series.otherwise(lit(1i64)).expect("a case with branches");
+            value * weight
+        }
+    }
+}
+
 fn raw_reason(scope: &Scope, dims: &[Dim], groups: &[SeriesGroup]) -> Option<&'static str> {
     if !scope.trace_ids.is_empty() {
         Some("a trace id filter")

@@ -23,6 +23,11 @@ pub struct Scope {
     /// Only these segments (as the catalog located a profile id); `None` means every
     /// segment the time range and series select.
     pub segments: Option<Vec<String>>,
+    /// Also select the series that count samples of this (time) type's period
+    /// ([`ProfileType::counted`]), each sample worth its series' period: CPU time as
+    /// Pyroscope shows the eBPF profiler's sample counts. Totals stay exact integers:
+    /// each row is multiplied by its series' period before it is summed.
+    pub in_time: bool,
 }
 
 impl Scope {
@@ -37,7 +42,16 @@ impl Scope {
             span_ids: Vec::new(),
             profile_ids: Vec::new(),
             segments: None,
+            in_time: false,
         }
+    }
+
+    /// The stored types the scope selects.
+    pub fn profile_types(&self) -> Vec<ProfileType> {
+        let counted = self.in_time.then(|| self.profile_type.counted()).flatten();
+        std::iter::once(self.profile_type.clone())
+            .chain(counted)
+            .collect()
     }
 }
 

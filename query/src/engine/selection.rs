@@ -21,15 +21,15 @@ pub struct SeriesGroup {
     pub attr_set_ids: Option<Vec<SymbolId>>,
 }
 
-/// Series of `profile_type` that pass every matcher on the labels they carry, keyed by the
+/// Series of one of `profile_types` that pass every matcher on the labels they carry, keyed by the
 /// indices (into `selector.matchers`) of the matchers left for their sample attributes.
 pub fn match_series<'s>(
     series: &'s [Series],
-    profile_type: &ProfileType,
+    profile_types: &[ProfileType],
     selector: &Selector,
 ) -> BTreeMap<Vec<usize>, Vec<&'s Series>> {
     let mut groups: BTreeMap<Vec<usize>, Vec<&Series>> = BTreeMap::new();
-    'series: for s in series.iter().filter(|s| &s.profile_type == profile_type) {
+    'series: for s in series.iter().filter(|s| profile_types.contains(&s.profile_type)) {
         let mut on_samples = Vec::new();
         for (i, m) in selector.matchers.iter().enumerate() {
             match s.labels.get(&m.name) {
@@ -140,7 +140,7 @@ mod tests {
         let api_mem = series(&mem, &[("service.name", "api")]);
         let all = vec![api.clone(), web.clone(), db, api_mem];
         let sel = parse_selector(r#"{service.name=~"api|web", thread.name="main"}"#).unwrap();
-        let matched = match_series(&all, &cpu, &sel);
+        let matched = match_series(&all, std::slice::from_ref(&cpu), &sel);
         // api has thread.name as a label; web leaves it to its samples.
         assert_eq!(matched.len(), 2);
         assert_eq!(matched[&vec![]], vec![&api]);
@@ -187,7 +187,7 @@ mod tests {
         let cpu = ProfileType::parse("samples:count:cpu:nanoseconds").unwrap();
         let all = vec![series(&cpu, &[])];
         let sel = parse_selector(r#"{thread.name="nope"}"#).unwrap();
-        let matched = match_series(&all, &cpu, &sel);
+        let matched = match_series(&all, std::slice::from_ref(&cpu), &sel);
         assert!(series_groups(&matched, &sel, &IdMap::default()).is_empty());
     }
 

@@ -1,7 +1,9 @@
 //! Call trees from `SUM(value) GROUP BY stack` scans: what the flamegraph, top and diff
 //! endpoints build on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use stackhouse_storage::model::SymbolId;
 
 use super::QueryEngine;
 use super::aggregate::Dim;
@@ -11,6 +13,7 @@ use super::scope::{GroupKey, Scope, group_name};
 use crate::call_paths::{PathNode, PathSums, Within};
 use crate::error::QueryError;
 use crate::limits::size;
+use crate::stack_filter::StackFilter;
 use crate::symbolize::MissingSymbols;
 use crate::tree::{DEFAULT_MAX_NODES, Flamegraph};
 
@@ -25,6 +28,33 @@ impl QueryEngine {
             DEFAULT_MAX_NODES,
             self.limits.max_nodes,
         )
+    }
+
+    /// The stacks among `stack_ids` whose call paths `filter` keeps.
+    pub(crate) async fn kept_stacks(
+        &self,
+        tenant: &str,
+        stack_ids: Vec<SymbolId>,
+        filter: &StackFilter,
+    ) -> Result<HashSet<SymbolId>, QueryError> {
+        let symbols = self.symbols.loaded(tenant).await;
+        let native = self.debuginfo.files_for(tenant, &symbols).await?;
+        let paths = self.call_paths.tenant(tenant);
+        let filter = filter.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
+            paths.use_native(&native);
+            let mut missing = MissingSymbols::default();
+            stack_ids
+                .into_iter()
+                .filter(|&id| {
+                    let end = paths.end(&symbols, &native, &mut missing, id);
+                    filter.keeps(&paths.frames(end))
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))
     }
 
     /// The tree of a scope, grouped under the root by `group_by`, truncated to `max_nodes`

@@ -7,11 +7,15 @@
 //! - Flamebearer ([`flamebearer`]), the `names` + `levels` layout Pyroscope's flamegraph
 //!   components render.
 //! - pprof ([`pprof`]), a gzipped `perftools.profiles.Profile`.
+//! - Pyroscope's tree serialization ([`tree_bytes`]) and a Graphviz call graph ([`dot`]).
 //! - Folded stacks ([`folded`]), as Brendan Gregg's `flamegraph.pl` and speedscope read;
 //!   for a diff ([`folded_diff`]), the two-value lines of `difffolded.pl`.
 
+pub mod dot;
 pub mod flamebearer;
 pub mod pprof;
+pub mod pprof_cut;
+pub mod tree_bytes;
 
 use crate::endpoints::diff::{Diff, DiffNode};
 use crate::tree::{Flamegraph, Node};

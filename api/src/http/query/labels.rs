@@ -1,14 +1,14 @@
 //! Catalog listings: profile types, label names and values, storage stats; the engine
 //! runs them as it runs data queries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use serde::Serialize;
 use stackhouse_storage::catalog::{CatalogStats, TableStats};
-use stackhouse_storage::model::ProfileType;
+use stackhouse_storage::model::{ProfileType, Series};
 use utoipa::ToSchema;
 
 use super::AppState;
@@ -28,16 +28,31 @@ pub struct ProfileTypeEntry {
     pub sample_unit: String,
     pub period_type: String,
     pub period_unit: String,
+    /// The distinct sampling periods (in `period_unit`) of this type's series in the
+    /// range, as last sent by each source.
+    pub periods: Vec<i64>,
+    /// For counted CPU samples (`samples:count:cpu:nanoseconds`): the type Grafana's API
+    /// (`/querier.v1.QuerierService/*`, `/pyroscope/render`) serves them as, each sample
+    /// worth its series' period in `period_unit`. Here the stored counts are served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_type: Option<String>,
 }
 
-impl From<&ProfileType> for ProfileTypeEntry {
-    fn from(t: &ProfileType) -> Self {
+impl ProfileTypeEntry {
+    fn new(t: &ProfileType, series: &[Series]) -> Self {
+        let periods: BTreeSet<i64> = series
+            .iter()
+            .filter(|s| &s.profile_type == t)
+            .map(|s| s.period)
+            .collect();
         ProfileTypeEntry {
             id: t.id(),
             sample_type: t.sample_type.clone(),
             sample_unit: t.sample_unit.clone(),
             period_type: t.period_type.clone(),
             period_unit: t.period_unit.clone(),
+            periods: periods.into_iter().collect(),
+            time_type: t.in_time().map(|t| t.id()),
         }
     }
 }
@@ -111,9 +126,12 @@ pub async fn profile_types(
 ) -> Result<Json<ProfileTypes>, ApiError> {
     let tenant = tenant_of(&headers)?;
     let range = RangeParams::from_query(&q)?.range()?;
-    let types = state.engine.profile_types(&tenant, range).await?;
+    let (types, series) = futures::try_join!(
+        state.engine.profile_types(&tenant, range),
+        state.engine.series(&tenant, range)
+    )?;
     Ok(Json(ProfileTypes {
-        profile_types: types.iter().map(ProfileTypeEntry::from).collect(),
+        profile_types: types.iter().map(|t| ProfileTypeEntry::new(t, &series)).collect(),
     }))
 }
 

@@ -14,10 +14,10 @@
 //! | `profiler.LiveObject` | `live_objects:count:space:bytes`, `live_bytes:bytes:space:bytes` | 1, `allocationSize` |
 //! | `profiler.Malloc` | `malloc_objects:count:space:bytes`, `malloc_bytes:bytes:space:bytes` | 1, `size` |
 //!
-//! Stack paths are root first; a frame is `<class name with '/' replaced by '.'>.<method
-//! name>`, the method name alone when the class is null or has an empty name, `[unknown]`
-//! for a null method. An event without a stack has the empty path. The thread is
-//! `sampledThread` or `eventThread`: its `javaName`, else `osName`, else "".
+//! Stack paths are root first. Frames are named as Pyroscope names them
+//! (`../shared/reference/pyroscope-jfr-names.md`, [`Names::Pyroscope`], the default) or in
+//! the JDK's dotted style ([`Names::Jdk`]). An event without a stack has the empty path.
+//! The thread is `sampledThread` or `eventThread`: its `javaName`, else `osName`, else "".
 //!
 //! ```no_run
 //! let totals = ui_api_tests::jfr_reader::read(std::path::Path::new("kafka-cpu.jfr.gz"));
@@ -103,14 +103,37 @@ const EVENTS: &str = "jdk.ExecutionSample,jdk.NativeMethodSample,profiler.WallCl
 jdk.ObjectAllocationInNewTLAB,jdk.ObjectAllocationOutsideTLAB,jdk.ObjectAllocationSample,\
 jdk.JavaMonitorEnter,jdk.ThreadPark,profiler.LiveObject,profiler.Malloc,jdk.ActiveSetting";
 
-/// Reads a recording (gzipped or not) through `jfr print --json`.
+/// How frames are named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Names {
+    /// `<class-name symbol>.<method-name symbol>`, JVM-internal slashes kept, both symbols
+    /// renamed by [`pyroscope_symbol`]; a frame whose method or class is null is left out.
+    #[default]
+    Pyroscope,
+    /// `<class name with '/' replaced by '.'>.<method name>`, the method name alone when
+    /// the class is null or has an empty name, `[unknown]` for a null method.
+    Jdk,
+}
+
+/// Reads a recording (gzipped or not) through `jfr print --json`, frames named as
+/// Pyroscope names them.
 pub fn read(path: &Path) -> JfrTotals {
+    read_named(path, Names::Pyroscope)
+}
+
+/// Like [`read`], with the given frame names.
+pub fn read_named(path: &Path, names: Names) -> JfrTotals {
     let raw = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    read_bytes(&raw)
+    read_bytes_named(&raw, names)
 }
 
 /// Like [`read`], for a recording in memory (gzipped or not).
 pub fn read_bytes(raw: &[u8]) -> JfrTotals {
+    read_bytes_named(raw, Names::Pyroscope)
+}
+
+/// Like [`read_named`], for a recording in memory (gzipped or not).
+pub fn read_bytes_named(raw: &[u8], names: Names) -> JfrTotals {
     let data = gunzip_if_needed(raw);
     let mut file = tempfile::Builder::new()
         .suffix(".jfr")
@@ -119,7 +142,7 @@ pub fn read_bytes(raw: &[u8]) -> JfrTotals {
     file.write_all(&data).expect("write temp recording");
     file.flush().expect("flush temp recording");
     let json = print_json(file.path());
-    totals(&json)
+    totals(&json, names)
 }
 
 fn gunzip_if_needed(raw: &[u8]) -> Vec<u8> {
@@ -169,7 +192,7 @@ fn print_json(path: &Path) -> Value {
     serde_json::from_slice(&out.stdout).expect("jfr print --json output is JSON")
 }
 
-fn totals(json: &Value) -> JfrTotals {
+fn totals(json: &Value, names: Names) -> JfrTotals {
     let events = json["recording"]["events"].as_array().expect("recording.events");
     let wall_mode = events.iter().any(|e| {
         e["type"] == "jdk.ActiveSetting" && e["values"]["name"] == "event" && e["values"]["value"] == "wall"
@@ -182,7 +205,7 @@ fn totals(json: &Value) -> JfrTotals {
             continue;
         }
         let values = &event["values"];
-        let path = stack_path(&values["stackTrace"]);
+        let path = stack_path(&values["stackTrace"], names);
         let thread = thread_name(if values["sampledThread"].is_null() {
             &values["eventThread"]
         } else {
@@ -217,22 +240,67 @@ fn totals(json: &Value) -> JfrTotals {
     t
 }
 
-fn stack_path(stack: &Value) -> Vec<String> {
+/// The root-first path of a `stackTrace` value as `jfr print --json` writes it (or as
+/// [`crate::jfr_raw`] decodes it: the same shape).
+pub fn stack_path(stack: &Value, names: Names) -> Vec<String> {
     let Some(frames) = stack["frames"].as_array() else {
         return Vec::new();
     };
-    frames.iter().rev().map(|f| frame_name(&f["method"])).collect()
+    frames
+        .iter()
+        .rev()
+        .filter_map(|f| frame_name(&f["method"], names))
+        .collect()
 }
 
-fn frame_name(method: &Value) -> String {
-    if method.is_null() {
-        return "[unknown]".to_string();
-    }
+fn frame_name(method: &Value, names: Names) -> Option<String> {
     let name = method["name"].as_str().unwrap_or("");
-    match method["type"]["name"].as_str() {
-        Some(class) if !class.is_empty() => format!("{}.{name}", class.replace('/', ".")),
-        _ => name.to_string(),
+    match names {
+        Names::Jdk if method.is_null() => Some("[unknown]".to_string()),
+        Names::Jdk => Some(match method["type"]["name"].as_str() {
+            Some(class) if !class.is_empty() => format!("{}.{name}", class.replace('/', ".")),
+            _ => name.to_string(),
+        }),
+        // jfr-parser drops frames whose method or class it cannot find; a null symbol is "".
+        Names::Pyroscope if method.is_null() || method["type"].is_null() => None,
+        Names::Pyroscope => {
+            let class = method["type"]["name"].as_str().unwrap_or("");
+            Some(format!("{}.{}", pyroscope_symbol(class), pyroscope_symbol(name)))
+        }
     }
+}
+
+/// jfr-parser v0.18.0's symbol renaming (`parser/symbols.go`), its six anchored rules in
+/// order, each on the previous one's output.
+pub fn pyroscope_symbol(symbol: &str) -> String {
+    use std::sync::LazyLock;
+    static RULES: LazyLock<Vec<(regex::Regex, &str)>> = LazyLock::new(|| {
+        [
+            (r"^(jdk/internal/reflect/GeneratedMethodAccessor)([0-9]+)$", "${1}_"),
+            (r"^(.+\$\$Lambda)(\$?[0-9]*[./](0x)?[0-9a-f]+|[0-9]+)$", "${1}_"),
+            (
+                r"^(\.?/tmp/)?(libzstd-jni-[0-9]+\.[0-9]+\.[0-9]+-)([0-9]+)(\.so)( \(deleted\))?$",
+                "libzstd-jni-_.so",
+            ),
+            (
+                r"^(\.?/tmp/)?(lib)?(amazonCorrettoCryptoProvider)(NativeLibraries\.)?([0-9a-f]{16})(/libcrypto|/libamazonCorrettoCryptoProvider)?(\.so)( \(deleted\))?$",
+                "libamazonCorrettoCryptoProvider_.so",
+            ),
+            (
+                r"^(\.?/tmp/)?(libasyncProfiler)-(linux-arm64|linux-musl-x64|linux-x64|macos)-(17b9a1d8156277a98ccc871afa9a8f69215f92)(\.so)( \(deleted\))?$",
+                "libasyncProfiler-_.so",
+            ),
+            (r"^(.+\$\$EnhancerBySpringCGLIB\$\$)(.*)$", "${1}_"),
+        ]
+        .into_iter()
+        .map(|(p, r)| (regex::Regex::new(p).expect("rule"), r))
+        .collect()
+    });
+    let mut s = symbol.to_string();
+    for (rule, replacement) in RULES.iter() {
+        s = rule.replace(&s, *replacement).into_owned();
+    }
+    s
 }
 
 fn thread_name(thread: &Value) -> String {

@@ -9,8 +9,9 @@ use std::io::Write;
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use prost::Message;
 use stackhouse_ingest::convert::{ConvertError, RequestBuilder, Source};
+use stackhouse_ingest::jfr::FrameNames;
 use ui_api_tests::capture;
-use ui_api_tests::jfr_reader::{self, JfrTotals};
+use ui_api_tests::jfr_reader::{self, JfrTotals, Names};
 
 const LIMIT: usize = 512 << 20;
 
@@ -23,8 +24,12 @@ fn source() -> Source {
 }
 
 fn convert(data: &[u8]) -> Result<ExportProfilesServiceRequest, ConvertError> {
+    convert_named(data, FrameNames::Pyroscope)
+}
+
+fn convert_named(data: &[u8], names: FrameNames) -> Result<ExportProfilesServiceRequest, ConvertError> {
     let mut builder = RequestBuilder::new();
-    stackhouse_ingest::jfr::convert(data, None, &source(), LIMIT, &mut builder)?;
+    stackhouse_ingest::jfr::convert(data, None, names, &source(), LIMIT, &mut builder)?;
     let bytes = builder.finish().encode_to_vec();
     Ok(ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("our request decodes as OTLP"))
 }
@@ -173,8 +178,18 @@ fn async_profiler_cpu_recording_matches_jfr_print() {
         478,
         "the file's jdk.ExecutionSample count"
     );
-    let req = convert(&std::fs::read(&path).unwrap()).unwrap();
+    let data = std::fs::read(&path).unwrap();
+    let req = convert(&data).unwrap();
     assert_same(&expected, &totals(&req), "kafka-cpu", 0, None);
+    // The JDK's dotted style is what `jfr print` shows.
+    let jdk = totals(&convert_named(&data, FrameNames::Jdk).unwrap());
+    assert_same(
+        &jfr_reader::read_named(&path, Names::Jdk),
+        &jdk,
+        "kafka-cpu, jdk names",
+        0,
+        None,
+    );
     // One profile, spanning the chunk: 2023-08-03T04:34:34Z plus about ten seconds.
     let profiles: Vec<_> = req.resource_profiles[0].scope_profiles[0]
         .profiles
@@ -370,7 +385,9 @@ fn malformed_recordings_are_refused_with_the_problem_and_offset() {
     );
 
     let mut b = RequestBuilder::new();
-    let e = stackhouse_ingest::jfr::convert(&gzip(&good), None, &source(), 1000, &mut b).unwrap_err();
+    let e =
+        stackhouse_ingest::jfr::convert(&gzip(&good), None, FrameNames::Pyroscope, &source(), 1000, &mut b)
+            .unwrap_err();
     assert!(
         matches!(
             e,
@@ -422,7 +439,14 @@ fn reader_totals_are_not_trivially_empty() {
     let cpu: &BTreeMap<Vec<String>, i64> = &t.by_type[jfr_reader::CPU];
     assert!(cpu.len() > 50, "{}", cpu.len());
     assert!(cpu.keys().any(|p| p.len() > 20));
-    assert!(cpu.keys().flatten().any(|f| f == "kafka.network.Processor.poll"));
+    assert!(cpu.keys().flatten().any(|f| f == "kafka/network/Processor.poll"));
+    let jdk = jfr_reader::read_named(&ui_api_tests::testdata("jfr/kafka-cpu.jfr.gz"), Names::Jdk);
+    assert!(
+        jdk.by_type[jfr_reader::CPU]
+            .keys()
+            .flatten()
+            .any(|f| f == "kafka.network.Processor.poll")
+    );
     assert!(
         t.by_thread[jfr_reader::CPU]
             .keys()
@@ -447,5 +471,89 @@ fn unresolved_stacks_may_only_move_value_to_the_empty_stack() {
     ] {
         let result = std::panic::catch_unwind(|| assert_moved_to_empty_stack(&expected, &bad, 0.02, "bad"));
         assert!(result.is_err(), "{bad:?} was accepted");
+    }
+}
+
+/// The kafka captures' frame names after conversion, checked against the rules of
+/// `../shared/reference/pyroscope-jfr-names.md` (not against a reader), and their paths
+/// against the JDK's structure.
+#[test]
+fn kafka_frame_names_follow_pyroscopes_rules() {
+    let lambda = regex::Regex::new(r"\$\$Lambda\$[0-9]+\.0x[0-9a-f]+\.").unwrap();
+    let accessor = regex::Regex::new(r"^jdk/internal/reflect/GeneratedMethodAccessor[0-9]+\.").unwrap();
+    for (file, issue_paths) in [
+        ("jfr/kafka-cpu.jfr.gz", Some(316)),
+        ("jfr/kafka-cpu-lock-alloc.jfr.gz", None),
+    ] {
+        let path = ui_api_tests::testdata(file);
+        let data = std::fs::read(&path).unwrap();
+        let py = totals(&convert(&data).unwrap());
+        let jdk = totals(&convert_named(&data, FrameNames::Jdk).unwrap());
+        let count_paths = |t: &JfrTotals| t.by_type.values().map(BTreeMap::len).sum::<usize>();
+        // The JDK style has `jfr print`'s paths; the issue counted 316 in kafka-cpu.
+        let printed = jfr_reader::read_named(&path, Names::Jdk);
+        assert_eq!(count_paths(&jdk), count_paths(&printed), "{file}");
+        if let Some(n) = issue_paths {
+            assert_eq!(count_paths(&jdk), n, "{file}");
+        }
+        // No frame added or dropped: the same depth for every value, and the same totals.
+        let depths = |t: &JfrTotals| {
+            let mut d: BTreeMap<(String, usize), i64> = BTreeMap::new();
+            for (ty, paths) in &t.by_type {
+                for (p, v) in paths {
+                    *d.entry((ty.clone(), p.len())).or_default() += v;
+                }
+            }
+            d
+        };
+        assert_eq!(depths(&py), depths(&jdk), "{file}: path depths");
+        // Renaming merges lambdas of one call site, never splits a path.
+        assert!(count_paths(&py) <= count_paths(&jdk), "{file}");
+        let names: std::collections::BTreeSet<&str> = py
+            .by_type
+            .values()
+            .flat_map(|paths| paths.keys().flatten())
+            .map(String::as_str)
+            .collect();
+        // Rule 1: class symbol + "." + method symbol, slashes kept, no package dotted in.
+        assert!(names.iter().all(|n| n.contains('.')), "{file}");
+        assert!(names.contains("kafka/network/Processor.poll"), "{file}");
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.starts_with("kafka.") || n.starts_with("org.apache.")),
+            "{file}"
+        );
+        // The empty class of async-profiler's stubs and unresolved natives.
+        for golden in [
+            ".itable stub",
+            "./lib/x86_64-linux-gnu/libc-2.31.so",
+            ".jbyte_disjoint_arraycopy_avx3",
+            ".not_walkable_Java",
+            ".unknown_Java",
+            "kafka/cluster/Partition$$Lambda_.apply",
+            "kafka/log/LogValidator$$$Lambda_.accept",
+            "jdk/internal/reflect/GeneratedMethodAccessor_.invoke",
+        ] {
+            assert!(names.contains(golden), "{file}: {golden} missing");
+        }
+        // Rules 1 and 2 leave no numbered accessor or lambda; what no rule matches stays.
+        assert!(
+            !names.iter().any(|n| lambda.is_match(n) || accessor.is_match(n)),
+            "{file}"
+        );
+        assert!(names.contains("./tmp/snappy-1.1.8-d1f9bd24-4cc8-4571-b71c-1698b83f1af1-libsnappyjava.so"));
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with("java/lang/invoke/LambdaForm$MH.0x"))
+        );
+        assert!(names.contains("jdk/internal/reflect/DelegatingMethodAccessorImpl.invoke"));
+        eprintln!(
+            "{file}: {} paths with Pyroscope's names ({} with the JDK's), {} distinct names",
+            count_paths(&py),
+            count_paths(&jdk),
+            names.len()
+        );
     }
 }

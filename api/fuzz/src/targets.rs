@@ -3,6 +3,7 @@
 
 use stackhouse_ingest::body::{BodyError, decompress};
 use stackhouse_ingest::convert::{ConvertError, Converted, RequestBuilder, Source};
+use stackhouse_ingest::jfr::FrameNames;
 use stackhouse_ingest::otlp::layout::{self, Layout};
 use stackhouse_ingest::otlp::{self, experimental};
 use stackhouse_ingest::speedscope as speedscope_format;
@@ -92,11 +93,13 @@ pub fn pprof(data: &[u8]) {
 /// JFR recordings (plain or gzipped) alone, and with a length-prefixed Pyroscope
 /// `LabelsSnapshot` taken off the front, as a multipart upload sends it.
 pub fn jfr(data: &[u8]) {
-    convert(|source, builder| jfr_format::convert(data, None, source, LIMIT, builder));
+    convert(|source, builder| jfr_format::convert(data, None, FrameNames::Pyroscope, source, LIMIT, builder));
     if let [a, b, rest @ ..] = data {
         let n = usize::from(u16::from_le_bytes([*a, *b])).min(rest.len());
         let (labels, recording) = rest.split_at(n);
-        convert(|source, builder| jfr_format::convert(recording, Some(labels), source, LIMIT, builder));
+        convert(|source, builder| {
+            jfr_format::convert(recording, Some(labels), FrameNames::Jdk, source, LIMIT, builder)
+        });
     }
 }
 

@@ -18,6 +18,7 @@ impl WireFormat for Jfr {
             convert(
                 body.main(self.name(), &["jfr"])?,
                 labels,
+                params.jfr_frame_names,
                 &params.source,
                 params.limit,
                 builder,

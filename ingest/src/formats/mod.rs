@@ -114,6 +114,8 @@ pub struct Params {
     pub layout: Option<Layout>,
     /// Largest content a converter inflates to (a gzipped pprof, JFR).
     pub limit: usize,
+    /// How JFR frames are named (a server setting the pipeline fills in).
+    pub jfr_frame_names: crate::jfr::FrameNames,
 }
 
 /// A conversion through [`RequestBuilder`]: `convert` adds the profiles.

@@ -134,7 +134,8 @@ pub(crate) struct Chunk<'a> {
 
 impl<'a> Chunk<'a> {
     /// Keys resolve in their own chunk only, as in the JDK's parser (which merely reuses an
-    /// earlier chunk's object for a key it sees again).
+    /// earlier chunk's object for a key it sees again); the converter alone looks an
+    /// event's dangling stack or thread up in earlier chunks ([`Chunk::translate`]).
     pub fn read(data: &'a [u8], start: usize) -> Result<Chunk<'a>, ConvertError> {
         let (header, _, metadata_at) = Header::read(data, start)?;
         let all = Cursor::new(data, header.start, header.end(), header.compressed);
@@ -269,6 +270,28 @@ impl<'a> Chunk<'a> {
             Value::Ref { type_id, key, .. } if !self.pool.contains_key(&(*type_id, *key)) => Ok(Value::Null),
             _ => self.resolve(v),
         }
+    }
+
+    /// Whether `v` resolves here: not a reference, key 0 (null), or a key in this chunk's
+    /// pools.
+    pub fn defines(&self, v: &Value) -> bool {
+        match *v {
+            Value::Ref { type_id, key, .. } => key == 0 || self.pool.contains_key(&(type_id, key)),
+            _ => true,
+        }
+    }
+
+    /// `v`, a reference made in chunk `from`, as a reference into this chunk if this
+    /// chunk's pools hold its key (type ids are per chunk: the type is matched by name).
+    pub fn translate(&self, from: &Chunk<'_>, v: &Value) -> Option<Value> {
+        let Value::Ref { type_id, key, at } = *v else {
+            return None;
+        };
+        let name = &from.meta.classes.get(&type_id)?.name;
+        let (&type_id, _) = self.meta.classes.iter().find(|(_, c)| &c.name == name)?;
+        self.pool
+            .contains_key(&(type_id, key))
+            .then_some(Value::Ref { type_id, key, at })
     }
 
     /// A string field, resolving `java.lang.String` pool references and symbols (a

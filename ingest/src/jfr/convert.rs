@@ -8,6 +8,7 @@ use stackhouse_proto::otlp_profiles::{Profile, Sample};
 use super::chunk::{Chunk, Event, Header};
 use super::cursor::invalid;
 use super::labels::LabelsSnapshot;
+use super::names::{FrameNames, frame_name};
 use super::value::Value;
 use crate::convert::{ConvertError, Converted, RequestBuilder, Source};
 
@@ -85,37 +86,50 @@ impl Accumulator {
     }
 }
 
-pub(crate) struct Converter<'b> {
+pub(crate) struct Converter<'a, 'b> {
     builder: &'b mut RequestBuilder,
+    names: FrameNames,
     labels: Option<LabelsSnapshot>,
     profiles: Vec<Accumulator>,
     /// (event type name, setting name) → value, from `jdk.ActiveSetting` events.
     settings: HashMap<(String, String), String>,
     /// Earliest chunk start and latest chunk end, unix nanoseconds.
     span: Option<(i64, i64)>,
+    /// The chunks read so far, oldest first, with their caches. The JDK's stack-trace ids
+    /// are global and monotonic, and it can write an event into the chunk after the one
+    /// holding its stack trace (or thread): such a key resolves in the latest earlier chunk
+    /// that defines it. Bounded by the recording's own constant pools.
+    earlier: Vec<(Chunk<'a>, ChunkCache)>,
 }
 
 /// Per-chunk caches: constant-pool keys are only meaningful inside their chunk.
 #[derive(Default)]
 struct ChunkCache {
     stacks: HashMap<i64, i32>,
-    methods: HashMap<i64, String>,
+    /// `None`: the style drops the frame.
+    methods: HashMap<i64, Option<String>>,
     threads: HashMap<i64, Vec<i32>>,
     contexts: HashMap<i64, Vec<i32>>,
 }
 
-impl<'b> Converter<'b> {
-    pub fn new(builder: &'b mut RequestBuilder, labels: Option<LabelsSnapshot>) -> Converter<'b> {
+impl<'a, 'b> Converter<'a, 'b> {
+    pub fn new(
+        builder: &'b mut RequestBuilder,
+        labels: Option<LabelsSnapshot>,
+        names: FrameNames,
+    ) -> Converter<'a, 'b> {
         Converter {
             builder,
+            names,
             labels,
             profiles: (0..PROFILE_TYPES.len()).map(|_| Accumulator::default()).collect(),
             settings: HashMap::new(),
             span: None,
+            earlier: Vec::new(),
         }
     }
 
-    pub fn chunk(&mut self, chunk: &Chunk<'_>) -> Result<(), ConvertError> {
+    pub fn chunk(&mut self, chunk: Chunk<'a>) -> Result<(), ConvertError> {
         let h = chunk.header;
         let end = h.start_nanos.saturating_add(h.duration_nanos.max(0));
         self.span = Some(match self.span {
@@ -138,11 +152,13 @@ impl<'b> Converter<'b> {
                 return Ok(());
             };
             if name == ACTIVE_SETTING {
-                self.setting(chunk, &value)
+                self.setting(&chunk, &value)
             } else {
-                self.event(chunk, &mut cache, &event, name, &value)
+                self.event(&chunk, &mut cache, &event, name, &value)
             }
-        })
+        })?;
+        self.earlier.push((chunk, cache));
+        Ok(())
     }
 
     fn setting(&mut self, chunk: &Chunk<'_>, v: &Value) -> Result<(), ConvertError> {
@@ -162,7 +178,7 @@ impl<'b> Converter<'b> {
 
     fn event(
         &mut self,
-        chunk: &Chunk<'_>,
+        chunk: &Chunk<'a>,
         cache: &mut ChunkCache,
         event: &Event<'_>,
         name: &str,
@@ -228,127 +244,34 @@ impl<'b> Converter<'b> {
         Ok(())
     }
 
-    /// The stack index of a `stackTrace` field: frames leaf first, as JFR stores them.
-    fn stack(&mut self, chunk: &Chunk<'_>, cache: &mut ChunkCache, v: &Value) -> Result<i32, ConvertError> {
-        let key = match v {
-            Value::Ref { key, .. } => Some(*key),
-            _ => None,
-        };
-        if let Some(&i) = key.and_then(|k| cache.stacks.get(&k)) {
-            return Ok(i);
-        }
-        let trace = chunk.resolve_or_null(v)?;
-        let mut locations = Vec::new();
-        if let Some(Value::Array(frames)) = trace.field(&chunk.meta, "frames") {
-            locations.reserve(frames.len());
-            for frame in frames {
-                let frame = chunk.resolve(frame)?;
-                let method = frame.field(&chunk.meta, "method").unwrap_or(&Value::Null);
-                let name = self.method(chunk, cache, method)?;
-                let line = frame.field(&chunk.meta, "lineNumber").and_then(Value::as_int);
-                locations.push(self.builder.named_frame(&name, "", line.unwrap_or(0).max(0)));
+    /// The stack index of an event's `stackTrace` field, from its own chunk, else from
+    /// the latest earlier chunk that defines the key.
+    fn stack(&mut self, chunk: &Chunk<'a>, cache: &mut ChunkCache, v: &Value) -> Result<i32, ConvertError> {
+        if !chunk.defines(v) {
+            for (earlier, earlier_cache) in self.earlier.iter_mut().rev() {
+                if let Some(v) = earlier.translate(chunk, v) {
+                    return stack_in(self.builder, self.names, earlier, earlier_cache, &v);
+                }
             }
         }
-        let i = if locations.is_empty() {
-            0
-        } else {
-            self.builder.stack(&locations)
-        };
-        if let Some(k) = key {
-            cache.stacks.insert(k, i);
-        }
-        Ok(i)
+        stack_in(self.builder, self.names, chunk, cache, v)
     }
 
-    /// `<class name with '/' replaced by '.'>.<method name>`, or the method name alone when
-    /// the class has no name.
-    fn method(
-        &mut self,
-        chunk: &Chunk<'_>,
-        cache: &mut ChunkCache,
-        v: &Value,
-    ) -> Result<String, ConvertError> {
-        let key = match v {
-            Value::Ref { key, .. } => Some(*key),
-            _ => None,
-        };
-        if let Some(name) = key.and_then(|k| cache.methods.get(&k)) {
-            return Ok(name.clone());
-        }
-        let method = chunk.resolve(v)?;
-        let name = if method == Value::Null {
-            UNKNOWN_METHOD.to_string()
-        } else {
-            let meta = &chunk.meta;
-            let method_name = match method.field(meta, "name") {
-                Some(n) => chunk.text(n)?.unwrap_or_default(),
-                None => String::new(),
-            };
-            let class = match method.field(meta, "type") {
-                Some(c) => chunk.resolve(c)?,
-                None => Value::Null,
-            };
-            let class_name = match class.field(meta, "name") {
-                Some(n) => chunk.text(n)?.unwrap_or_default(),
-                None => String::new(),
-            };
-            if class_name.is_empty() {
-                method_name
-            } else {
-                format!("{}.{method_name}", class_name.replace('/', "."))
-            }
-        };
-        if let Some(k) = key {
-            cache.methods.insert(k, name.clone());
-        }
-        Ok(name)
-    }
-
-    /// `thread.name` (the Java name, else the OS name) and `thread.id` (the Java thread id,
-    /// else the OS one), when known.
+    /// The thread attributes of an event's thread field, resolved like [`Self::stack`].
     fn thread(
         &mut self,
-        chunk: &Chunk<'_>,
+        chunk: &Chunk<'a>,
         cache: &mut ChunkCache,
         v: &Value,
     ) -> Result<Vec<i32>, ConvertError> {
-        let key = match v {
-            Value::Ref { key, .. } => Some(*key),
-            _ => None,
-        };
-        if let Some(attrs) = key.and_then(|k| cache.threads.get(&k)) {
-            return Ok(attrs.clone());
-        }
-        let thread = chunk.resolve_or_null(v)?;
-        let meta = &chunk.meta;
-        let text = |field: &str| -> Result<Option<String>, ConvertError> {
-            match thread.field(meta, field) {
-                Some(v) => Ok(chunk.text(v)?.filter(|s| !s.is_empty())),
-                None => Ok(None),
+        if !chunk.defines(v) {
+            for (earlier, earlier_cache) in self.earlier.iter_mut().rev() {
+                if let Some(v) = earlier.translate(chunk, v) {
+                    return thread_in(self.builder, earlier, earlier_cache, &v);
+                }
             }
-        };
-        let name = match text("javaName")? {
-            Some(n) => Some(n),
-            None => text("osName")?,
-        };
-        let id = |field: &str| {
-            thread
-                .field(meta, field)
-                .and_then(Value::as_int)
-                .filter(|&i| i > 0)
-        };
-        let id = id("javaThreadId").or_else(|| id("osThreadId"));
-        let mut attrs = Vec::new();
-        if let Some(name) = name {
-            attrs.push(self.builder.attribute_str("thread.name", &name));
         }
-        if let Some(id) = id {
-            attrs.push(self.builder.attribute_int("thread.id", id, ""));
-        }
-        if let Some(k) = key {
-            cache.threads.insert(k, attrs.clone());
-        }
-        Ok(attrs)
+        thread_in(self.builder, chunk, cache, v)
     }
 
     fn context(&mut self, cache: &mut ChunkCache, id: i64) -> Vec<i32> {
@@ -406,6 +329,144 @@ impl<'b> Converter<'b> {
         }
         converted
     }
+}
+
+/// The key of a constant-pool reference.
+fn key(v: &Value) -> Option<i64> {
+    match v {
+        Value::Ref { key, .. } => Some(*key),
+        _ => None,
+    }
+}
+
+/// The stack index of a `stackTrace` reference resolved in `chunk`: frames leaf first, as
+/// JFR stores them, minus the frames the naming style drops.
+fn stack_in(
+    builder: &mut RequestBuilder,
+    names: FrameNames,
+    chunk: &Chunk<'_>,
+    cache: &mut ChunkCache,
+    v: &Value,
+) -> Result<i32, ConvertError> {
+    let key = key(v);
+    if let Some(&i) = key.and_then(|k| cache.stacks.get(&k)) {
+        return Ok(i);
+    }
+    let trace = chunk.resolve_or_null(v)?;
+    let mut locations = Vec::new();
+    if let Some(Value::Array(frames)) = trace.field(&chunk.meta, "frames") {
+        locations.reserve(frames.len());
+        for frame in frames {
+            let frame = chunk.resolve(frame)?;
+            let method = frame.field(&chunk.meta, "method").unwrap_or(&Value::Null);
+            let Some(name) = method_name(names, chunk, cache, method)? else {
+                continue;
+            };
+            let line = frame.field(&chunk.meta, "lineNumber").and_then(Value::as_int);
+            locations.push(builder.named_frame(&name, "", line.unwrap_or(0).max(0)));
+        }
+    }
+    let i = if locations.is_empty() {
+        0
+    } else {
+        builder.stack(&locations)
+    };
+    if let Some(k) = key {
+        cache.stacks.insert(k, i);
+    }
+    Ok(i)
+}
+
+/// A frame's name from its `method` reference (see [`FrameNames`]); `None` when the style
+/// drops the frame. Pyroscope drops a frame whose method or class constant is missing and
+/// reads a missing symbol as ""; the JDK style requires the constants and names a null
+/// method [`UNKNOWN_METHOD`].
+fn method_name(
+    names: FrameNames,
+    chunk: &Chunk<'_>,
+    cache: &mut ChunkCache,
+    v: &Value,
+) -> Result<Option<String>, ConvertError> {
+    let key = key(v);
+    if let Some(name) = key.and_then(|k| cache.methods.get(&k)) {
+        return Ok(name.clone());
+    }
+    let pyroscope = names == FrameNames::Pyroscope;
+    let resolve = |v: &Value| match names {
+        FrameNames::Pyroscope => chunk.resolve_or_null(v),
+        FrameNames::Jdk => chunk.resolve(v),
+    };
+    let symbol = |v: Option<&Value>| -> Result<Option<String>, ConvertError> {
+        match v {
+            Some(v) if !pyroscope || chunk.defines(v) => chunk.text(v),
+            _ => Ok(None),
+        }
+    };
+    let method = resolve(v)?;
+    let name = if method == Value::Null {
+        (!pyroscope).then(|| UNKNOWN_METHOD.to_string())
+    } else {
+        let meta = &chunk.meta;
+        let class = match method.field(meta, "type") {
+            Some(c) => resolve(c)?,
+            None => Value::Null,
+        };
+        if class == Value::Null && pyroscope {
+            None
+        } else {
+            let method_name = symbol(method.field(meta, "name"))?;
+            let class_name = symbol(class.field(meta, "name"))?;
+            Some(frame_name(names, class_name.as_deref(), method_name.as_deref()))
+        }
+    };
+    if let Some(k) = key {
+        cache.methods.insert(k, name.clone());
+    }
+    Ok(name)
+}
+
+/// `thread.name` (the Java name, else the OS name) and `thread.id` (the Java thread id,
+/// else the OS one) of a thread reference resolved in `chunk`, when known.
+fn thread_in(
+    builder: &mut RequestBuilder,
+    chunk: &Chunk<'_>,
+    cache: &mut ChunkCache,
+    v: &Value,
+) -> Result<Vec<i32>, ConvertError> {
+    let key = key(v);
+    if let Some(attrs) = key.and_then(|k| cache.threads.get(&k)) {
+        return Ok(attrs.clone());
+    }
+    let thread = chunk.resolve_or_null(v)?;
+    let meta = &chunk.meta;
+    let text = |field: &str| -> Result<Option<String>, ConvertError> {
+        match thread.field(meta, field) {
+            Some(v) => Ok(chunk.text(v)?.filter(|s| !s.is_empty())),
+            None => Ok(None),
+        }
+    };
+    let name = match text("javaName")? {
+        Some(n) => Some(n),
+        None => text("osName")?,
+    };
+    let id = |field: &str| {
+        thread
+            .field(meta, field)
+            .and_then(Value::as_int)
+            .filter(|&i| i > 0)
+    };
+    let id = id("javaThreadId").or_else(|| id("osThreadId"));
+    let mut attrs = Vec::new();
+    if let Some(name) = name {
+        attrs.push(builder.attribute_str("thread.name", &name));
+    }
+    if let Some(id) = id {
+        attrs.push(builder.attribute_int("thread.id", id, ""));
+    }
+    if let Some(k) = key {
+        cache.threads.insert(k, attrs.clone());
+    }
+    Ok(attrs)
 }
 
 /// The name of a frame whose method is missing (JFR's null).

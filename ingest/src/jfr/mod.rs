@@ -61,23 +61,27 @@ mod convert;
 mod cursor;
 mod labels;
 mod metadata;
+mod names;
 #[cfg(test)]
 mod tests;
 mod value;
 
 pub use convert::{PROFILE_TYPES, UNKNOWN_METHOD};
 pub use labels::{Context, LabelsSnapshot};
+pub use names::{FrameNames, UnknownFrameNames};
 
 use crate::body::{BodyError, decompress};
 use crate::convert::{ConvertError, Converted, RequestBuilder, Source};
 
 const FORMAT: &str = "jfr";
 
-/// `labels` is Pyroscope's `LabelsSnapshot` protobuf (multipart part `labels`), if sent.
-/// Nothing is added to `builder` unless the whole recording converts.
+/// `labels` is Pyroscope's `LabelsSnapshot` protobuf (multipart part `labels`), if sent;
+/// `names` is how frames are named. Nothing is added to `builder` unless the whole
+/// recording converts.
 pub fn convert(
     data: &[u8],
     labels: Option<&[u8]>,
+    names: FrameNames,
     source: &Source,
     limit: usize,
     builder: &mut RequestBuilder,
@@ -110,12 +114,12 @@ pub fn convert(
     }
     // Everything is read before anything is pushed, so a failure leaves at most unused
     // dictionary entries behind.
-    let mut converter = convert::Converter::new(builder, labels);
+    let mut converter = convert::Converter::new(builder, labels, names);
     let mut start = 0;
     while start < data.len() {
         let chunk = chunk::Chunk::read(&data, start)?;
-        converter.chunk(&chunk)?;
         start = chunk.header.end();
+        converter.chunk(chunk)?;
     }
     Ok(converter.finish(source))
 }

@@ -226,9 +226,16 @@ fn metadata(w: &Writer) -> Vec<u8> {
     body.buf
 }
 
-fn checkpoint(w: &Writer) -> Vec<u8> {
+/// The constant pools; without `stacks`, the stack traces and threads are left out (as in
+/// a chunk after a rotation whose events refer to the previous chunk's).
+fn checkpoint(w: &Writer, stacks: bool) -> Vec<u8> {
     let mut b = w.sub();
-    b.long(1).long(0).long(0).long(0).u8(0).int(5);
+    b.long(1)
+        .long(0)
+        .long(0)
+        .long(0)
+        .u8(0)
+        .int(if stacks { 5 } else { 3 });
     // Symbols.
     b.long(10).int(3);
     b.long(1).str("com/example/Foo");
@@ -241,6 +248,9 @@ fn checkpoint(w: &Writer) -> Vec<u8> {
     b.long(12).int(2);
     b.long(1).long(1).long(2);
     b.long(2).long(0).long(3);
+    if !stacks {
+        return b.buf;
+    }
     // Stack traces, leaf first: work (line 10) called by main.
     b.long(14).int(2);
     b.long(1).u8(0).int(2).long(1).int(10).long(2).int(-1);
@@ -261,13 +271,18 @@ fn sample(w: &Writer, ticks: i64, stack: i64, context: i64) -> Vec<u8> {
 /// A one-chunk recording with three samples (one without a stack) and a period setting;
 /// `stack` is the key the first sample refers to.
 fn recording(compressed: bool, stack: i64) -> Vec<u8> {
+    chunk(compressed, stack, true)
+}
+
+/// One chunk of [`recording`]; see [`checkpoint`] for `stacks`.
+fn chunk(compressed: bool, stack: i64, stacks: bool) -> Vec<u8> {
     let mut w = Writer::new(compressed);
     w.buf.resize(68, 0);
     let meta_at = w.buf.len();
     let meta = metadata(&w);
     w.event(&meta);
     let cp_at = w.buf.len();
-    let cp = checkpoint(&w);
+    let cp = checkpoint(&w, stacks);
     w.event(&cp);
     let mut setting = w.sub();
     setting.long(21).long(1000).long(20).str("period").str("10 ms");
@@ -322,8 +337,16 @@ fn run(
     data: &[u8],
     labels: Option<&[u8]>,
 ) -> Result<(Converted, ExportProfilesServiceRequest), ConvertError> {
+    run_named(data, labels, FrameNames::default())
+}
+
+fn run_named(
+    data: &[u8],
+    labels: Option<&[u8]>,
+    names: FrameNames,
+) -> Result<(Converted, ExportProfilesServiceRequest), ConvertError> {
     let mut b = RequestBuilder::new();
-    let converted = convert(data, labels, &source(), 1 << 20, &mut b)?;
+    let converted = convert(data, labels, names, &source(), 1 << 20, &mut b)?;
     Ok((converted, b.finish()))
 }
 
@@ -371,8 +394,22 @@ fn rows(req: &ExportProfilesServiceRequest) -> Vec<Row> {
 
 #[test]
 fn synthetic_recording_with_labels_in_both_integer_encodings() {
-    for compressed in [true, false] {
-        let (converted, req) = run(&recording(compressed, 1), Some(&labels())).unwrap();
+    // Pyroscope drops `main`, whose method has no class constant (key 0); the JDK style
+    // names it by its method alone and dots the package.
+    for (names, path) in [
+        (FrameNames::Pyroscope, vec!["com/example/Foo.work"]),
+        (FrameNames::Jdk, vec!["main", "com.example.Foo.work"]),
+    ] {
+        let path: Vec<String> = path.into_iter().map(String::from).collect();
+        for compressed in [true, false] {
+            synthetic_recording(names, compressed, path.clone());
+        }
+    }
+}
+
+fn synthetic_recording(names: FrameNames, compressed: bool, path: Vec<String>) {
+    {
+        let (converted, req) = run_named(&recording(compressed, 1), Some(&labels()), names).unwrap();
         assert_eq!(
             converted,
             Converted {
@@ -396,7 +433,6 @@ fn synthetic_recording_with_labels_in_both_integer_encodings() {
         assert_eq!(p.time_unix_nano, START_NANOS as u64);
         assert_eq!(p.duration_nano, 1_000_000_000);
         assert_eq!(rp.scope_profiles[0].scope.as_ref().unwrap().name, "javaspy");
-        let path = vec!["main".to_string(), "com.example.Foo.work".to_string()];
         let thread = ["thread.name=worker-1".to_string(), "thread.id=7".to_string()];
         let labelled: Vec<String> = thread
             .iter()
@@ -423,12 +459,36 @@ fn without_labels_context_ids_add_nothing() {
 }
 
 #[test]
-fn missing_constant_inside_a_stack_is_an_error_with_its_offset() {
-    let e = run(&recording(true, 2), None).unwrap_err().to_string();
+fn missing_method_inside_a_stack_drops_the_frame_or_is_an_error_in_the_jdk_style() {
+    // Stack 2's only frame names method 9, which no pool holds: Pyroscope drops the frame.
+    let (_, req) = run(&recording(true, 2), None).unwrap();
+    let paths: Vec<Vec<String>> = rows(&req).into_iter().map(|r| r.0).collect();
+    assert_eq!(paths.iter().filter(|p| p.is_empty()).count(), 2, "{paths:?}");
+    let e = run_named(&recording(true, 2), None, FrameNames::Jdk)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("invalid jfr: reference to missing constant 9 of jdk.types.Method at byte offset"),
         "{e}"
     );
+}
+
+#[test]
+fn a_stack_and_thread_from_the_previous_chunk_are_resolved_there() {
+    // The second chunk's pools have no stack traces and no threads, yet its samples refer
+    // to stack 1 and thread 1 of the first chunk (ids are global across a JDK recording's
+    // chunks). Key 9 is defined by no chunk: the empty stack.
+    let mut data = recording(true, 1);
+    data.extend(chunk(true, 9, false));
+    let (converted, req) = run(&data, None).unwrap();
+    assert_eq!(converted.samples, 6);
+    let path = vec!["com/example/Foo.work".to_string()];
+    let thread = vec!["thread.name=worker-1".to_string(), "thread.id=7".to_string()];
+    let rows = rows(&req);
+    let count = |p: &Vec<String>| rows.iter().filter(|r| &r.0 == p && r.1 == thread).count();
+    // Per chunk: one sample on stack 1, one on the first sample's key, one without a stack.
+    assert_eq!(count(&path), 3, "{rows:?}");
+    assert_eq!(count(&vec![]), 3, "{rows:?}");
 }
 
 #[test]
@@ -496,7 +556,15 @@ fn gzip_and_limits() {
     let (converted, _) = run(&gz, None).unwrap();
     assert_eq!(converted.samples, 3);
     let mut b = RequestBuilder::new();
-    let e = convert(&gz, None, &source(), data.len() - 1, &mut b).unwrap_err();
+    let e = convert(
+        &gz,
+        None,
+        FrameNames::Pyroscope,
+        &source(),
+        data.len() - 1,
+        &mut b,
+    )
+    .unwrap_err();
     assert!(matches!(e, ConvertError::TooLarge { format: "jfr", .. }), "{e}");
     let e = run(&gz[..gz.len() / 2], None).unwrap_err().to_string();
     assert!(e.starts_with("invalid jfr: ") && e.contains("gzip"), "{e}");

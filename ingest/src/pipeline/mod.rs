@@ -16,6 +16,7 @@ use stackhouse_storage::writer::{RefusedSeries, Writer};
 
 use crate::convert::Conversion;
 use crate::formats::{Body, Params, WireFormat};
+use crate::jfr::FrameNames;
 use crate::limits::{IngestLimits, RateLimiter, SeriesCounter};
 use crate::otlp::{AnySeries, Dictionary, Limits, SeriesAdmission, Tenant, TimeWindow, normalize_within};
 
@@ -39,6 +40,7 @@ pub struct Pipeline {
     limits: IngestLimits,
     /// Counts series for `limits.max_series`; `None`: no series limit.
     series: Option<SeriesCounter>,
+    jfr_frame_names: FrameNames,
 }
 
 impl Pipeline {
@@ -51,7 +53,14 @@ impl Pipeline {
             window: None,
             limits: IngestLimits::default(),
             series: None,
+            jfr_frame_names: FrameNames::default(),
         }
+    }
+
+    /// How frames of JFR recordings are named (Pyroscope's way by default).
+    pub fn with_jfr_frame_names(mut self, names: FrameNames) -> Pipeline {
+        self.jfr_frame_names = names;
+        self
     }
 
     /// Holds each tenant to its series, label and stack depth bounds.
@@ -83,9 +92,10 @@ impl Pipeline {
         let Payload {
             format,
             body,
-            params,
+            mut params,
             sent_bytes,
         } = payload;
+        params.jfr_frame_names = self.jfr_frame_names;
         // Decoding is CPU work proportional to the request; keep it off the I/O threads.
         let conversion = tokio::task::spawn_blocking(move || format.convert(&body, &params)).await??;
         self.store(tenant, conversion, sent_bytes).await

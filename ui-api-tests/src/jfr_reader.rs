@@ -99,6 +99,22 @@ fn mapping(event: &str, wall_mode: bool) -> Vec<(&'static str, Worth)> {
     }
 }
 
+/// The profile types an event of type `kind` feeds (not in async-profiler's wall mode)
+/// and its value in each: `int` reads an integer field, `duration_nanos` is its duration.
+pub fn event_values(kind: &str, int: impl Fn(&str) -> i64, duration_nanos: i64) -> Vec<(&'static str, i64)> {
+    mapping(kind, false)
+        .into_iter()
+        .map(|(type_id, worth)| {
+            let v = match worth {
+                Worth::One => 1,
+                Worth::Field(f) => int(f),
+                Worth::DurationNanos => duration_nanos,
+            };
+            (type_id, v)
+        })
+        .collect()
+}
+
 const EVENTS: &str = "jdk.ExecutionSample,jdk.NativeMethodSample,profiler.WallClockSample,\
 jdk.ObjectAllocationInNewTLAB,jdk.ObjectAllocationOutsideTLAB,jdk.ObjectAllocationSample,\
 jdk.JavaMonitorEnter,jdk.ThreadPark,profiler.LiveObject,profiler.Malloc,jdk.ActiveSetting";
@@ -303,7 +319,8 @@ pub fn pyroscope_symbol(symbol: &str) -> String {
     s
 }
 
-fn thread_name(thread: &Value) -> String {
+/// The thread name of a `java.lang.Thread` value: `javaName`, else `osName`, else "".
+pub fn thread_name(thread: &Value) -> String {
     let non_empty = |k: &str| thread[k].as_str().filter(|s| !s.is_empty());
     non_empty("javaName")
         .or_else(|| non_empty("osName"))

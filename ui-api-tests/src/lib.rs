@@ -13,6 +13,7 @@ pub mod grafana;
 pub mod http_query;
 pub mod ingest_client;
 pub mod jfr_expected;
+pub mod jfr_raw;
 pub mod jfr_reader;
 pub mod load;
 pub mod native_program;

@@ -10,8 +10,8 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfil
 use prost::Message;
 use stackhouse_ingest::convert::{ConvertError, RequestBuilder, Source};
 use stackhouse_ingest::jfr::FrameNames;
-use ui_api_tests::capture;
 use ui_api_tests::jfr_reader::{self, JfrTotals, Names};
+use ui_api_tests::{capture, jfr_raw};
 
 const LIMIT: usize = 512 << 20;
 
@@ -76,15 +76,7 @@ fn totals(req: &ExportProfilesServiceRequest) -> JfrTotals {
 /// is unreadable). Timestamps must agree within `time_tolerance` ns: exactly for single
 /// chunks; the JDK converts every chunk's ticks with the first chunk's clock anchor while
 /// we use each chunk's own, so later chunks differ by the clock drift between anchors.
-///
-/// `unresolved_share`: see [`assert_moved_to_empty_stack`]; `None` compares paths exactly.
-fn assert_same(
-    expected: &JfrTotals,
-    got: &JfrTotals,
-    what: &str,
-    time_tolerance: i64,
-    unresolved_share: Option<f64>,
-) {
+fn assert_same(expected: &JfrTotals, got: &JfrTotals, what: &str, time_tolerance: i64) {
     let types = |t: &JfrTotals| t.by_type.keys().cloned().collect::<Vec<_>>();
     assert_eq!(types(got), types(expected), "{what}: profile types");
     for (type_id, paths) in &expected.by_type {
@@ -94,19 +86,15 @@ fn assert_same(
             expected.total(type_id),
             "{what}: total of {type_id}"
         );
-        if let Some(max_share) = unresolved_share {
-            assert_moved_to_empty_stack(paths, got_paths, max_share, &format!("{what}: {type_id}"));
-        } else {
-            let only_got: Vec<_> = got_paths.keys().filter(|p| !paths.contains_key(*p)).collect();
-            let only_expected: Vec<_> = paths.keys().filter(|p| !got_paths.contains_key(*p)).collect();
-            assert_eq!(
-                got_paths.len(),
-                paths.len(),
-                "{what}: number of paths of {type_id}; only ours: {only_got:?}; only jfr print: {only_expected:?}"
-            );
-            for (path, v) in paths {
-                assert_eq!(got_paths.get(path), Some(v), "{what}: {type_id} path {path:?}");
-            }
+        let only_got: Vec<_> = got_paths.keys().filter(|p| !paths.contains_key(*p)).collect();
+        let only_expected: Vec<_> = paths.keys().filter(|p| !got_paths.contains_key(*p)).collect();
+        assert_eq!(
+            got_paths.len(),
+            paths.len(),
+            "{what}: number of paths of {type_id}; only ours: {only_got:?}; only expected: {only_expected:?}"
+        );
+        for (path, v) in paths {
+            assert_eq!(got_paths.get(path), Some(v), "{what}: {type_id} path {path:?}");
         }
         assert_eq!(
             got.by_thread[type_id], expected.by_thread[type_id],
@@ -125,39 +113,6 @@ fn assert_same(
             );
         }
     }
-}
-
-/// A live JDK recording that rotates chunks has a few events, written around a rotation,
-/// whose stack trace is not in their chunk's pool. We give them the empty stack; `jfr
-/// print` resolves some of them (from neither the previous chunk alone nor by a rule found
-/// so far) and shows others as null. So: every non-empty path may hold less than `jfr
-/// print` says, never more; the difference is on the empty stack (totals are compared
-/// apart); and it is at most `max_share` of the total.
-fn assert_moved_to_empty_stack(
-    expected: &BTreeMap<Vec<String>, i64>,
-    got: &BTreeMap<Vec<String>, i64>,
-    max_share: f64,
-    what: &str,
-) {
-    let mut moved = 0;
-    for (path, &v) in got.iter().filter(|(p, _)| !p.is_empty()) {
-        let e = expected.get(path).copied().unwrap_or(0);
-        assert!(v <= e, "{what}: path {path:?} holds {v}, jfr print {e}");
-    }
-    for (path, &e) in expected.iter().filter(|(p, _)| !p.is_empty()) {
-        moved += e - got.get(path).copied().unwrap_or(0);
-    }
-    let empty = |m: &BTreeMap<Vec<String>, i64>| m.get(&Vec::new()).copied().unwrap_or(0);
-    assert_eq!(
-        empty(got) - empty(expected),
-        moved,
-        "{what}: the difference is on the empty stack"
-    );
-    let total: i64 = expected.values().sum();
-    assert!(
-        moved as f64 <= max_share * total as f64,
-        "{what}: {moved} of {total} with an unresolved stack"
-    );
 }
 
 fn gunzip(path: &std::path::Path) -> Vec<u8> {
@@ -180,7 +135,7 @@ fn async_profiler_cpu_recording_matches_jfr_print() {
     );
     let data = std::fs::read(&path).unwrap();
     let req = convert(&data).unwrap();
-    assert_same(&expected, &totals(&req), "kafka-cpu", 0, None);
+    assert_same(&expected, &totals(&req), "kafka-cpu", 0);
     // The JDK's dotted style is what `jfr print` shows.
     let jdk = totals(&convert_named(&data, FrameNames::Jdk).unwrap());
     assert_same(
@@ -188,7 +143,6 @@ fn async_profiler_cpu_recording_matches_jfr_print() {
         &jdk,
         "kafka-cpu, jdk names",
         0,
-        None,
     );
     // One profile, spanning the chunk: 2023-08-03T04:34:34Z plus about ten seconds.
     let profiles: Vec<_> = req.resource_profiles[0].scope_profiles[0]
@@ -223,7 +177,7 @@ fn async_profiler_cpu_and_alloc_recording_matches_jfr_print() {
         766
     );
     let req = convert(&std::fs::read(&path).unwrap()).unwrap();
-    assert_same(&expected, &totals(&req), "kafka-cpu-lock-alloc", 0, None);
+    assert_same(&expected, &totals(&req), "kafka-cpu-lock-alloc", 0);
     // async-profiler states its allocation sampling interval (alloc=2097152).
     let d = req.dictionary.as_ref().unwrap();
     for p in &req.resource_profiles[0].scope_profiles[0].profiles {
@@ -273,7 +227,7 @@ fn two_recordings_back_to_back_convert_chunk_by_chunk() {
     let mut data = gunzip(&a);
     data.extend(gunzip(&b));
     let req = convert(&data).unwrap();
-    assert_same(&expected, &totals(&req), "two recordings", 0, None);
+    assert_same(&expected, &totals(&req), "two recordings", 0);
     let p = &req.resource_profiles[0].scope_profiles[0].profiles[0];
     // From the first chunk's start to the second one's end (about two minutes later).
     assert!(p.duration_nano > 100_000_000_000, "{}", p.duration_nano);
@@ -288,6 +242,86 @@ fn chunk_count(data: &[u8]) -> usize {
     }
     n
 }
+
+/// `jfr print`'s totals, corrected for what it cannot show: an event written into the
+/// chunk after the one holding its stack trace (or thread) shows null there unless the
+/// memo rule resolves it, and the conversion gives it the earlier chunk's stack. Which
+/// events those are, and that stack, come from the raw keys ([`jfr_raw`]); the predicted
+/// nulls must be `jfr print`'s nulls, and where `jfr print` resolves a stack, the earlier
+/// chunk's must be the same one.
+fn with_stacks_from_earlier_chunks(mut printed: JfrTotals, data: &[u8]) -> JfrTotals {
+    let raw = jfr_raw::read(data, &JDK_EVENTS);
+    let path = |v: &serde_json::Value| jfr_reader::stack_path(v, Names::Pyroscope);
+    let values = |e: &jfr_raw::RawEvent| {
+        let int = |f: &str| e.ints.get(f).copied().unwrap_or(0);
+        jfr_reader::event_values(&e.type_name, int, e.duration_nanos)
+    };
+    // The rule reproduces jfr print: its empty path holds exactly the predicted nulls and
+    // the stacks without frames (count types: one per event).
+    let mut predicted_empty: BTreeMap<String, i64> = BTreeMap::new();
+    for e in raw.iter().filter(|e| path(&e.stack.printed).is_empty()) {
+        for (type_id, v) in values(e) {
+            *predicted_empty.entry(type_id.to_string()).or_default() += v;
+        }
+    }
+    for (type_id, paths) in printed.by_type.iter().filter(|(t, _)| t.contains(":count:")) {
+        assert_eq!(
+            paths.get(&Vec::new()).copied().unwrap_or(0),
+            predicted_empty.get(type_id).copied().unwrap_or(0),
+            "{type_id}: events jfr print shows on the empty path"
+        );
+    }
+    let (mut moved_stacks, mut moved_threads) = (0, 0);
+    for e in &raw {
+        if !e.stack.printed.is_null() {
+            // What jfr print resolves (own chunk or memo) is what the conversion resolves.
+            assert_eq!(path(&e.stack.printed), path(&e.stack.converter), "{e:?}");
+        } else if !e.stack.converter.is_null() {
+            moved_stacks += 1;
+            let to = path(&e.stack.converter);
+            for (type_id, v) in values(e) {
+                let paths = printed.by_type.get_mut(type_id).unwrap();
+                *paths.get_mut(&Vec::new()).unwrap() -= v;
+                *paths.entry(to.clone()).or_default() += v;
+            }
+        }
+        if e.thread.printed.is_null() && !e.thread.converter.is_null() {
+            moved_threads += 1;
+            let to = jfr_reader::thread_name(&e.thread.converter);
+            for (type_id, v) in values(e) {
+                let threads = printed.by_thread.get_mut(type_id).unwrap();
+                *threads.get_mut("").unwrap() -= v;
+                *threads.entry(to.clone()).or_default() += v;
+            }
+        }
+    }
+    for paths in printed.by_type.values_mut() {
+        paths.retain(|_, v| *v != 0);
+    }
+    for threads in printed.by_thread.values_mut() {
+        threads.retain(|_, v| *v != 0);
+    }
+    let earlier_stacks = raw.iter().filter(|e| e.stack.from_earlier_chunk).count();
+    let earlier_threads = raw.iter().filter(|e| e.thread.from_earlier_chunk).count();
+    eprintln!(
+        "JDK workload: {} events; resolved from an earlier chunk: {earlier_stacks} stacks \
+         ({moved_stacks} of them null in jfr print), {earlier_threads} threads ({moved_threads} \
+         null in jfr print)",
+        raw.len()
+    );
+    printed
+}
+
+/// The event types the JDK workload records that the conversion counts.
+const JDK_EVENTS: [&str; 7] = [
+    "jdk.ExecutionSample",
+    "jdk.NativeMethodSample",
+    "jdk.ObjectAllocationInNewTLAB",
+    "jdk.ObjectAllocationOutsideTLAB",
+    "jdk.ObjectAllocationSample",
+    "jdk.JavaMonitorEnter",
+    "jdk.ThreadPark",
+];
 
 #[test]
 fn jdk_recording_with_locks_parks_and_allocations_matches_jfr_print() {
@@ -314,7 +348,8 @@ fn jdk_recording_with_locks_parks_and_allocations_matches_jfr_print() {
         chunk_count(&data)
     );
     let req = convert(&data).unwrap();
-    assert_same(&expected, &totals(&req), "JDK workload", 1_000, Some(0.02));
+    let expected = with_stacks_from_earlier_chunks(expected, &data);
+    assert_same(&expected, &totals(&req), "JDK workload", 1_000);
     // The JDK states the execution sampling period (2 ms in the workload's settings).
     let d = req.dictionary.as_ref().unwrap();
     let cpu = req.resource_profiles[0].scope_profiles[0]
@@ -452,26 +487,6 @@ fn reader_totals_are_not_trivially_empty() {
             .keys()
             .any(|n| n.starts_with("data-plane-kafka-request-handler"))
     );
-}
-
-#[test]
-fn unresolved_stacks_may_only_move_value_to_the_empty_stack() {
-    let map = |entries: &[(&[&str], i64)]| -> BTreeMap<Vec<String>, i64> {
-        entries
-            .iter()
-            .map(|(p, v)| (p.iter().map(|s| s.to_string()).collect(), *v))
-            .collect()
-    };
-    let expected = map(&[(&["main", "a"], 95), (&[], 5)]);
-    assert_moved_to_empty_stack(&expected, &map(&[(&["main", "a"], 93), (&[], 7)]), 0.02, "ok");
-    for bad in [
-        map(&[(&["main", "a"], 96), (&[], 4)]),  // more than jfr print on a path
-        map(&[(&["main", "a"], 90), (&[], 10)]), // over the share
-        map(&[(&["main", "a"], 93), (&[], 5)]),  // value lost, not moved
-    ] {
-        let result = std::panic::catch_unwind(|| assert_moved_to_empty_stack(&expected, &bad, 0.02, "bad"));
-        assert!(result.is_err(), "{bad:?} was accepted");
-    }
 }
 
 /// The kafka captures' frame names after conversion, checked against the rules of

@@ -229,7 +229,7 @@ async fn assert_same_answers(backend: &Backend) {
     );
     let type_id = types[0]["response"]["profileTypes"]
         .as_array()
-        .and_then(|t| t.iter().find(|t| t["sampleType"] == "samples"))
+        .and_then(|t| t.iter().find(|t| t["periodType"] == "cpu"))
         .map(|t| t["ID"].as_str().unwrap().to_string())
         .unwrap_or_else(|| panic!("no cpu profile type: {types:?}"));
     let connect = connect_calls(&type_id);

@@ -98,9 +98,16 @@ async fn measure(
     let bare = BareScan::over(env, range).await?;
 
     // Warm runs first; every path must count every sample of the days.
+    // Grafana is served CPU time: each sample is worth the fleet's sampling period.
+    let period = 1_000_000_000 / i64::from(plan.hour_fleet.hz.max(1));
+    let grafana_total = grafana().await.context("Grafana flamegraph")?;
+    if grafana_total != samples as i64 * period {
+        bail!(
+            "the Grafana API shows {grafana_total} ns over the days, they hold {samples} samples of {period} ns"
+        );
+    }
     let totals = [
         ("HTTP API", http().await.context("HTTP flamegraph")?),
-        ("Grafana API", grafana().await.context("Grafana flamegraph")?),
         ("in-process", engine.flamegraph(&query).await?.total),
         ("bare scan", bare.total().await?),
     ];
@@ -169,7 +176,8 @@ async fn grafana_profile_type(
     };
     let bytes = connect(client, base, "ProfileTypes", request.encode_to_vec()).await?;
     let types = ProfileTypesResponse::decode(bytes.as_slice())?;
-    let cpu = cpu_type();
+    // Counted CPU samples are listed as CPU time, as Grafana is served them.
+    let cpu = cpu_type().in_time().context("the bench's type is counted CPU")?;
     types
         .profile_types
         .into_iter()

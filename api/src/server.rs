@@ -213,6 +213,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
         Pipeline::new(writer.clone(), clock.clone())
             .with_rate_limiter(limiter)
             .with_time_window(args.lifecycle.maintenance().retention.raw, args.ingest_max_future)
+            .with_jfr_frame_names(args.jfr_frame_names)
             .with_limits(args.ingest_limits.limits(), SeriesCounter::new(catalog.clone())),
     );
     let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Command, ValueEnum};
+use stackhouse_ingest::jfr::FrameNames;
 
 pub use auth::AuthMode;
 pub use cluster::ClusterArgs;
@@ -110,6 +111,12 @@ pub struct ServeArgs {
     /// partial_success), as are times older than the tenant's `--retention`.
     #[arg(long, env = "STACKHOUSE_INGEST_MAX_FUTURE", default_value = "10m", value_parser = humantime::parse_duration)]
     pub ingest_max_future: Duration,
+
+    /// How JFR frames are named: `pyroscope` as Pyroscope names them
+    /// (`kafka/network/Processor.poll`, lambdas merged into `$$Lambda_`), `jdk` in the
+    /// JDK's dotted style (`kafka.network.Processor.poll`).
+    #[arg(long, env = "STACKHOUSE_JFR_FRAME_NAMES", default_value_t = FrameNames::Pyroscope)]
+    pub jfr_frame_names: FrameNames,
 
     /// PEM certificate chain: serve HTTPS and gRPC over TLS (with `--tls-key-file`).
     #[arg(long, env = "STACKHOUSE_TLS_CERT_FILE")]

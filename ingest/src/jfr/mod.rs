@@ -34,9 +34,11 @@
 //! count without a stated interval gets `1e9 / Source::sample_rate`; otherwise 0.
 //!
 //! Stacks are the `stackTrace` frames leaf first, as stored (a truncated stack stays
-//! truncated; an event without a stack gets the empty stack). A frame is named
-//! `<class name with '/' replaced by '.'>.<method name>`, or the method name alone when the
-//! class has no name, `[unknown]` when the method is null; its `lineNumber` is the line
+//! truncated; an event without a stack gets the empty stack); nothing is added (no thread
+//! or `[truncated]` frame). Frames are named per [`FrameNames`]: by default as Pyroscope
+//! names them (`<class-name symbol>.<method-name symbol>` with JVM-internal slashes, each
+//! symbol through jfr-parser's six rewrites; a frame whose method or class constant is
+//! missing is dropped), or in the JDK's dotted style. A frame's `lineNumber` is its line
 //! (negative numbers, the JDK's "unknown", become 0); there are no file names.
 //!
 //! Sample attributes: `thread.name` (the thread's `javaName`, else `osName`) and `thread.id`
@@ -51,10 +53,14 @@
 //! Constant-pool keys resolve in their own chunk. Malformed input (bad magic, unsupported
 //! version, truncated chunk or event, a reference to a missing constant, absurd counts or
 //! sizes) is refused with the byte offset where it broke; counts are checked against the
-//! bytes left before anything is allocated. The tolerated dangling references are an
-//! event's own `stackTrace` and thread: JDK recordings have them around chunk rotations and
-//! `jfr print` shows null, so such an event gets the empty stack or no thread attributes.
-//! References inside constants (a frame's method, a method's class or name) must resolve.
+//! bytes left before anything is allocated. An event's own `stackTrace` and thread may
+//! dangle: stack-trace ids are global and monotonic across a JDK recording's chunks, and
+//! the JDK writes some events into the chunk after the one holding their stack trace (or
+//! thread). Such a key resolves in the latest earlier chunk that defines it (so every
+//! event keeps its stack, where `jfr print` shows null for some), else the event gets the
+//! empty stack or no thread attributes. Other references inside constants (a frame's
+//! method, a method's class or name) must resolve, except that Pyroscope's naming drops a
+//! frame whose method or class is missing and reads a missing symbol as "".
 
 mod chunk;
 mod convert;

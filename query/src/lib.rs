@@ -23,8 +23,12 @@ mod types;
 
 pub use endpoints::diff::{Diff, DiffNode, DiffQuery};
 pub use endpoints::events::{DEFAULT_EVENTS_LIMIT, Event, EventsPage, EventsQuery};
+pub use endpoints::exemplars::{
+    EXEMPLARS_PER_POINT, Exemplar, ExemplarGroup, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery,
+};
 pub use endpoints::export::PprofQuery;
 pub use endpoints::flamegraph::FlamegraphQuery;
+pub use endpoints::heatmap::{Heatmap, HeatmapGroup, HeatmapSlot, Y_BUCKETS, heatmap};
 pub use endpoints::profile::{ProfileDetail, ProfileMeta};
 pub use endpoints::timeseries::{Aggregation, Timeseries, TimeseriesGroup, TimeseriesQuery};
 pub use endpoints::top::{Top, TopFunction, TopQuery};

@@ -6,6 +6,8 @@
 //! `/api/v1`; any other Connect method answers `unimplemented` (HTTP 501).
 
 pub mod codec;
+mod exemplars;
+mod heatmap;
 mod labels;
 mod pprof;
 mod profile_type;
@@ -118,6 +120,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         (querier!("SelectMergeProfile"), rpc(querier::select_merge_profile)),
         (querier!("SelectSeries"), rpc(querier::select_series)),
+        (querier!("SelectHeatmap"), rpc(heatmap::select_heatmap)),
         (querier!("Diff"), rpc(querier::diff)),
         (querier!("GetProfileStats"), rpc(querier::get_profile_stats)),
         (querier!("AnalyzeQuery"), rpc(querier::analyze_query)),

@@ -20,20 +20,19 @@ use stackhouse_query::render::flamebearer::{diff_levels, levels};
 use stackhouse_query::render::pprof_cut;
 use stackhouse_query::render::tree_bytes::tree_bytes;
 use stackhouse_query::{
-    Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, GroupKey, PprofQuery, Scope,
+    Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, PprofQuery, Scope,
     StackFilter, TimeseriesQuery,
 };
 use stackhouse_storage::model::{Series, TimeRange};
 
 use super::labels::{self, Matchers, Names};
-use super::{Call, pprof, profile_type};
+use super::{Call, exemplars, pprof, profile_type};
 use crate::error::ApiError;
 use crate::http::AppState;
 use crate::http::query::params::hex_ids;
 use crate::time_param::now_nanos;
 
 pub(super) const NANOS_PER_MILLI: i64 = 1_000_000;
-const NANOS_PER_SECOND: f64 = 1e9;
 /// The window of a request that gives neither start nor end.
 const DEFAULT_WINDOW_NANOS: i64 = 3_600 * 1_000_000_000;
 
@@ -448,13 +447,7 @@ pub async fn select_series(
     call: Call,
     r: SelectSeriesRequest,
 ) -> Result<SelectSeriesResponse, ApiError> {
-    if r.step.is_nan() || r.step < 0.001 {
-        return Err(ApiError::invalid(format!(
-            "step must be at least 0.001 s, got {}",
-            r.step
-        )));
-    }
-    let step_nanos = (r.step * NANOS_PER_SECOND).round() as i64;
+    let step_nanos = exemplars::step_nanos(r.step)?;
     let scope = select_scope(
         &state,
         &call,
@@ -464,16 +457,7 @@ pub async fn select_series(
         r.end,
     )
     .await?;
-    let names = if r.group_by.iter().any(|n| Names::needed_for(n)) {
-        Names::new(state.engine.label_names(&call.tenant, scope.range).await?)
-    } else {
-        Names::default()
-    };
-    let group_by: Vec<GroupKey> = r
-        .group_by
-        .iter()
-        .map(|n| GroupKey::Label(names.resolve(n)))
-        .collect();
+    let group_by = exemplars::group_keys(&state, &call, scope.range, &r.group_by).await?;
     let aggregation = match r.aggregation.map(TimeSeriesAggregationType::try_from) {
         Some(Ok(TimeSeriesAggregationType::Average)) => Aggregation::Avg,
         _ => Aggregation::Sum,
@@ -492,9 +476,9 @@ pub async fn select_series(
             .series
             .truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     }
-    let series = timeseries
+    let mut series: Vec<_> = timeseries
         .series
-        .into_iter()
+        .iter()
         .map(|s| {
             let labels = r
                 .group_by
@@ -517,6 +501,16 @@ pub async fn select_series(
             }
         })
         .collect();
+    exemplars::attach(
+        &state,
+        &call,
+        &r,
+        &query,
+        &stacks,
+        &timeseries.series,
+        &mut series,
+    )
+    .await?;
     Ok(SelectSeriesResponse { series })
 }
 

@@ -4,8 +4,10 @@
 
 pub mod diff;
 pub mod events;
+pub mod exemplars;
 pub mod export;
 pub mod flamegraph;
+pub mod heatmap;
 pub mod labels;
 pub mod profile;
 pub mod profile_types;

@@ -244,34 +244,42 @@ impl<'a, 'b> Converter<'a, 'b> {
         Ok(())
     }
 
-    /// The stack index of an event's `stackTrace` field, from its own chunk, else from
-    /// the latest earlier chunk that defines the key.
+    /// The stack index of an event's `stackTrace` field.
     fn stack(&mut self, chunk: &Chunk<'a>, cache: &mut ChunkCache, v: &Value) -> Result<i32, ConvertError> {
-        if !chunk.defines(v) {
-            for (earlier, earlier_cache) in self.earlier.iter_mut().rev() {
-                if let Some(v) = earlier.translate(chunk, v) {
-                    return stack_in(self.builder, self.names, earlier, earlier_cache, &v);
-                }
-            }
-        }
-        stack_in(self.builder, self.names, chunk, cache, v)
+        let names = self.names;
+        self.in_defining_chunk(chunk, cache, v, |builder, chunk, cache, v| {
+            stack_in(builder, names, chunk, cache, v)
+        })
     }
 
-    /// The thread attributes of an event's thread field, resolved like [`Self::stack`].
+    /// The thread attributes of an event's thread field.
     fn thread(
         &mut self,
         chunk: &Chunk<'a>,
         cache: &mut ChunkCache,
         v: &Value,
     ) -> Result<Vec<i32>, ConvertError> {
+        self.in_defining_chunk(chunk, cache, v, thread_in)
+    }
+
+    /// Calls `f` with the chunk whose pools define the reference `v` of an event in
+    /// `chunk`: `chunk` itself, else the latest earlier chunk that defines the key, else
+    /// `chunk` (where it resolves to null).
+    fn in_defining_chunk<T>(
+        &mut self,
+        chunk: &Chunk<'a>,
+        cache: &mut ChunkCache,
+        v: &Value,
+        f: impl FnOnce(&mut RequestBuilder, &Chunk<'a>, &mut ChunkCache, &Value) -> Result<T, ConvertError>,
+    ) -> Result<T, ConvertError> {
         if !chunk.defines(v) {
             for (earlier, earlier_cache) in self.earlier.iter_mut().rev() {
                 if let Some(v) = earlier.translate(chunk, v) {
-                    return thread_in(self.builder, earlier, earlier_cache, &v);
+                    return f(self.builder, earlier, earlier_cache, &v);
                 }
             }
         }
-        thread_in(self.builder, chunk, cache, v)
+        f(self.builder, chunk, cache, v)
     }
 
     fn context(&mut self, cache: &mut ChunkCache, id: i64) -> Vec<i32> {

@@ -672,7 +672,7 @@ fn profile_stats_analyze_and_unknown_methods() {
     let answers = l.call(&[
         fetch(&format!("/{Q}/GetProfileStats"), json_headers.clone(), "{}"),
         fetch(&format!("/{Q}/AnalyzeQuery"), json_headers.clone(), r#"{"start":1,"end":2,"query":""}"#),
-        fetch(&format!("/{Q}/SelectHeatmap"), json_headers.clone(), "{}"),
+        fetch("/settings.v1.RecordingRulesService/ListRecordingRules", json_headers.clone(), "{}"),
         fetch("/adhocprofiles.v1.AdHocProfileService/Get", json_headers.clone(), "{}"),
         fetch("/nothing/here", json_headers.clone(), "{}"),
         fetch(&format!("/{Q}/ProfileTypes"), json!({"content-type": "text/plain"}), "{}"),

@@ -593,3 +593,33 @@ fn exemplar_links_open_exactly_that_profile_or_span() {
         "each link opens exactly its profile's or span's samples"
     );
 }
+
+#[test]
+fn heatmap_requests_are_validated_as_select_series() {
+    let (server, _) = loaded();
+    let answers = call_all(
+        &server.http(),
+        &[
+            rpc(
+                &format!("{Q}/SelectHeatmap"),
+                true,
+                select(json!({"step": 0.0001, "queryType": "HEATMAP_QUERY_TYPE_INDIVIDUAL"})),
+            ),
+            rpc(
+                &format!("{Q}/SelectSeries"),
+                true,
+                select(json!({"step": 0.0001})),
+            ),
+            rpc(
+                &format!("{Q}/SelectHeatmap"),
+                false,
+                request(json!({"queryType": 7})),
+            ),
+            rpc(&format!("{Q}/SelectHeatmap"), true, request(json!({"limit": -1}))),
+        ],
+    );
+    for (i, a) in answers.iter().enumerate() {
+        assert_eq!(a["error"]["code"], "invalid_argument", "call {i}: {a}");
+    }
+    assert_eq!(answers[0]["error"]["message"], answers[1]["error"]["message"]);
+}

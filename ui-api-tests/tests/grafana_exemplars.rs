@@ -152,6 +152,9 @@ fn wire_name(name: &str) -> String {
     }
 }
 
+/// Per group (its values) and bucket start: the expected exemplars.
+type ByGroup = BTreeMap<Vec<String>, BTreeMap<i64, Vec<Expected>>>;
+
 /// What an exemplar stands for, in a group: a profile or a span.
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -174,15 +177,16 @@ struct Expected {
 
 /// Per group value and bucket start: every profile (or span) with its sum, largest first
 /// (ties: smaller id first), as the workload defines them.
-fn expected(
-    obs: &[Obs],
-    kind: Kind,
-    group_by: &[&str],
-) -> BTreeMap<Vec<String>, BTreeMap<i64, Vec<Expected>>> {
-    let mut sums: BTreeMap<
-        (Vec<String>, i64, String),
-        (i64, i64, String, Option<BTreeSet<(String, String)>>),
-    > = BTreeMap::new();
+fn expected(obs: &[Obs], kind: Kind, group_by: &[&str]) -> ByGroup {
+    /// A profile's or span's samples in one bucket of one group.
+    #[derive(Default)]
+    struct Sum {
+        value: i64,
+        time: Option<i64>,
+        trace_id: String,
+        labels: Option<BTreeSet<(String, String)>>,
+    }
+    let mut sums: BTreeMap<(Vec<String>, i64, String), Sum> = BTreeMap::new();
     for o in obs {
         let id = match kind {
             Kind::Profile => o.profile_id.as_deref().map(uuid),
@@ -197,31 +201,29 @@ fn expected(
             .filter(|(k, _)| !group_by.contains(&k.as_str()))
             .map(|(k, v)| (wire_name(k), v.clone()))
             .collect();
-        let e = sums
-            .entry((group, bucket, id))
-            .or_insert((0, i64::MAX, String::new(), None));
-        e.0 += o.value;
-        e.1 = e.1.min(o.time);
+        let e = sums.entry((group, bucket, id)).or_default();
+        e.value += o.value;
+        e.time = Some(e.time.map_or(o.time, |t| t.min(o.time)));
         if kind == Kind::Span {
-            e.2 = o.trace_id.clone().unwrap();
+            e.trace_id = o.trace_id.clone().unwrap();
         }
-        e.3 = Some(match e.3.take() {
+        e.labels = Some(match e.labels.take() {
             None => labels,
             Some(common) => common.intersection(&labels).cloned().collect(),
         });
     }
-    let mut out: BTreeMap<Vec<String>, BTreeMap<i64, Vec<Expected>>> = BTreeMap::new();
-    for ((group, bucket, id), (value, time, trace_id, labels)) in sums {
+    let mut out: ByGroup = BTreeMap::new();
+    for ((group, bucket, id), sum) in sums {
         out.entry(group)
             .or_default()
             .entry(bucket)
             .or_default()
             .push(Expected {
                 id,
-                trace_id,
-                value,
-                timestamp: time / MS,
-                labels: labels.unwrap().into_iter().collect(),
+                trace_id: sum.trace_id,
+                value: sum.value,
+                timestamp: sum.time.unwrap() / MS,
+                labels: sum.labels.unwrap().into_iter().collect(),
             });
     }
     for buckets in out.values_mut() {
@@ -284,11 +286,7 @@ fn labels_of(series: &Value) -> Vec<String> {
 
 /// Checks every point of a `SelectSeries` answer: one exemplar, the largest of its
 /// bucket; returns the exemplars seen.
-fn check_series_exemplars(
-    answer: &Value,
-    kind: Kind,
-    want: &BTreeMap<Vec<String>, BTreeMap<i64, Vec<Expected>>>,
-) -> Vec<Expected> {
+fn check_series_exemplars(answer: &Value, kind: Kind, want: &ByGroup) -> Vec<Expected> {
     let series = answer["series"].as_array().expect("series");
     assert_eq!(series.len(), want.len(), "one series per group");
     let mut seen = Vec::new();
@@ -413,7 +411,7 @@ fn y_index(value: i64, buckets: &[(i64, i64)]) -> usize {
 
 /// Checks a `SelectHeatmap` answer against the workload: per group and slot, the count of
 /// profiles (spans) per value bucket and the largest of each cell as exemplar.
-fn check_heatmap(answer: &Value, kind: Kind, want: &BTreeMap<Vec<String>, BTreeMap<i64, Vec<Expected>>>) {
+fn check_heatmap(answer: &Value, kind: Kind, want: &ByGroup) {
     let values = want.values().flat_map(|b| b.values().flatten().map(|e| e.value));
     let (min, max) = (values.clone().min().unwrap(), values.max().unwrap());
     let buckets = y_buckets(min, max);

@@ -621,3 +621,28 @@ fn heatmap_requests_are_validated_as_select_series() {
     }
     assert_eq!(answers[0]["error"]["message"], answers[1]["error"]["message"]);
 }
+
+#[test]
+fn exemplars_count_only_the_stacks_the_selector_keeps() {
+    let (server, obs) = loaded();
+    let selector = json!({"callSite": [{"name": "main"}, {"name": "handle"}]});
+    let answers = call_all(
+        &server.http(),
+        &[rpc(
+            &format!("{Q}/SelectSeries"),
+            true,
+            request(json!({"exemplarType": "EXEMPLAR_TYPE_INDIVIDUAL", "stackTraceSelector": selector})),
+        )],
+    );
+    let kept: Vec<Obs> = obs
+        .iter()
+        .filter(|o| o.frames.starts_with(&["main".to_string(), "handle".to_string()]))
+        .cloned()
+        .collect();
+    assert!(kept.len() < obs.len() && !kept.is_empty());
+    check_series_exemplars(
+        response(&answers[0]),
+        Kind::Profile,
+        &expected(&kept, Kind::Profile, &[]),
+    );
+}

@@ -20,8 +20,8 @@ use stackhouse_query::render::flamebearer::{diff_levels, levels};
 use stackhouse_query::render::pprof_cut;
 use stackhouse_query::render::tree_bytes::tree_bytes;
 use stackhouse_query::{
-    Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, PprofQuery, Scope,
-    StackFilter, TimeseriesQuery,
+    Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, PprofQuery, Scope, StackFilter,
+    TimeseriesQuery,
 };
 use stackhouse_storage::model::{Series, TimeRange};
 

@@ -574,4 +574,19 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
         .unwrap_err();
     assert!(matches!(refused, QueryError::RawGone(_)), "{refused:?}");
     assert!(refused.to_string().contains("trace id"), "{refused}");
+    // Exemplars name profiles, which rollups do not keep: refused the same way (the
+    // Connect layer then answers the series without exemplars).
+    let refused = tiered
+        .exemplars(
+            &stackhouse_query::ExemplarsQuery {
+                scope: scope_of("{}", month),
+                step_nanos: HOUR,
+                group_by: vec![],
+                kind: stackhouse_query::ExemplarKind::Profile,
+            },
+            &Default::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, QueryError::RawGone(_)), "{refused:?}");
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use datafusion::logical_expr::{Expr, col};
-use stackhouse_storage::model::{Series, SymbolId};
+use stackhouse_storage::model::Series;
 use stackhouse_storage::schema::samples;
 
 use crate::engine::QueryEngine;
@@ -155,13 +155,7 @@ impl QueryEngine {
                 });
             }
             let (mut rows, _) = self.aggregate(&plan).await?;
-            if !stacks.is_empty() {
-                let ids: HashSet<SymbolId> = rows.iter().map(|r| r.stack_id).collect();
-                let kept = self
-                    .kept_stacks(&q.scope.tenant, ids.into_iter().collect(), stacks)
-                    .await?;
-                rows.retain(|r| kept.contains(&r.stack_id));
-            }
+            self.retain_stacks(&q.scope.tenant, &mut rows, stacks).await?;
             let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let mut groups: HashMap<Vec<String>, HashMap<(i64, ExemplarId), Partial>> = HashMap::new();
             for row in &rows {

@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
-use stackhouse_storage::model::SymbolId;
 use utoipa::ToSchema;
 
 use crate::engine::QueryEngine;
@@ -132,13 +131,7 @@ impl QueryEngine {
                 return Ok(result);
             };
             let (mut rows, stats) = self.aggregate(&plan).await?;
-            if !stacks.is_empty() {
-                let ids: HashSet<SymbolId> = rows.iter().map(|r| r.stack_id).collect();
-                let kept = self
-                    .kept_stacks(&q.scope.tenant, ids.into_iter().collect(), stacks)
-                    .await?;
-                rows.retain(|r| kept.contains(&r.stack_id));
-            }
+            self.retain_stacks(&q.scope.tenant, &mut rows, stacks).await?;
             let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let mut groups: HashMap<Vec<String>, BTreeMap<i64, Bucket>> = HashMap::new();
             for row in &rows {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use stackhouse_storage::model::SymbolId;
 
 use super::QueryEngine;
-use super::aggregate::Dim;
+use super::aggregate::{Dim, Row};
 use super::grouping::{group_values, too_many_groups};
 use super::plan::Needs;
 use super::scope::{GroupKey, Scope, group_name};
@@ -30,18 +30,23 @@ impl QueryEngine {
         )
     }
 
-    /// The stacks among `stack_ids` whose call paths `filter` keeps.
-    pub(crate) async fn kept_stacks(
+    /// Keeps only the rows whose stacks' call paths `filter` keeps (all of them for an
+    /// empty filter).
+    pub(crate) async fn retain_stacks(
         &self,
         tenant: &str,
-        stack_ids: Vec<SymbolId>,
+        rows: &mut Vec<Row>,
         filter: &StackFilter,
-    ) -> Result<HashSet<SymbolId>, QueryError> {
+    ) -> Result<(), QueryError> {
+        if filter.is_empty() {
+            return Ok(());
+        }
+        let stack_ids: HashSet<SymbolId> = rows.iter().map(|r| r.stack_id).collect();
         let symbols = self.symbols.loaded(tenant).await;
         let native = self.debuginfo.files_for(tenant, &symbols).await?;
         let paths = self.call_paths.tenant(tenant);
         let filter = filter.clone();
-        tokio::task::spawn_blocking(move || {
+        let kept: HashSet<SymbolId> = tokio::task::spawn_blocking(move || {
             let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
             paths.use_native(&native);
             let mut missing = MissingSymbols::default();
@@ -54,7 +59,9 @@ impl QueryEngine {
                 .collect()
         })
         .await
-        .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))
+        .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))?;
+        rows.retain(|r| kept.contains(&r.stack_id));
+        Ok(())
     }
 
     /// The tree of a scope, grouped under the root by `group_by`, truncated to `max_nodes`

@@ -28,6 +28,58 @@ struct Total {
 /// What Grafana's Profiles Drilldown asks for by default.
 const GRAFANA_MAX_NODES: i64 = 16384;
 
+/// A server over a bench store on a loopback port.
+pub struct Served {
+    pub base: String,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    writer: std::sync::Arc<stackhouse_storage::writer::Writer>,
+}
+
+impl Served {
+    pub async fn start(env: &Env) -> anyhow::Result<Served> {
+        let args = ServeArgs::from_flags(env.serve_flags()).context("server flags")?;
+        let services = stackhouse_api::server::services(&args)
+            .await
+            .context("building the server")?;
+        let writer = services.writer.clone();
+        let app = stackhouse_api::http::router(services.state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(Served { base, server, writer })
+    }
+
+    pub async fn stop(self) {
+        self.server.abort();
+        self.writer.shutdown().await;
+    }
+}
+
+/// The total of `GET /api/v1/flamegraph` (JSON, default `max_nodes`) of the CPU type over
+/// `range`, the whole answer received and read.
+pub async fn http_flamegraph_total(
+    client: &reqwest::Client,
+    base: &str,
+    range: TimeRange,
+) -> anyhow::Result<i64> {
+    let url = format!(
+        "{base}/api/v1/flamegraph?profile_type={}&from={}&to={}",
+        cpu_type().id(),
+        range.start,
+        range.end
+    );
+    let response = client
+        .get(url)
+        .header("X-Scope-OrgID", TENANT)
+        .send()
+        .await?
+        .error_for_status()?;
+    // Into a struct that skips the tree: serde_json skips without recursing, where a
+    // `Value` stops at 128 levels, fewer than a deep stack's tree has.
+    let body: Total = serde_json::from_slice(&response.bytes().await?)?;
+    Ok(body.total)
+}
+
 /// Serves `env` on a loopback port and measures a flamegraph of `range`, which holds
 /// `samples` samples, through both APIs.
 pub async fn api_measurements(
@@ -37,18 +89,9 @@ pub async fn api_measurements(
     samples: usize,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let args = ServeArgs::from_flags(env.serve_flags()).context("server flags")?;
-    let services = stackhouse_api::server::services(&args)
-        .await
-        .context("building the server")?;
-    let writer = services.writer.clone();
-    let app = stackhouse_api::http::router(services.state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
-    let result = measure(plan, env, &base, range, samples, report).await;
-    server.abort();
-    writer.shutdown().await;
+    let served = Served::start(env).await?;
+    let result = measure(plan, env, &served.base, range, samples, report).await;
+    served.stop().await;
     result
 }
 
@@ -61,24 +104,7 @@ async fn measure(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
-    let http = || async {
-        let url = format!(
-            "{base}/api/v1/flamegraph?profile_type={}&from={}&to={}",
-            cpu_type().id(),
-            range.start,
-            range.end
-        );
-        let response = client
-            .get(url)
-            .header("X-Scope-OrgID", TENANT)
-            .send()
-            .await?
-            .error_for_status()?;
-        // Into a struct that skips the tree: serde_json skips without recursing, where a
-        // `Value` stops at 128 levels, fewer than a deep stack's tree has.
-        let body: Total = serde_json::from_slice(&response.bytes().await?)?;
-        anyhow::Ok(body.total)
-    };
+    let http = || http_flamegraph_total(&client, base, range);
     let profile_type = grafana_profile_type(&client, base, range).await?;
     let grafana = || async {
         let request = SelectMergeStacktracesRequest {

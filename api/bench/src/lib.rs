@@ -4,6 +4,7 @@
 
 mod api;
 mod distributed;
+mod duckdb;
 mod env;
 mod ingest;
 pub mod measure;

@@ -14,12 +14,12 @@ use stackhouse_ingest::otlp::normalize::normalize;
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_storage::model::{Batch, TimeRange};
 
-use super::api;
 use super::env::{Env, TENANT, flamegraph_query};
 use super::measure::{cpu_time, median, peak_rss, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{HOUR_NANOS, Plan};
+use super::{api, duckdb};
 use stackhouse_api::time_param::now_nanos;
 
 const BARE_SQL: &str = "SELECT stack_id, SUM(value) FROM samples GROUP BY stack_id";
@@ -64,6 +64,73 @@ impl BareScan {
             .flat_map(|b| b.column(1).as_primitive::<Int64Type>().iter().flatten())
             .sum())
     }
+}
+
+/// The flamegraph over the HTTP API (JSON, default `max_nodes`, the whole answer read)
+/// against DuckDB's `GROUP BY stack_id` over the same samples files; left out, with the
+/// reason printed and noted, only when DuckDB cannot be installed.
+async fn duckdb_measurement(
+    plan: &Plan,
+    env: &Env,
+    range: TimeRange,
+    samples: usize,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    if let Err(reason) = duckdb::setup() {
+        eprintln!("bench: the DuckDB rows are left out: {reason}");
+        report.notes.push(format!("DuckDB rows left out: {reason}."));
+        return Ok(());
+    }
+    let files = env.sample_files(range).await?;
+    let duck = duckdb::measure(&files, plan.warm_runs).context("DuckDB baseline")?;
+    if duck.total != samples as i64 {
+        bail!(
+            "DuckDB sums {} over the samples files, {samples} samples were generated",
+            duck.total
+        );
+    }
+    let served = api::Served::start(env).await?;
+    let client = reqwest::Client::new();
+    let measured = async {
+        let total = api::http_flamegraph_total(&client, &served.base, range).await?;
+        if total != samples as i64 {
+            bail!("the HTTP flamegraph counts {total} samples, {samples} were generated");
+        }
+        let mut times = Vec::new();
+        for _ in 0..plan.warm_runs {
+            let t = Instant::now();
+            api::http_flamegraph_total(&client, &served.base, range).await?;
+            times.push(t.elapsed());
+        }
+        anyhow::Ok(median(times))
+    }
+    .await;
+    served.stop().await;
+    let http = measured.context("HTTP flamegraph")?;
+    report.rows.push(Row {
+        measurement: format!(
+            "flamegraph over the HTTP API (JSON, default max_nodes), {:.2} M samples",
+            samples as f64 / 1e6
+        ),
+        ours: ms(http),
+        baseline: ms(duck.group_by),
+        unit: "ms",
+        baseline_name: format!("DuckDB {} GROUP BY stack_id", duck.version),
+        target: "≤ 1.0×".into(),
+        pass: http <= duck.group_by,
+    });
+    report.notes.push(format!(
+        "DuckDB {} (Python package, 2 threads) over the same {} samples files: `GROUP BY stack_id` \
+         ({} stacks, one row handed back) {:.1} ms, `SELECT sum(value)` {:.1} ms; medians of {} \
+         warm runs timed inside Python.",
+        duck.version,
+        files.len(),
+        duck.groups,
+        ms(duck.group_by),
+        ms(duck.sum),
+        plan.warm_runs,
+    ));
+    Ok(())
 }
 
 /// Our flamegraph over `range` against the bare aggregation over the same files; with
@@ -115,6 +182,7 @@ pub async fn flamegraph_measurement(
         files,
         plan.warm_runs,
     ));
+    duckdb_measurement(plan, env, range, samples, report).await?;
     native_overhead(plan, &engine, &query, ours, samples, report).await?;
     if memory_row {
         super::distributed::measurements(plan, env, &engine, &query, samples, report)

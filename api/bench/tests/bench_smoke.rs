@@ -75,6 +75,7 @@ async fn tiny_bench_produces_every_measurement() {
         "ingest CPU per sample",
         "stored bytes per sample",
         "flamegraph latency",
+        "flamegraph over the HTTP API (JSON, default max_nodes)",
         "tenant with a debug file no frame needs",
         "1-hour flamegraph in a store holding",
         "-day flamegraph through the HTTP API",

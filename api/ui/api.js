@@ -27,15 +27,18 @@ export class Api {
     return text ? `${path}?${text}` : path;
   }
 
-  async request(path, params, signal) {
-    const headers = {};
+  /** A GET with `params`, or, given `body`, a JSON POST (a Connect RPC). */
+  async request(path, params, signal, body) {
+    const headers = body === undefined ? {} : { "Content-Type": "application/json" };
     const tenant = this.tenant();
     if (tenant) headers["X-Scope-OrgID"] = tenant;
     const token = this.token();
     if (token) headers.Authorization = `Bearer ${token}`;
     let response;
     try {
-      response = await fetch(this.url(path, params), { headers, signal });
+      const method = body === undefined ? "GET" : "POST";
+      const payload = body === undefined ? undefined : JSON.stringify(body);
+      response = await fetch(this.url(path, params), { method, headers, signal, body: payload });
     } catch (error) {
       if (error.name === "AbortError") throw error;
       throw new ApiError(0, `cannot reach the server: ${error.message}`);
@@ -43,8 +46,9 @@ export class Api {
     if (!response.ok) {
       let message = `${response.status} ${response.statusText}`;
       try {
-        const body = await response.json();
-        if (body.error) message = body.error;
+        // Ours say `error`, Connect's `message`.
+        const answer = await response.json();
+        if (answer.error || answer.message) message = answer.error || answer.message;
         if (response.status === 401) message += " (enter a tenant token in the Token field)";
       } catch {
         // Not our JSON error body (a proxy's page, say): the status line says enough.
@@ -56,6 +60,11 @@ export class Api {
 
   async json(path, params, signal) {
     return (await this.request(path, params, signal)).json();
+  }
+
+  /** Calls a Connect RPC (`/querier.v1.QuerierService/SelectSeries`, say) with a JSON body. */
+  async rpc(path, body, signal) {
+    return (await this.request(path, {}, signal, body)).json();
   }
 
   /** Saves the answer as a file; a plain link could not send the tenant header. */

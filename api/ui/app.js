@@ -1,23 +1,34 @@
-// The page: controls, URL state and the query API calls behind the chart, the flame graph
-// and the table. Every query parameter in the URL has the API's own name, so a link (or a
-// dashboard's deep link) reproduces a view.
+// The page: controls, URL state and the query API calls behind the chart, the flame graph,
+// the timeline, the sandwich and the table. Every query parameter in the URL has the API's
+// own name, so a link (or a dashboard's deep link) reproduces a view.
 
 import { Api } from "./api.js";
 import { SelectorAutocomplete } from "./autocomplete.js";
 import { FlameGraph } from "./flamegraph.js";
-import { SERIES_COLORS, exact, formatTime, formatValue, parseTime, percent, rfc3339 } from "./format.js";
+import { SERIES_COLORS, exact, formatValue, parseTime, percent, rfc3339 } from "./format.js";
+import { sandwich } from "./sandwich.js";
 import { FunctionTable } from "./table.js";
+import { formatDateTime, readTime, setUtc, showTime, zoneName } from "./time.js";
+import { Timeline } from "./timeline.js";
 import { TimeChart, stepFor } from "./timeseries.js";
 
-/** URL parameters, in the order written. `view`, `search` and `tenant` are the page's own. */
+/**
+ * URL parameters, in the order written. `view`, `search`, `tenant`, `tz` (time zone shown),
+ * `lane` (the timeline's lane key) and `function` (the sandwich's) are the page's own.
+ */
 const PARAMS = [
   "view", "profile_type", "selector", "from", "to", "group_by", "max_nodes",
   "trace_id", "span_id", "profile_id",
   "baseline_selector", "baseline_from", "baseline_to",
   "comparison_selector", "comparison_from", "comparison_to",
-  "search", "tenant",
+  "search", "tenant", "tz", "lane", "function",
 ];
-const DEFAULTS = { view: "flamegraph", from: "now-1h", to: "now" };
+const DEFAULTS = { view: "flamegraph", from: "now-1h", to: "now", lane: "thread" };
+/** Fields holding times: shown as date-times in the zone picked, kept as the API reads them. */
+const TIME_FIELDS = ["from", "to", "baseline_from", "baseline_to", "comparison_from", "comparison_to"];
+/** The timeline reads at most this many samples (pages of `EVENTS_PAGE`); the rest is reported. */
+const EVENTS_BUDGET = 100_000;
+const EVENTS_PAGE = 10_000;
 const ID_FILTERS = ["trace_id", "span_id", "profile_id"];
 const TOP_LIMIT = 500;
 const SIDE_COLORS = { baseline: "#3b6fb6", comparison: "#e07b39" };
@@ -47,12 +58,25 @@ const api = new Api(
   () => $("token").value.trim(),
 );
 const tooltip = $("tooltip");
-const flame = new FlameGraph($("flamegraph"), tooltip, (node) => ($("reset-zoom").disabled = !node));
-const chart = new TimeChart($("chart"), tooltip, brushed);
-const table = new FunctionTable($("top-table"), (name) => {
-  $("search").value = `/^${name.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}$/`;
-  search();
+const flame = new FlameGraph($("flamegraph"), tooltip, (node) => {
+  $("reset-zoom").disabled = !node;
+  $("sandwich-zoomed").disabled = !node || flame.mode === "diff";
 });
+const chart = new TimeChart($("chart"), tooltip, brushed, openExemplar);
+const table = new FunctionTable(
+  $("top-table"),
+  (name) => {
+    if (state.view === "sandwich") return openSandwich(name);
+    $("search").value = `/^${name.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}$/`;
+    search();
+  },
+  (name) => openSandwich(name),
+);
+const timeline = new Timeline($("timeline"), tooltip, focusFrame);
+const callers = new FlameGraph($("callers"), tooltip, () => {}, { inverted: true });
+const callees = new FlameGraph($("callees"), tooltip, () => {});
+/** Frames (caller first) to zoom the flame graph to once it is drawn: a timeline click. */
+let pendingFocus = null;
 /** The query running now; a new one aborts it. */
 let running = null;
 /** The absolute range of the last chart answer, in unix nanoseconds. */
@@ -82,14 +106,31 @@ const labels = {
 // --- controls <-> state ---------------------------------------------------------------
 
 const FIELDS = {
-  selector: "selector", from: "from", to: "to",
-  baseline_selector: "baseline-selector", baseline_from: "baseline-from", baseline_to: "baseline-to",
-  comparison_selector: "comparison-selector", comparison_from: "comparison-from", comparison_to: "comparison-to",
+  selector: "selector", baseline_selector: "baseline-selector", comparison_selector: "comparison-selector",
   tenant: "tenant", search: "search",
 };
+const fieldOf = (name) => $(name.replace("_", "-"));
+
+/** Shows a time field's value in the zone picked; the shown text marks it as not edited. */
+function fillTime(name) {
+  const field = fieldOf(name);
+  field.value = showTime(state[name]);
+  field.dataset.shown = field.value;
+}
+
+/** Sets a time from the page (a drag, a zoom, a preset): the state as the API reads it, the field as shown. */
+function setTime(name, value) {
+  state[name] = value;
+  fillTime(name);
+}
 
 function fillControls() {
   for (const [name, id] of Object.entries(FIELDS)) $(id).value = state[name];
+  setUtc(state.tz === "utc");
+  for (const name of TIME_FIELDS) fillTime(name);
+  $("zone").value = state.tz === "utc" ? "utc" : "";
+  ensureOption($("lane-key"), state.lane);
+  $("lane-key").value = state.lane;
   ensureOption($("profile-type"), state.profile_type);
   $("profile-type").value = state.profile_type;
   ensureOption($("group-by"), state.group_by);
@@ -98,14 +139,32 @@ function fillControls() {
   ensureOption($("service"), serviceOf(state.selector));
   $("service").value = serviceOf(state.selector);
   $("diff-controls").hidden = state.view !== "diff";
+  $("timeline-panel").hidden = state.view !== "timeline";
+  $("split").hidden = state.view === "timeline";
+  $("sandwich-panel").hidden = state.view !== "sandwich";
+  $("flame-panel").hidden = state.view === "sandwich";
   for (const tab of document.querySelectorAll(".tabs button")) {
     tab.setAttribute("aria-selected", String(tab.dataset.view === state.view));
   }
   renderIdChips();
 }
 
+/** Reads the controls into the state; a time field edited to something unreadable throws. */
 function readControls() {
   for (const [name, id] of Object.entries(FIELDS)) state[name] = $(id).value.trim();
+  for (const name of TIME_FIELDS) {
+    const field = fieldOf(name);
+    const text = field.value.trim();
+    // Untouched fields keep the exact value behind them (a shown date-time drops nanoseconds).
+    if (text === field.dataset.shown) continue;
+    const value = text ? readTime(text) : "";
+    if (value === null) {
+      throw new Error(
+        `cannot read ${name.replace("_", " ")} "${text}": type a date-time (YYYY-MM-DD HH:MM:SS, in ${zoneName()}), now-6h, unix nanoseconds or RFC 3339`,
+      );
+    }
+    state[name] = value;
+  }
   state.profile_type = $("profile-type").value;
   state.group_by = $("group-by").value;
 }
@@ -174,7 +233,11 @@ function clearPanels(message) {
   chart.clear();
   flame.clear();
   table.clear();
-  for (const id of ["chart-message", "flame-message", "table-message"]) panelMessage(id, message);
+  timeline.clear();
+  callers.clear();
+  callees.clear();
+  $("timeline-status").hidden = true;
+  for (const id of ["chart-message", "flame-message", "table-message", "timeline-message", "sandwich-message"]) panelMessage(id, message);
   $("stats").textContent = "";
   $("search-result").textContent = "";
 }
@@ -230,6 +293,7 @@ async function loadChart(signal) {
   const data = await api.json("/api/v1/timeseries", { ...scope(), group_by: state.group_by, step }, signal);
   shown = { from: data.from, to: data.to };
   chart.show(data);
+  if (state.view !== "diff") loadExemplars(data, signal);
   const total = data.series.reduce((sum, s) => sum + s.total, 0);
   panelMessage("chart-message", total ? "" : `No samples of ${describeScope()}.`);
   $("chart-legend").replaceChildren(
@@ -249,6 +313,8 @@ async function loadFlamegraph(signal) {
   const data = await api.json("/api/v1/flamegraph", { ...scope(), group_by: state.group_by, max_nodes: state.max_nodes }, signal);
   const elapsed = performance.now() - started;
   flame.show(data, "single");
+  if (pendingFocus) flame.zoomToPath(pendingFocus);
+  pendingFocus = null;
   panelMessage("flame-message", data.total ? "" : `No samples of ${describeScope()}.`);
   $("flame-title").textContent = `Flame graph · ${formatValue(data.total, data.unit)} total`;
   $("stats").textContent = statsLine(data.stats, elapsed);
@@ -280,6 +346,177 @@ async function loadTop(signal) {
   );
   $("table-title").textContent = `Top functions (${data.functions.length})`;
   panelMessage("table-message", data.functions.length ? "" : "No functions.");
+}
+
+// --- exemplars ------------------------------------------------------------------------
+
+/**
+ * The Connect (Pyroscope) id of one of our profile types: the served type whose last four
+ * parts are ours, or, for counted CPU samples, which Connect serves as CPU time, whose
+ * sample type and unit are our period's.
+ */
+async function connectTypeId(signal) {
+  const [, , periodType, periodUnit] = state.profile_type.split(":");
+  const inTime = `${periodType}:${periodUnit}:${periodType}:${periodUnit}`;
+  const { profileTypes = [] } = await api.rpc(
+    "/querier.v1.QuerierService/ProfileTypes",
+    { start: String(Math.floor(shown.from / 1e6)), end: String(Math.ceil(shown.to / 1e6)) },
+    signal,
+  );
+  // Connect's JSON names the field `ID`, as Pyroscope's proto does.
+  const rest = (t) => (t.ID ?? t.id ?? "").split(":").slice(1).join(":");
+  const found = profileTypes.find((t) => rest(t) === state.profile_type) || profileTypes.find((t) => rest(t) === inTime);
+  return found && (found.ID ?? found.id);
+}
+
+/** Pyroscope's label names in a selector: `service.name` as `service_name`, which the server maps back. */
+function connectSelector(selector) {
+  return (selector || "{}").replace(/([{,]\s*)([A-Za-z_][\w.\-/]*)(\s*(?:=~|!~|!=|=))/g, (_, before, name, op) =>
+    `${before}${name.replace(/\W/g, "_")}${op}`);
+}
+
+/**
+ * Dots for the profiles behind the chart (the largest per step, from Connect's SelectSeries
+ * with individual exemplars). Best effort: the chart stands without them.
+ */
+async function loadExemplars(data, signal) {
+  try {
+    const typeId = await connectTypeId(signal);
+    if (!typeId) return;
+    const answer = await api.rpc(
+      "/querier.v1.QuerierService/SelectSeries",
+      {
+        profileTypeID: typeId,
+        labelSelector: connectSelector(state.selector),
+        start: String(Math.floor(data.from / 1e6)),
+        end: String(Math.ceil(data.to / 1e6)),
+        step: data.step_nanos / 1e9,
+        exemplarType: "EXEMPLAR_TYPE_INDIVIDUAL",
+      },
+      signal,
+    );
+    const unit = typeId.split(":")[2];
+    const dots = [];
+    for (const series of answer.series || []) {
+      for (const point of series.points || []) {
+        for (const e of point.exemplars || []) {
+          if (!e.profileId && !e.spanId) continue;
+          const id = (e.profileId || "").replace(/-/g, "").toLowerCase();
+          const what = id ? `profile ${id}` : `span ${e.spanId}`;
+          dots.push({
+            time: Number(e.timestamp) * 1e6,
+            profileId: id,
+            spanId: e.spanId || "",
+            traceId: e.traceId || "",
+            value: Number(e.value),
+            label: `${what} · ${formatValue(Number(e.value), unit)}`,
+          });
+        }
+      }
+    }
+    if (!signal.aborted) chart.showExemplars(dots);
+  } catch (error) {
+    if (error.name !== "AbortError") chart.showExemplars([]);
+  }
+}
+
+/** A clicked exemplar: the flame graph of that profile (or span) alone. */
+function openExemplar(exemplar) {
+  for (const name of ID_FILTERS) state[name] = "";
+  if (exemplar.profileId) state.profile_id = exemplar.profileId;
+  else state.span_id = exemplar.spanId;
+  if (state.view !== "flamegraph" && state.view !== "sandwich") state.view = "flamegraph";
+  fillControls();
+  run();
+}
+
+// --- timeline -------------------------------------------------------------------------
+
+/** Events of the range, page by page up to the budget; says what was left out. */
+async function loadTimeline(signal, chartDone) {
+  const pages = [];
+  let loaded = 0;
+  let loadedValue = 0;
+  let cursor;
+  let limit = EVENTS_PAGE;
+  $("timeline-status").hidden = true;
+  panelMessage("timeline-message", "Loading samples…");
+  do {
+    let page;
+    try {
+      page = await api.json("/api/v1/events", { ...scope(), limit, cursor }, signal);
+    } catch (error) {
+      // A server with a smaller --query-max-events: its own default page size.
+      if (error.status !== 400 || limit === undefined || !/limit/.test(error.message)) throw error;
+      limit = undefined;
+      continue;
+    }
+    pages.push(page);
+    loaded += page.events.length;
+    for (const event of page.events) loadedValue += event.value;
+    cursor = page.next_cursor;
+  } while (cursor && loaded < EVENTS_BUDGET);
+  const chartData = await chartDone;
+  const info = pages[0] || { unit: chartData.unit };
+  const names = new Set(["thread"]);
+  for (const page of pages) {
+    for (const labels of Object.values(page.series)) Object.keys(labels).forEach((k) => names.add(k));
+    for (const event of page.events.slice(0, 1000)) Object.keys(event.attributes).forEach((k) => names.add(k));
+  }
+  setOptions($("lane-key"), [...names].filter((n) => n !== "thread").sort(), [{ label: "thread", value: "thread" }]);
+  $("lane-key").value = state.lane;
+  timeline.show(pages, info, state.lane || "thread", chartData.from, chartData.to);
+  panelMessage("timeline-message", loaded ? "" : `No samples of ${describeScope()}.`);
+  $("timeline-title").textContent = `Timeline · ${exact(loaded)} samples in ${timeline.lanes.length} lanes`;
+  if (cursor) {
+    const total = chartData.series.reduce((sum, s) => sum + s.total, 0);
+    const last = pages[pages.length - 1].events.at(-1).timestamp;
+    const left = Math.max(total - loadedValue, 0);
+    $("timeline-left-out").textContent =
+      `Only the first ${exact(loaded)} samples are shown (up to ${formatDateTime(last)}): ` +
+      `${formatValue(left, chartData.unit)} (${percent(left, total)} of the range's ${formatValue(total, chartData.unit)}) ` +
+      "after them are left out. Narrow the range to see them.";
+    $("timeline-left-out").dataset.leftOut = String(left);
+    $("timeline-narrow").dataset.to = String(last);
+    $("timeline-status").hidden = false;
+  }
+}
+
+/** A frame clicked on the timeline: the flame graph of the range shown, zoomed to that frame. */
+function focusFrame({ frames, from, to }) {
+  state.view = "flamegraph";
+  state.from = String(Math.floor(from));
+  state.to = String(Math.ceil(to));
+  state.group_by = "";
+  pendingFocus = frames;
+  fillControls();
+  run();
+}
+
+// --- sandwich -------------------------------------------------------------------------
+
+function openSandwich(name) {
+  state.view = "sandwich";
+  state.function = name;
+  fillControls();
+  run();
+}
+
+async function loadSandwich(signal) {
+  const data = await api.json("/api/v1/flamegraph", { ...scope(), max_nodes: state.max_nodes }, signal);
+  const name = state.function;
+  if (!name) {
+    callers.clear();
+    callees.clear();
+    panelMessage("sandwich-message", "Pick a function: the ⇅ button of a row of the top table, or Sandwich on a zoomed flame graph frame.");
+    $("sandwich-title").textContent = "Sandwich";
+    return;
+  }
+  const { callers: up, callees: down } = sandwich(data.root, name);
+  callers.show({ ...data, root: up, total: up.total }, "single");
+  callees.show({ ...data, root: down, total: down.total }, "single");
+  panelMessage("sandwich-message", up.total ? "" : `${name} is not in ${describeScope()}.`);
+  $("sandwich-title").textContent = `Sandwich of ${name} · ${formatValue(down.total, data.unit)} (${percent(down.total, data.total)})`;
 }
 
 /** Self values per function on both sides, from the diff tree. */
@@ -355,7 +592,12 @@ function markDiffSides() {
 }
 
 async function run({ push = true } = {}) {
-  readControls();
+  try {
+    readControls();
+  } catch (error) {
+    showError(error.message);
+    return;
+  }
   running?.abort();
   const controller = new AbortController();
   running = controller;
@@ -381,6 +623,12 @@ async function run({ push = true } = {}) {
       writeUrl(false);
       markDiffSides();
       await loadDiff(signal);
+    } else if (state.view === "timeline") {
+      markDiffSides();
+      await Promise.all([chartDone, loadTimeline(signal, chartDone)]);
+    } else if (state.view === "sandwich") {
+      markDiffSides();
+      await Promise.all([chartDone, loadSandwich(signal), loadTop(signal)]);
     } else {
       markDiffSides();
       await Promise.all([chartDone, loadFlamegraph(signal), loadTop(signal)]);
@@ -411,15 +659,14 @@ function search() {
 function brushed(from, to) {
   if (state.view === "diff") {
     const side = document.querySelector('input[name="brush"]:checked').value;
-    state[`${side}_from`] = rfc3339(from);
-    state[`${side}_to`] = rfc3339(to);
-    fillControls();
+    setTime(`${side}_from`, String(from));
+    setTime(`${side}_to`, String(to));
     markDiffSides();
     run();
     return;
   }
-  $("from").value = rfc3339(from);
-  $("to").value = rfc3339(to);
+  setTime("from", String(from));
+  setTime("to", String(to));
   $("preset").value = "";
   run();
 }
@@ -446,8 +693,8 @@ function bind() {
   });
   $("preset").addEventListener("change", () => {
     if (!$("preset").value) return;
-    $("from").value = $("preset").value;
-    $("to").value = "now";
+    setTime("from", $("preset").value);
+    setTime("to", "now");
     run();
   });
   $("token").value = localStorage.getItem("stackhouse.token") || "";
@@ -482,12 +729,40 @@ function bind() {
     run();
   });
   $("search").addEventListener("input", search);
+  $("zone").addEventListener("change", () => {
+    // Typed but not yet run times are read in the zone they were typed in.
+    try {
+      readControls();
+    } catch (error) {
+      showError(error.message);
+      $("zone").value = state.tz;
+      return;
+    }
+    state.tz = $("zone").value;
+    fillControls();
+    writeUrl(false);
+    chart.draw();
+    timeline.draw();
+  });
+  $("lane-key").addEventListener("change", () => {
+    state.lane = $("lane-key").value;
+    run();
+  });
+  $("timeline-zoom-in").addEventListener("click", () => timeline.view && timeline.zoom(1 / 1.5));
+  $("timeline-zoom-out").addEventListener("click", () => timeline.view && timeline.zoom(1.5));
+  $("timeline-reset").addEventListener("click", () => timeline.reset());
+  $("timeline-narrow").addEventListener("click", () => {
+    setTime("to", $("timeline-narrow").dataset.to);
+    $("preset").value = "";
+    run();
+  });
+  $("sandwich-zoomed").addEventListener("click", () => flame.zoomed && openSandwich(flame.zoomed.name));
   $("reset-zoom").addEventListener("click", () => flame.reset());
   $("zoom-out").addEventListener("click", () => {
     if (!shown) return;
     const half = shown.to - shown.from;
-    $("from").value = rfc3339(shown.from - half / 2);
-    $("to").value = rfc3339(Math.min(shown.to + half / 2, Date.now() * 1e6));
+    setTime("from", String(Math.round(shown.from - half / 2)));
+    setTime("to", String(Math.round(Math.min(shown.to + half / 2, Date.now() * 1e6))));
     $("preset").value = "";
     run();
   });
@@ -504,9 +779,11 @@ function bind() {
   new SelectorAutocomplete($("selector"), $("selector-suggestions"), labels);
 }
 
+// Read before fillControls picks the zone of the URL.
+$("zone-local").textContent = `local (${zoneName()})`;
 fillControls();
 bind();
 run({ push: false });
 
 // For tests and the browser console.
-window.stackhouse = { state, flame, chart, table, formatTime };
+window.stackhouse = { state, flame, chart, table, timeline, callers, callees, formatDateTime, readTime };

@@ -1,7 +1,8 @@
 // A flame graph on a canvas: the root on top, callees below, each frame as wide as its
 // share. Click zooms to a frame, search dims every frame that does not match, the tooltip
 // gives exact values in the profile's unit. The same drawing serves a diff, with widths
-// from both sides' shares and colors from how the share changed.
+// from both sides' shares and colors from how the share changed, and, upside down (the
+// root at the bottom), a sandwich view's callers.
 
 import { diffColor, exact, formatValue, frameColor, percent, sampledTime } from "./format.js";
 
@@ -56,9 +57,10 @@ export function matcher(text) {
 }
 
 export class FlameGraph {
-  /** `onZoom(node)` is told of every zoom and reset (`null`). */
-  constructor(canvas, tooltip, onZoom) {
+  /** `onZoom(node)` is told of every zoom and reset (`null`); `inverted` draws the root at the bottom. */
+  constructor(canvas, tooltip, onZoom, { inverted = false } = {}) {
     this.canvas = canvas;
+    this.inverted = inverted;
     this.tooltip = tooltip;
     this.onZoom = onZoom;
     this.root = null;
@@ -70,6 +72,9 @@ export class FlameGraph {
     canvas.addEventListener("click", (event) => {
       const frame = this.frameAt(event);
       if (frame) this.zoomTo(frame.node);
+    });
+    canvas.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") this.reset();
     });
     new ResizeObserver(() => this.draw()).observe(canvas.parentElement);
   }
@@ -101,7 +106,22 @@ export class FlameGraph {
   }
 
   reset() {
-    this.zoomTo(this.root);
+    if (this.root) this.zoomTo(this.root);
+  }
+
+  /** Zooms to the frame at the end of `names` (caller first, from the root's children). */
+  zoomToPath(names) {
+    let node = this.root;
+    for (const name of names) {
+      node = node?.children.find((child) => child.name === name);
+    }
+    if (node) this.zoomTo(node);
+    return Boolean(node);
+  }
+
+  /** The top of a row in CSS pixels: depth 0 on top, or at the bottom when inverted. */
+  rowY(depth) {
+    return (this.inverted ? this.rows.length - 1 - depth : depth) * ROW;
   }
 
   /** Highlights frames whose name matches; answers what matched. */
@@ -124,7 +144,7 @@ export class FlameGraph {
 
   /** The frames drawn now, in CSS pixels: for tests and tools. */
   frames() {
-    return this.rows.flat().map((f) => ({ name: f.node.name, x: f.x, y: f.depth * ROW, width: f.width, height: ROW }));
+    return this.rows.flat().map((f) => ({ name: f.node.name, x: f.x, y: this.rowY(f.depth), width: f.width, height: ROW }));
   }
 
   layout(width) {
@@ -176,7 +196,7 @@ export class FlameGraph {
     const charWidth = ctx.measureText("m").width;
     let highlighted = 0;
     for (const frame of this.rows.flat()) {
-      const y = frame.depth * ROW;
+      const y = this.rowY(frame.depth);
       const fill = this.color(frame);
       if (this.match && fill !== DIMMED) highlighted++;
       ctx.globalAlpha = frame.ancestor ? 0.6 : 1;
@@ -199,7 +219,8 @@ export class FlameGraph {
   frameAt(event) {
     const rect = this.canvas.getBoundingClientRect();
     const x = event.clientX - rect.left;
-    const row = this.rows[Math.floor((event.clientY - rect.top) / ROW)] || [];
+    const index = Math.floor((event.clientY - rect.top) / ROW);
+    const row = this.rows[this.inverted ? this.rows.length - 1 - index : index] || [];
     return row.find((f) => x >= f.x && x < f.x + f.width) || null;
   }
 

@@ -4,7 +4,7 @@ const DURATIONS = [["d", 86400e9], ["h", 3600e9], ["min", 60e9], ["s", 1e9], ["m
 const BYTES = [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 1024], ["B", 1]];
 const COUNTS = [["G", 1e9], ["M", 1e6], ["k", 1e3], ["", 1]];
 // Nanoseconds per unit of the time units profilers send.
-const TIME_UNITS = { nanoseconds: 1, microseconds: 1e3, milliseconds: 1e6, seconds: 1e9 };
+export const TIME_UNITS = { nanoseconds: 1, microseconds: 1e3, milliseconds: 1e6, seconds: 1e9 };
 
 function digits(x) {
   const fixed = Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2);
@@ -46,11 +46,6 @@ export function sampledTime(count, info) {
   return formatValue(count * info.period, info.period_unit);
 }
 
-/** Unix nanoseconds as UTC `YYYY-MM-DD HH:MM:SS`. */
-export function formatTime(nanos) {
-  return new Date(nanos / 1e6).toISOString().replace("T", " ").replace(/\.\d+Z$/, "");
-}
-
 /** Unix nanoseconds as RFC 3339, one of the forms the API reads for `from` and `to`. */
 export function rfc3339(nanos) {
   return new Date(Math.round(nanos / 1e6)).toISOString().replace(".000Z", "Z");
@@ -70,14 +65,6 @@ export function parseTime(text, now) {
   if (/^\d+$/.test(text)) return Number(text);
   const parsed = Date.parse(text);
   return Number.isNaN(parsed) ? null : parsed * 1e6;
-}
-
-/** A label for an axis tick: the time of day, with the date when the range spans days. */
-export function tickLabel(nanos, spanNanos) {
-  const iso = new Date(nanos / 1e6).toISOString();
-  if (spanNanos > 2 * 86400e9) return iso.slice(5, 10);
-  if (spanNanos > 86400e9) return `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
-  return spanNanos < 300e9 ? iso.slice(11, 19) : iso.slice(11, 16);
 }
 
 function hash(text) {

@@ -1,11 +1,23 @@
 // A sortable table of functions: click a header to sort by it (again to reverse), click a
-// row to search the flame graph for that function.
+// row to search the flame graph for that function, its ⇅ button for its sandwich. Headers
+// and rows are reachable by keyboard (Enter or Space acts), and each row reads out its
+// function with its values, so a screen reader gets the flame graph's content here.
+
+/** Enter and Space act on a focused element as a click would. */
+function actOnKeys(element, action) {
+  element.addEventListener("keydown", (event) => {
+    if (event.target !== element || (event.key !== "Enter" && event.key !== " ")) return;
+    event.preventDefault();
+    action();
+  });
+}
 
 export class FunctionTable {
-  /** `onSelect(name)` is called when a row is clicked. */
-  constructor(table, onSelect) {
+  /** `onSelect(name)` is called when a row is clicked, `onSandwich(name)` (if given) from its ⇅ button. */
+  constructor(table, onSelect, onSandwich) {
     this.table = table;
     this.onSelect = onSelect;
+    this.onSandwich = onSandwich;
     this.columns = [];
     this.rows = [];
     this.sort = null;
@@ -50,7 +62,15 @@ export class FunctionTable {
       if (this.sort?.key === column.key) {
         th.setAttribute("aria-sort", this.sort.descending ? "descending" : "ascending");
       }
+      th.tabIndex = 0;
       th.addEventListener("click", () => this.sortBy(column.key));
+      actOnKeys(th, () => this.sortBy(column.key));
+      head.append(th);
+    }
+    if (this.onSandwich && this.columns.length) {
+      const th = document.createElement("th");
+      th.textContent = "";
+      th.setAttribute("aria-label", "sandwich view");
       head.append(th);
     }
     this.table.tHead.replaceChildren(head);
@@ -66,7 +86,28 @@ export class FunctionTable {
           if (column.className) td.classList.add(column.className(row));
           tr.append(td);
         }
+        tr.tabIndex = 0;
+        tr.setAttribute(
+          "aria-label",
+          this.columns.map((c) => (c.key === "name" ? row.name : `${c.label} ${c.format ? c.format(row[c.key], row) : row[c.key]}`)).join(", "),
+        );
         tr.addEventListener("click", () => this.onSelect(row.name));
+        actOnKeys(tr, () => this.onSelect(row.name));
+        if (this.onSandwich) {
+          const td = document.createElement("td");
+          const button = document.createElement("button");
+          button.type = "button";
+          button.className = "sandwich-button";
+          button.textContent = "⇅";
+          button.title = `sandwich view of ${row.name}: callers and callees`;
+          button.setAttribute("aria-label", button.title);
+          button.addEventListener("click", (event) => {
+            event.stopPropagation();
+            this.onSandwich(row.name);
+          });
+          td.append(button);
+          tr.append(td);
+        }
         return tr;
       }),
     );

@@ -1,10 +1,13 @@
 // Values over time as stacked bars, one color per group. Dragging across the chart picks a
-// time range (brush to zoom); marked ranges (a diff's baseline and comparison) are shaded.
+// time range (brush to zoom); marked ranges (a diff's baseline and comparison) are shaded;
+// exemplars (the largest profile of a step) are dots along the top, a click opens one.
 
-import { SERIES_COLORS, formatTime, formatValue, tickLabel } from "./format.js";
+import { SERIES_COLORS, formatValue } from "./format.js";
+import { formatDateTime, tickLabel, tickStep } from "./time.js";
 
 const PAD = { left: 64, right: 12, top: 8, bottom: 22 };
 const HEIGHT = 150;
+const DOT = 4;
 const TICK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800].map(
   (s) => s * 1e9,
 );
@@ -26,17 +29,23 @@ function niceCeiling(value) {
 }
 
 export class TimeChart {
-  /** `onBrush(from, to)` gets a dragged range in unix nanoseconds. */
-  constructor(canvas, tooltip, onBrush) {
+  /**
+   * `onBrush(from, to)` gets a dragged range in unix nanoseconds, `onExemplar(exemplar)`
+   * a clicked exemplar dot.
+   */
+  constructor(canvas, tooltip, onBrush, onExemplar) {
     this.canvas = canvas;
     this.tooltip = tooltip;
     this.onBrush = onBrush;
+    this.onExemplar = onExemplar;
     this.data = null;
     this.marks = [];
+    this.exemplars = [];
     this.drag = null;
     canvas.addEventListener("mousedown", (event) => {
       if (!this.data) return;
       this.drag = { start: this.xOf(event), end: this.xOf(event) };
+      this.pressed = event;
       event.preventDefault();
     });
     window.addEventListener("mousemove", (event) => {
@@ -59,12 +68,32 @@ export class TimeChart {
   /** A timeseries answer of the API (`series` with `points` and `group`). */
   show(data) {
     this.data = data;
+    this.exemplars = [];
     this.draw();
   }
 
   clear() {
     this.data = null;
+    this.exemplars = [];
     this.draw();
+  }
+
+  /** Exemplars to draw as dots: `[{time, label, ...}]`, time in unix nanoseconds. */
+  showExemplars(exemplars) {
+    this.exemplars = exemplars;
+    this.draw();
+  }
+
+  /** The exemplar dots drawn now, in CSS pixels of the canvas (for tests and tools). */
+  exemplarDots() {
+    if (!this.data) return [];
+    return this.exemplars.map((e) => ({ ...e, x: this.xAt(e.time), y: PAD.top + DOT + 1 }));
+  }
+
+  exemplarAt(event) {
+    const rect = this.canvas.getBoundingClientRect();
+    const [x, y] = [event.clientX - rect.left, event.clientY - rect.top];
+    return this.exemplarDots().find((d) => Math.hypot(d.x - x, d.y - y) <= DOT + 2) || null;
   }
 
   /** Ranges to shade: `[{from, to, color}]` in unix nanoseconds. */
@@ -96,6 +125,9 @@ export class TimeChart {
     this.draw();
     if (Math.abs(end - start) >= 3) {
       this.onBrush(Math.round(this.timeAt(Math.min(start, end))), Math.round(this.timeAt(Math.max(start, end))));
+    } else if (this.pressed) {
+      const exemplar = this.exemplarAt(this.pressed);
+      if (exemplar) this.onExemplar(exemplar);
     }
   }
 
@@ -145,10 +177,10 @@ export class TimeChart {
       ctx.fillText(formatValue(value, this.data.unit), PAD.left - 6, y);
     }
     const span = to - from;
-    const tickStep = TICK_STEPS.find((s) => (s / span) * plotWidth >= 90) || TICK_STEPS[TICK_STEPS.length - 1];
+    const every = tickStep(span, plotWidth, 90);
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
-    for (let t = Math.ceil(from / tickStep) * tickStep; t <= to; t += tickStep) {
+    for (let t = Math.ceil(from / every) * every; t <= to; t += every) {
       const label = tickLabel(t, span);
       const half = ctx.measureText(label).width / 2;
       // Labels stay inside the canvas at both ends.
@@ -178,6 +210,16 @@ export class TimeChart {
       });
     }
 
+    ctx.strokeStyle = "#fff";
+    for (const dot of this.exemplarDots()) {
+      ctx.fillStyle = "#7a3db8";
+      ctx.beginPath();
+      ctx.arc(dot.x, dot.y, DOT, 0, 2 * Math.PI);
+      ctx.fill();
+      ctx.stroke();
+    }
+    canvas.dataset.exemplars = String(this.exemplars.length);
+
     if (this.drag) {
       ctx.fillStyle = "rgba(59,111,182,0.2)";
       const x = Math.min(this.drag.start, this.drag.end);
@@ -194,11 +236,13 @@ export class TimeChart {
 
   hover(event) {
     if (!this.data) return;
+    const exemplar = this.exemplarAt(event);
+    this.canvas.style.cursor = exemplar ? "pointer" : "crosshair";
     this.hoverX = this.xOf(event);
     const time = this.timeAt(this.hoverX);
     const step = this.data.step_nanos;
     const start = this.data.from + Math.floor((time - this.data.from) / step) * step;
-    const lines = [formatTime(start)];
+    const lines = [formatDateTime(start)];
     let sum = 0;
     for (const series of this.data.series) {
       const point = series.points.find(([t]) => Math.abs(t - start) < step / 2);
@@ -208,6 +252,7 @@ export class TimeChart {
       if (name) lines.push(`${name}: ${formatValue(point[1], this.data.unit)}`);
     }
     lines.splice(1, 0, `total: ${formatValue(sum, this.data.unit)}`);
+    if (exemplar) lines.push(`exemplar: ${exemplar.label} (click to open)`);
     this.tooltip.replaceChildren(
       ...lines.map((text) => {
         const div = document.createElement("div");

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 use ui_api_tests::browser;
 use ui_api_tests::server::{Options, Server};
-use ui_api_tests::workload::{self, FROM, Obs, TO, Workload};
+use ui_api_tests::workload::{self, FROM, Obs, SECOND, TO, Workload};
 
 const SELECTOR: &str = r#"{service.name="checkout"}"#;
 
@@ -55,14 +55,13 @@ fn largest(values: &BTreeMap<String, i64>) -> (String, i64) {
     (top[0].0.clone(), max)
 }
 
-fn rfc3339_nanos(value: &Value) -> i64 {
+/// A time the page put in the URL: unix nanoseconds, as the API reads them.
+fn nanos(value: &Value) -> i64 {
     let text = value
         .as_str()
         .unwrap_or_else(|| panic!("a time in the URL: {value}"));
-    chrono::DateTime::parse_from_rfc3339(text)
-        .unwrap_or_else(|e| panic!("{text} is not RFC 3339: {e}"))
-        .timestamp_nanos_opt()
-        .unwrap()
+    text.parse()
+        .unwrap_or_else(|e| panic!("{text} is not unix nanoseconds: {e}"))
 }
 
 fn num(value: &Value) -> i64 {
@@ -203,10 +202,7 @@ async fn web_ui_shows_what_the_workload_holds() {
     assert_eq!(at("/completed"), r#"{service.name="payments"}"#);
 
     // Brush to zoom: the URL holds the dragged range, the flame graph exactly its samples.
-    let (from, to) = (
-        rfc3339_nanos(&at("/brush/url/from")),
-        rfc3339_nanos(&at("/brush/url/to")),
-    );
+    let (from, to) = (nanos(&at("/brush/url/from")), nanos(&at("/brush/url/to")));
     assert!(
         FROM < from && from < to && to < TO,
         "brushed inside the range: {from}..{to}"
@@ -336,4 +332,270 @@ async fn web_ui_is_served_from_the_binary() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+}
+
+/// The zone the browser runs in for the second round: no daylight saving time and a
+/// half-hour offset, so a date-time read in the wrong zone cannot pass.
+const ZONE: &str = "Asia/Kolkata";
+const ZONE_OFFSET_SECONDS: i32 = 5 * 3600 + 30 * 60;
+/// Samples of the timeline's render-time measurement.
+const PERF_SAMPLES: usize = 100_000;
+/// Render-time targets of issue 35 (first paint, one zoom step), in milliseconds.
+const FIRST_PAINT_TARGET_MS: f64 = 500.0;
+const ZOOM_TARGET_MS: f64 = 50.0;
+
+/// Unix nanoseconds as the page shows them in `offset`: `YYYY-MM-DD HH:MM:SS[.mmm]`.
+fn shown_at(nanos: i64, offset_seconds: i32) -> String {
+    let offset = chrono::FixedOffset::east_opt(offset_seconds).unwrap();
+    let time = chrono::DateTime::from_timestamp_nanos(nanos).with_timezone(&offset);
+    let millis = time.timestamp_subsec_millis();
+    let text = time.format("%Y-%m-%d %H:%M:%S").to_string();
+    if millis == 0 {
+        text
+    } else {
+        format!("{text}.{millis:03}")
+    }
+}
+
+/// The timeline's lane of a sample: `thread.name`, else `thread.id`, else none.
+fn thread_lane(o: &Obs) -> String {
+    o.sample_attrs
+        .get("thread.name")
+        .or_else(|| o.sample_attrs.get("thread.id"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Direct callers and callees of `function` (its first call on each stack) with the
+/// values below them; a stack where it is the root or the leaf counts under `""`.
+fn sandwich_neighbours(obs: &[&Obs], function: &str) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let (mut callers, mut callees) = (BTreeMap::new(), BTreeMap::new());
+    for o in obs {
+        let Some(k) = o.frames.iter().position(|f| f == function) else {
+            continue;
+        };
+        let caller = if k > 0 {
+            o.frames[k - 1].clone()
+        } else {
+            String::new()
+        };
+        let callee = o.frames.get(k + 1).cloned().unwrap_or_default();
+        *callers.entry(caller).or_default() += o.value;
+        *callees.entry(callee).or_default() += o.value;
+    }
+    (callers, callees)
+}
+
+/// A drawn sandwich tree's children as `{name: total}`, its self value under `""`.
+fn children_of(tree: &Value) -> BTreeMap<String, i64> {
+    let mut out: BTreeMap<String, i64> = tree["children"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a tree: {tree}"))
+        .iter()
+        .map(|c| (c[0].as_str().unwrap().to_string(), num(&c[1])))
+        .collect();
+    let own = num(&tree["self"]);
+    if own != 0 {
+        out.insert(String::new(), own);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
+    let server = Server::start(Options::default()).await;
+    let obs = Workload::new().export_grpc(server.grpc()).await;
+    let cpu = checkout(&obs);
+    let totals = total_values(&cpu);
+
+    // A lane and an instant where exactly one sample was sent, a second apart from the
+    // lane's others, with a stack at least two frames deep.
+    let lane = "worker-1";
+    let mut in_lane: Vec<&Obs> = cpu.iter().copied().filter(|o| thread_lane(o) == lane).collect();
+    in_lane.sort_by_key(|o| o.time);
+    let chosen = in_lane
+        .iter()
+        .enumerate()
+        .find(|(i, o)| {
+            let apart = |other: Option<&&Obs>| other.is_none_or(|p| (p.time - o.time).abs() >= SECOND);
+            o.frames.len() >= 2
+                && apart(i.checked_sub(1).and_then(|j| in_lane.get(j)))
+                && apart(in_lane.get(i + 1))
+        })
+        .map(|(_, o)| *o)
+        .expect("a lone sample in the lane");
+    let mut lanes: BTreeMap<String, i64> = BTreeMap::new();
+    for o in &cpu {
+        *lanes.entry(thread_lane(o)).or_default() += 1;
+    }
+
+    let single = json!({
+        "profile_type": workload::CPU, "selector": SELECTOR,
+        "from": FROM.to_string(), "to": TO.to_string(),
+    });
+    let sandwiched = "recurse";
+    let picked = "compute";
+    let seen = tokio::task::spawn_blocking({
+        let plan = json!({
+            "base": server.http(), "single": single, "timezone": ZONE,
+            "typedFrom": shown_at(FROM, ZONE_OFFSET_SECONDS), "typedTo": shown_at(TO, ZONE_OFFSET_SECONDS),
+            "hover": {"lane": lane, "time": chosen.time, "window": [chosen.time - SECOND, chosen.time + SECOND]},
+            "sandwich": sandwiched, "sandwichPick": picked, "perfSamples": PERF_SAMPLES,
+        });
+        move || browser::drive("views.mjs", plan)
+    })
+    .await
+    .unwrap();
+    let at = |pointer: &str| {
+        seen.pointer(pointer)
+            .unwrap_or_else(|| panic!("{pointer} observed: {seen:#}"))
+            .clone()
+    };
+
+    // Time: the nanosecond link is shown in the zone, and typing those date-times asks the
+    // API exactly what the link asked; UTC shows the same instant; now-6h is sent as typed.
+    assert_eq!(at("/time/shownFrom"), shown_at(FROM, ZONE_OFFSET_SECONDS));
+    assert_eq!(at("/time/shownTo"), shown_at(TO, ZONE_OFFSET_SECONDS));
+    let by_url = at("/time/byUrl");
+    assert_eq!(by_url["from"], FROM.to_string(), "the link's request: {by_url}");
+    assert_eq!(by_url["to"], TO.to_string());
+    assert_eq!(at("/time/typed"), by_url, "typed local date-times ask the same");
+    assert_eq!(
+        at("/time/url/from"),
+        FROM.to_string(),
+        "the URL keeps nanoseconds"
+    );
+    assert_eq!(at("/time/utcFrom"), shown_at(FROM, 0));
+    assert_eq!(at("/time/utcUrl/tz"), "utc");
+    assert_eq!(at("/time/utcUrl/from"), FROM.to_string());
+    assert_eq!(at("/time/relative/from"), "now-6h");
+    assert_eq!(at("/time/relative/to"), "now");
+    let bad = at("/time/badError");
+    assert!(
+        bad.as_str().unwrap().contains("cannot read from"),
+        "unreadable time: {bad}"
+    );
+
+    // Timeline: a lane per thread with its samples; at the chosen instant of the chosen
+    // lane, the tooltip gives the time and the stack that was sent then.
+    let drawn: BTreeMap<String, i64> = at("/timeline/lanes")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l[0].as_str().unwrap().to_string(), num(&l[1])))
+        .collect();
+    assert_eq!(drawn, lanes, "samples per lane");
+    assert_eq!(
+        at("/timeline/tooltipTitle"),
+        format!("{lane} · {}", shown_at(chosen.time, ZONE_OFFSET_SECONDS)),
+        "the hovered sample's lane and time"
+    );
+    assert_eq!(
+        at("/timeline/tooltipFrames"),
+        json!(chosen.frames),
+        "the stack sent at {} on {lane}",
+        chosen.time
+    );
+    assert_eq!(
+        at("/timeline/keyboardZoomed"),
+        true,
+        "- zooms out the focused timeline"
+    );
+    assert!(
+        at("/timeline/clicked/url").get("view").is_none(),
+        "the flame graph, the default view"
+    );
+    assert_eq!(
+        at("/timeline/clicked/zoom"),
+        chosen.frames[1].as_str(),
+        "a click on the second frame opens the flame graph zoomed to it"
+    );
+
+    // Sandwich: the function's callers and callees, both totalling its total.
+    let (callers, callees) = sandwich_neighbours(&cpu, sandwiched);
+    let sandwich = at("/sandwich");
+    assert_eq!(
+        num(&sandwich["callers"]["total"]),
+        totals[sandwiched],
+        "callers total"
+    );
+    assert_eq!(
+        num(&sandwich["callees"]["total"]),
+        totals[sandwiched],
+        "callees total"
+    );
+    assert_eq!(children_of(&sandwich["callers"]), callers, "direct callers");
+    assert_eq!(children_of(&sandwich["callees"]), callees, "direct callees");
+    assert_eq!(at("/sandwich/picked/url/function"), picked);
+    assert_eq!(
+        num(&at("/sandwich/picked/callees/total")),
+        totals[picked],
+        "the sandwich picked from the table"
+    );
+
+    // Keyboard: every control before the table is reached by Tab, with a visible outline;
+    // the table's rows read out each function with its values.
+    let reached: BTreeSet<String> = serde_json::from_value(at("/keyboard/reached")).unwrap();
+    let controls: Vec<String> = serde_json::from_value(at("/keyboard/controls")).unwrap();
+    assert!(controls.len() > 15, "controls found: {controls:?}");
+    let missed: Vec<&String> = controls.iter().filter(|c| !reached.contains(*c)).collect();
+    assert!(missed.is_empty(), "not reached by Tab: {missed:?}");
+    let outline = at("/keyboard/runOutline");
+    assert!(
+        outline
+            .as_str()
+            .is_some_and(|o| o.starts_with("solid") && !o.ends_with(" 0px")),
+        "a visible focus outline: {outline}"
+    );
+    let (top_function, top_self) = largest(&self_values(&cpu));
+    let label = at("/keyboard/rowLabels/0");
+    let label = label.as_str().unwrap();
+    assert!(
+        label.starts_with(&top_function) && label.contains("Self") && label.contains("Total"),
+        "the first row's label: {label}"
+    );
+    assert!(label.contains(&top_self.to_string()), "{label} gives {top_self}");
+    assert_eq!(at("/keyboard/flameLabel/1"), "top-table");
+
+    // Exemplars: a dot per step with samples; each a checkout CPU profile of the input, and
+    // a click shows exactly that profile.
+    let dots = at("/exemplars/dots");
+    let dots = dots.as_array().unwrap();
+    assert!(!dots.is_empty(), "exemplar dots drawn");
+    let profiles: BTreeSet<&str> = cpu.iter().filter_map(|o| o.profile_id.as_deref()).collect();
+    for dot in dots {
+        let id = dot["profileId"].as_str().unwrap();
+        assert!(profiles.contains(id), "{id} is a checkout CPU profile");
+    }
+    let clicked = dots[0]["profileId"].as_str().unwrap();
+    assert_eq!(at("/exemplars/clicked/url/profile_id"), clicked);
+    let profile_total = sum(cpu.iter().filter(|o| o.profile_id.as_deref() == Some(clicked)));
+    assert_eq!(
+        num(&at("/exemplars/clicked/total")),
+        profile_total,
+        "the flame graph of profile {clicked}"
+    );
+
+    // Render time of the timeline for 100,000 samples.
+    let perf = at("/perf");
+    assert_eq!(num(&perf["samples"]), PERF_SAMPLES as i64);
+    let first_paint = perf["firstPaintMs"].as_f64().unwrap();
+    let zooms: Vec<f64> = serde_json::from_value(perf["zoomMs"].clone()).unwrap();
+    let zoom_max = zooms.iter().copied().fold(0.0, f64::max);
+    let zoom_median = {
+        let mut sorted = zooms.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    };
+    println!(
+        "timeline render time, {PERF_SAMPLES} samples: first paint {first_paint:.1} ms (target {FIRST_PAINT_TARGET_MS}), \
+         zoom step median {zoom_median:.1} ms, max {zoom_max:.1} ms (target {ZOOM_TARGET_MS}); {} rectangles drawn",
+        perf["rects"]
+    );
+    assert!(
+        first_paint <= FIRST_PAINT_TARGET_MS,
+        "first paint {first_paint} ms"
+    );
+    assert!(zoom_median <= ZOOM_TARGET_MS, "zoom step {zoom_median} ms");
+    assert_eq!(at("/pageErrors"), json!([]), "no script errors");
 }

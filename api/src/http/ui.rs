@@ -31,7 +31,10 @@ const FILES: &[(&str, &str, &[u8])] = &[
     ("autocomplete.js", JS, include_bytes!("../../ui/autocomplete.js")),
     ("flamegraph.js", JS, include_bytes!("../../ui/flamegraph.js")),
     ("format.js", JS, include_bytes!("../../ui/format.js")),
+    ("sandwich.js", JS, include_bytes!("../../ui/sandwich.js")),
     ("table.js", JS, include_bytes!("../../ui/table.js")),
+    ("time.js", JS, include_bytes!("../../ui/time.js")),
+    ("timeline.js", JS, include_bytes!("../../ui/timeline.js")),
     ("timeseries.js", JS, include_bytes!("../../ui/timeseries.js")),
 ];
 const JS: &str = "text/javascript; charset=utf-8";

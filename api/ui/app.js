@@ -14,20 +14,20 @@ import { TimeChart, stepFor } from "./timeseries.js";
 
 /**
  * URL parameters, in the order written. `view`, `search`, `tenant`, `tz` (time zone shown),
- * `lane` (the timeline's lane key) and `function` (the sandwich's) are the page's own.
+ * `lane` (the timeline's lane key), `events` (the most samples it reads) and `function`
+ * (the sandwich's) are the page's own.
  */
 const PARAMS = [
   "view", "profile_type", "selector", "from", "to", "group_by", "max_nodes",
   "trace_id", "span_id", "profile_id",
   "baseline_selector", "baseline_from", "baseline_to",
   "comparison_selector", "comparison_from", "comparison_to",
-  "search", "tenant", "tz", "lane", "function",
+  "search", "tenant", "tz", "lane", "function", "events",
 ];
-const DEFAULTS = { view: "flamegraph", from: "now-1h", to: "now", lane: "thread" };
+const DEFAULTS = { view: "flamegraph", from: "now-1h", to: "now", lane: "thread", events: "100000" };
 /** Fields holding times: shown as date-times in the zone picked, kept as the API reads them. */
 const TIME_FIELDS = ["from", "to", "baseline_from", "baseline_to", "comparison_from", "comparison_to"];
-/** The timeline reads at most this many samples (pages of `EVENTS_PAGE`); the rest is reported. */
-const EVENTS_BUDGET = 100_000;
+/** The timeline reads at most `events` samples (100,000 unless the URL says), in pages of this many; the rest is reported. */
 const EVENTS_PAGE = 10_000;
 const ID_FILTERS = ["trace_id", "span_id", "profile_id"];
 const TOP_LIMIT = 500;
@@ -438,13 +438,15 @@ async function loadTimeline(signal, chartDone) {
   let loaded = 0;
   let loadedValue = 0;
   let cursor;
-  let limit = EVENTS_PAGE;
+  const budget = Math.max(Number(state.events) || Number(DEFAULTS.events), 1);
+  let limit = Math.min(EVENTS_PAGE, budget);
   $("timeline-status").hidden = true;
   panelMessage("timeline-message", "Loading samples…");
   do {
     let page;
     try {
-      page = await api.json("/api/v1/events", { ...scope(), limit, cursor }, signal);
+      const asked = limit === undefined ? undefined : Math.min(limit, budget - loaded);
+      page = await api.json("/api/v1/events", { ...scope(), limit: asked, cursor }, signal);
     } catch (error) {
       // A server with a smaller --query-max-events: its own default page size.
       if (error.status !== 400 || limit === undefined || !/limit/.test(error.message)) throw error;
@@ -455,7 +457,7 @@ async function loadTimeline(signal, chartDone) {
     loaded += page.events.length;
     for (const event of page.events) loadedValue += event.value;
     cursor = page.next_cursor;
-  } while (cursor && loaded < EVENTS_BUDGET);
+  } while (cursor && loaded < budget);
   const chartData = await chartDone;
   const info = pages[0] || { unit: chartData.unit };
   const names = new Set(["thread"]);
@@ -477,7 +479,9 @@ async function loadTimeline(signal, chartDone) {
       `${formatValue(left, chartData.unit)} (${percent(left, total)} of the range's ${formatValue(total, chartData.unit)}) ` +
       "after them are left out. Narrow the range to see them.";
     $("timeline-left-out").dataset.leftOut = String(left);
-    $("timeline-narrow").dataset.to = String(last);
+    $("timeline-left-out").dataset.loaded = String(loaded);
+    // `to` is exclusive: a microsecond past the last sample read keeps it in.
+    $("timeline-narrow").dataset.to = String(last + 1000);
     $("timeline-status").hidden = false;
   }
 }

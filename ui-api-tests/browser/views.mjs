@@ -106,6 +106,25 @@ if (box) {
   out.timeline.clicked = { url: params(), zoom: await page.$eval("#flamegraph", (c) => c.dataset.zoom) };
 }
 
+// 2b. Over the sample budget: what was left out, and narrowing the range to what was read.
+await open({ ...plan.single, view: "timeline", events: String(plan.budget) });
+const leftOut = () =>
+  page.$eval("#timeline-left-out", (e) => ({
+    shown: !document.getElementById("timeline-status").hidden,
+    text: e.textContent,
+    leftOut: e.dataset.leftOut,
+    loaded: e.dataset.loaded,
+  }));
+out.budget = { first: await leftOut() };
+await shot("15-timeline-left-out");
+await page.click("#timeline-narrow");
+await settled();
+out.budget.narrowed = {
+  url: params(),
+  status: await leftOut(),
+  samples: await page.evaluate(() => window.stackhouse.timeline.count),
+};
+
 // 3. Sandwich from a link, and picking another function with a row's ⇅ button.
 await open({ ...plan.single, view: "sandwich", function: plan.sandwich });
 const tree = (name) =>

@@ -429,6 +429,14 @@ async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
         *lanes.entry(thread_lane(o)).or_default() += 1;
     }
 
+    // A sample budget that ends between two instants, about half way.
+    let mut by_time: Vec<&Obs> = cpu.clone();
+    by_time.sort_by_key(|o| o.time);
+    let budget = (by_time.len() / 2..by_time.len())
+        .find(|&n| by_time[n - 1].time < by_time[n].time)
+        .expect("two instants apart");
+    let read_value = sum(&by_time[..budget]);
+
     let single = json!({
         "profile_type": workload::CPU, "selector": SELECTOR,
         "from": FROM.to_string(), "to": TO.to_string(),
@@ -440,7 +448,7 @@ async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
             "base": server.http(), "single": single, "timezone": ZONE,
             "typedFrom": shown_at(FROM, ZONE_OFFSET_SECONDS), "typedTo": shown_at(TO, ZONE_OFFSET_SECONDS),
             "hover": {"lane": lane, "time": chosen.time, "window": [chosen.time - SECOND, chosen.time + SECOND]},
-            "sandwich": sandwiched, "sandwichPick": picked, "perfSamples": PERF_SAMPLES,
+            "sandwich": sandwiched, "sandwichPick": picked, "perfSamples": PERF_SAMPLES, "budget": budget,
         });
         move || browser::drive("views.mjs", plan)
     })
@@ -510,6 +518,22 @@ async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
         chosen.frames[1].as_str(),
         "a click on the second frame opens the flame graph zoomed to it"
     );
+
+    // Over the budget: the page says how much was left out (the value after the samples it
+    // read) and narrows the range to end just after the last one read.
+    let first = at("/budget/first");
+    assert_eq!(first["shown"], true, "the left-out notice: {first}");
+    assert_eq!(first["loaded"], budget.to_string());
+    assert_eq!(first["leftOut"], (sum(&cpu) - read_value).to_string(), "{first}");
+    assert!(first["text"].as_str().unwrap().contains("left out"));
+    let narrowed = at("/budget/narrowed");
+    assert_eq!(
+        nanos(&narrowed["url"]["to"]),
+        by_time[budget - 1].time + 1000,
+        "narrowed to the samples read: {narrowed}"
+    );
+    assert_eq!(num(&narrowed["samples"]), budget as i64, "{narrowed}");
+    assert_eq!(narrowed["status"]["shown"], false, "nothing left out: {narrowed}");
 
     // Sandwich: the function's callers and callees, both totalling its total.
     let (callers, callees) = sandwich_neighbours(&cpu, sandwiched);

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 use ui_api_tests::browser;
 use ui_api_tests::server::{Options, Server};
-use ui_api_tests::workload::{self, FROM, Obs, SECOND, TO, Workload};
+use ui_api_tests::workload::{self, FROM, Loc, Obs, ProfileSpec, SECOND, SampleSpec, T0, TO, Workload};
 
 const SELECTOR: &str = r#"{service.name="checkout"}"#;
 
@@ -611,6 +611,131 @@ async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
         "timeline render time, {PERF_SAMPLES} samples: first paint {first_paint:.1} ms (target {FIRST_PAINT_TARGET_MS}), \
          zoom step median {zoom_median:.1} ms, max {zoom_max:.1} ms (target {ZOOM_TARGET_MS}); {} rectangles drawn",
         perf["rects"]
+    );
+    assert!(
+        first_paint <= FIRST_PAINT_TARGET_MS,
+        "first paint {first_paint} ms"
+    );
+    assert!(zoom_median <= ZOOM_TARGET_MS, "zoom step {zoom_median} ms");
+    assert_eq!(at("/pageErrors"), json!([]), "no script errors");
+}
+
+/// Threads of the large workload, and samples per thread.
+const BULK_THREADS: usize = 8;
+const BULK_PER_THREAD: usize = 12_500;
+/// Thread `k`'s sample `i` is at `T0 + i × 48 ms + k × 6 ms`: 10 minutes per thread.
+const BULK_STEP: i64 = 48_000_000;
+const BULK_OFFSET: i64 = 6_000_000;
+/// Stacks change every this many samples of a thread, as code runs for a while.
+const BULK_RUN: usize = 50;
+
+/// The large workload's stack of thread `k`'s sample `i`.
+fn bulk_stack(k: usize, i: usize) -> Vec<Loc> {
+    const STACKS: [&[&str]; 5] = [
+        &["main", "serve", "handle", "parse"],
+        &["main", "serve", "handle", "compute", "hash"],
+        &["main", "serve", "handle", "compute", "encode", "write"],
+        &["main", "gc", "mark"],
+        &["main", "serve", "poll"],
+    ];
+    STACKS[(i / BULK_RUN + k) % STACKS.len()]
+        .iter()
+        .map(|name| Loc::Func(name))
+        .collect()
+}
+
+/// 100,000 timestamped samples of 8 threads on 4 hosts, one profile per host and minute.
+fn bulk_workload() -> Workload {
+    let mut profiles = Vec::new();
+    for host in 0..4 {
+        for minute in 0..10i64 {
+            let start = T0 + minute * 60 * SECOND;
+            let mut samples = Vec::new();
+            for k in (0..BULK_THREADS).filter(|k| k % 4 == host) {
+                for i in 0..BULK_PER_THREAD {
+                    let time = T0 + i as i64 * BULK_STEP + k as i64 * BULK_OFFSET;
+                    if (time - start).div_euclid(60 * SECOND) != 0 {
+                        continue;
+                    }
+                    samples.push(SampleSpec {
+                        stack: bulk_stack(k, i),
+                        value: 1,
+                        time: Some(time),
+                        attrs: vec![("thread.name".into(), format!("thread-{k}"))],
+                        link: None,
+                    });
+                }
+            }
+            profiles.push(ProfileSpec {
+                profile_type: workload::CPU,
+                resource: vec![
+                    ("service.name".into(), "bulk".into()),
+                    ("host.name".into(), format!("host-{host}")),
+                ],
+                attrs: Vec::new(),
+                time: start,
+                duration: 60 * SECOND,
+                period: 10_000_000,
+                profile_id: None,
+                samples,
+            });
+        }
+    }
+    Workload { profiles }
+}
+
+/// The timeline of 100,000 samples read from the server: every sample in its thread's
+/// lane, the stack sent at a chosen instant in the tooltip, and the time it took.
+#[tokio::test(flavor = "multi_thread")]
+async fn web_ui_timeline_of_100k_samples_from_the_server() {
+    let server = Server::start(Options::default()).await;
+    let obs = bulk_workload().export_grpc(server.grpc()).await;
+    assert_eq!(obs.len(), BULK_THREADS * BULK_PER_THREAD);
+    let (k, i) = (5, 7_777);
+    let time = T0 + i as i64 * BULK_STEP + k as i64 * BULK_OFFSET;
+    let sent: Vec<String> = bulk_stack(k, i).iter().flat_map(Loc::frames).collect();
+
+    let seen = tokio::task::spawn_blocking({
+        let plan = json!({
+            "base": server.http(),
+            "query": {
+                "view": "timeline", "profile_type": workload::CPU, "selector": r#"{service.name="bulk"}"#,
+                "from": (T0 - 60 * SECOND).to_string(), "to": (T0 + 11 * 60 * SECOND).to_string(),
+            },
+            "hover": {"lane": format!("thread-{k}"), "time": time, "window": [time - 200_000_000, time + 200_000_000]},
+        });
+        move || browser::drive("timeline-load.mjs", plan)
+    })
+    .await
+    .unwrap();
+    let at = |pointer: &str| {
+        seen.pointer(pointer)
+            .unwrap_or_else(|| panic!("{pointer} observed: {seen:#}"))
+            .clone()
+    };
+    assert_eq!(num(&at("/samples")), obs.len() as i64, "every sample read");
+    assert_eq!(at("/leftOutShown"), false, "nothing left out");
+    let lanes: BTreeMap<String, i64> = at("/lanes")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l[0].as_str().unwrap().to_string(), num(&l[1])))
+        .collect();
+    let want: BTreeMap<String, i64> = (0..BULK_THREADS)
+        .map(|k| (format!("thread-{k}"), BULK_PER_THREAD as i64))
+        .collect();
+    assert_eq!(lanes, want, "a lane per thread");
+    assert_eq!(at("/tooltipFrames"), json!(sent), "thread-{k}'s stack at {time}");
+
+    let load = num(&at("/loadMs"));
+    let first_paint = at("/firstPaintMs").as_f64().unwrap();
+    let mut zooms: Vec<f64> = serde_json::from_value(at("/zoomMs")).unwrap();
+    zooms.sort_by(f64::total_cmp);
+    let (zoom_median, zoom_max) = (zooms[zooms.len() / 2], zooms[zooms.len() - 1]);
+    println!(
+        "timeline of {} samples from the server (debug build): loaded and drawn in {load} ms; first paint {first_paint:.1} ms \
+         (target {FIRST_PAINT_TARGET_MS}), keyboard zoom step median {zoom_median:.1} ms, max {zoom_max:.1} ms (target {ZOOM_TARGET_MS})",
+        obs.len()
     );
     assert!(
         first_paint <= FIRST_PAINT_TARGET_MS,

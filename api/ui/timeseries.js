@@ -62,7 +62,35 @@ export class TimeChart {
       this.tooltip.hidden = true;
       this.draw();
     });
+    // Keyboard: ← and → pick an exemplar dot, Enter opens it.
+    canvas.addEventListener("keydown", (event) => {
+      const count = this.exemplars.length;
+      if (!count) return;
+      if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
+        event.preventDefault();
+        const step = event.key === "ArrowRight" ? 1 : -1;
+        this.selected = this.selected == null ? (step > 0 ? 0 : count - 1) : (this.selected + step + count) % count;
+        this.draw();
+        this.announce();
+      } else if (event.key === "Enter" && this.selected != null) {
+        event.preventDefault();
+        this.onExemplar(this.exemplars[this.selected]);
+      }
+    });
+    canvas.addEventListener("blur", () => {
+      this.selected = null;
+      this.draw();
+    });
     new ResizeObserver(() => this.draw()).observe(canvas.parentElement);
+  }
+
+  /** Says which exemplar the keyboard picked, in the live region named by the canvas's `aria-describedby`. */
+  announce() {
+    const region = document.getElementById(this.canvas.getAttribute("aria-describedby"));
+    const e = this.exemplars[this.selected];
+    if (region && e) {
+      region.textContent = `exemplar ${this.selected + 1} of ${this.exemplars.length}: ${formatDateTime(e.time)}, ${e.label}; Enter opens it`;
+    }
   }
 
   /** A timeseries answer of the API (`series` with `points` and `group`). */
@@ -81,6 +109,7 @@ export class TimeChart {
   /** Exemplars to draw as dots: `[{time, label, ...}]`, time in unix nanoseconds. */
   showExemplars(exemplars) {
     this.exemplars = exemplars;
+    this.selected = null;
     this.draw();
   }
 
@@ -217,6 +246,15 @@ export class TimeChart {
       ctx.arc(dot.x, dot.y, DOT, 0, 2 * Math.PI);
       ctx.fill();
       ctx.stroke();
+    }
+    const picked = this.exemplarDots()[this.selected];
+    if (picked) {
+      ctx.strokeStyle = "#1d1d1d";
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      ctx.arc(picked.x, picked.y, DOT + 3, 0, 2 * Math.PI);
+      ctx.stroke();
+      ctx.lineWidth = 1;
     }
     canvas.dataset.exemplars = String(this.exemplars.length);
 

@@ -106,6 +106,10 @@ if (box) {
   out.timeline.clicked = { url: params(), zoom: await page.$eval("#flamegraph", (c) => c.dataset.zoom) };
 }
 
+// 2a. Lanes by another label.
+await open({ ...plan.single, view: "timeline", lane: "host.name" });
+out.lanesByHost = await page.evaluate(() => window.stackhouse.timeline.lanes.map((l) => [l.name, l.times.length]));
+
 // 2b. Over the sample budget: what was left out, and narrowing the range to what was read.
 await open({ ...plan.single, view: "timeline", events: String(plan.budget) });
 const leftOut = () =>
@@ -178,6 +182,18 @@ await page.waitForFunction(() => window.stackhouse.chart.exemplars.length > 0, n
 const dots = await page.evaluate(() => window.stackhouse.chart.exemplarDots());
 out.exemplars = { dots: dots.map((d) => ({ profileId: d.profileId, time: d.time, value: d.value })) };
 await shot("13-exemplars");
+if (dots.length > 1) {
+  // By keyboard: the second dot, then Enter.
+  await page.focus("#chart");
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.press("ArrowRight");
+  out.exemplars.announced = await page.$eval("#chart-status", (e) => e.textContent);
+  await page.keyboard.press("Enter");
+  await settled();
+  out.exemplars.byKeyboard = { url: params(), total: await flameTotal() };
+  await open(plan.single);
+  await page.waitForFunction(() => window.stackhouse.chart.exemplars.length > 0, null, { timeout: 30_000 }).catch(() => {});
+}
 if (dots.length) {
   const dot = dots[0];
   const chartBox = await page.$eval("#chart", (c) => {

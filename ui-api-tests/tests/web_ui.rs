@@ -519,6 +519,19 @@ async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
         "a click on the second frame opens the flame graph zoomed to it"
     );
 
+    // Lanes by a label of the series.
+    let mut hosts: BTreeMap<String, i64> = BTreeMap::new();
+    for o in &cpu {
+        *hosts.entry(o.labels["host.name"].clone()).or_default() += 1;
+    }
+    let by_host: BTreeMap<String, i64> = at("/lanesByHost")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l[0].as_str().unwrap().to_string(), num(&l[1])))
+        .collect();
+    assert_eq!(by_host, hosts, "samples per host lane");
+
     // Over the budget: the page says how much was left out (the value after the samples it
     // read) and narrows the range to end just after the last one read.
     let first = at("/budget/first");
@@ -591,6 +604,18 @@ async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
         let id = dot["profileId"].as_str().unwrap();
         assert!(profiles.contains(id), "{id} is a checkout CPU profile");
     }
+    let second = dots[1]["profileId"].as_str().unwrap();
+    let announced = at("/exemplars/announced");
+    assert!(
+        announced.as_str().unwrap().contains(second),
+        "the second dot announced: {announced}"
+    );
+    assert_eq!(at("/exemplars/byKeyboard/url/profile_id"), second);
+    assert_eq!(
+        num(&at("/exemplars/byKeyboard/total")),
+        sum(cpu.iter().filter(|o| o.profile_id.as_deref() == Some(second))),
+        "the flame graph of profile {second}, opened by keyboard"
+    );
     let clicked = dots[0]["profileId"].as_str().unwrap();
     assert_eq!(at("/exemplars/clicked/url/profile_id"), clicked);
     let profile_total = sum(cpu.iter().filter(|o| o.profile_id.as_deref() == Some(clicked)));

@@ -25,15 +25,11 @@ function laneOf(event, key, series) {
 }
 
 /**
- * How long a sample stands for, in nanoseconds: its value when that is a time, value ×
- * period for samples counted on a time period (CPU at 100 Hz: 10 ms each); else null.
+ * How long a sample stands for, in nanoseconds, when its value is a time (off-CPU or wall
+ * time); null otherwise (counts, bytes: events carry no sampling period to scale by).
  */
 function durationOf(value, info) {
-  if (info.unit in TIME_UNITS) return value * TIME_UNITS[info.unit];
-  if (info.unit === "count" && info.period_unit in TIME_UNITS && info.period > 0) {
-    return value * info.period * TIME_UNITS[info.period_unit];
-  }
-  return null;
+  return info.unit in TIME_UNITS ? value * TIME_UNITS[info.unit] : null;
 }
 
 export class Timeline {

@@ -244,7 +244,7 @@ function clearPanels(message) {
 
 function describeScope() {
   const selector = state.view === "diff" ? "" : ` matching ${state.selector || "{}"}`;
-  return `${state.profile_type}${selector} between ${state.from} and ${state.to}`;
+  return `${state.profile_type}${selector} between ${showTime(state.from)} and ${showTime(state.to)}`;
 }
 
 // --- queries --------------------------------------------------------------------------
@@ -614,7 +614,7 @@ async function run({ push = true } = {}) {
     writeUrl(push);
     if (!types.length) {
       clearPanels(
-        `No profiles stored between ${state.from} and ${state.to}${state.tenant ? ` for tenant ${state.tenant}` : ""}. ` +
+        `No profiles stored between ${showTime(state.from)} and ${showTime(state.to)}${state.tenant ? ` for tenant ${state.tenant}` : ""}. ` +
           "Send some (README's Quickstart) or widen the range.",
       );
       return;

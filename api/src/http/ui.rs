@@ -1,7 +1,7 @@
 //! The built-in web UI: the files of `api/ui/`, compiled into the binary so that it works
 //! from a bare `stackhouse serve`, served at `/` (the page) and `/ui/{file}` (its scripts
-//! and styles). The page only calls the public query API; no build step, no third-party
-//! code.
+//! and styles). The page only calls the public query API (and, for exemplars, the
+//! Connect querier API Grafana uses); no build step, no third-party code.
 
 use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;

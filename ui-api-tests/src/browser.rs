@@ -36,3 +36,25 @@ pub fn drive(script: &str, mut plan: Value) -> Value {
     plan["screenshots"] = screenshots_dir().to_string_lossy().into_owned().into();
     node_tool::run_json(&format!("browser script {script}"), &dir.join(script), &[], &plan)
 }
+
+/// What a browser script observed, read by JSON pointer.
+pub struct Observed(pub Value);
+
+impl Observed {
+    /// The value at `pointer`; a missing one fails the test, showing everything observed.
+    pub fn at(&self, pointer: &str) -> Value {
+        self.0
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{pointer} observed: {:#}", self.0))
+            .clone()
+    }
+}
+
+/// [`drive`] off the async runtime (the script blocks while the test's server answers it).
+pub async fn observe(script: &'static str, plan: Value) -> Observed {
+    Observed(
+        tokio::task::spawn_blocking(move || drive(script, plan))
+            .await
+            .expect("the browser script's thread"),
+    )
+}

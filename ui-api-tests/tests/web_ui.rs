@@ -101,20 +101,12 @@ async fn web_ui_shows_what_the_workload_holds() {
     empty["tenant"] = "nobody-here".into();
     empty.as_object_mut().unwrap().remove("profile_type");
 
-    let seen = tokio::task::spawn_blocking({
-        let plan = json!({
-            "base": server.http(), "single": single, "diff": diff, "badSelector": bad, "empty": empty,
-            "zoom": "handle", "search": search, "groupBy": "host.name", "traceId": trace,
-        });
-        move || browser::drive("ui.mjs", plan)
-    })
-    .await
-    .unwrap();
-    let at = |pointer: &str| {
-        seen.pointer(pointer)
-            .unwrap_or_else(|| panic!("{pointer} observed: {seen:#}"))
-            .clone()
-    };
+    let plan = json!({
+        "base": server.http(), "single": single, "diff": diff, "badSelector": bad, "empty": empty,
+        "zoom": "handle", "search": search, "groupBy": "host.name", "traceId": trace,
+    });
+    let seen = browser::observe("ui.mjs", plan).await;
+    let at = |pointer: &str| seen.at(pointer);
 
     // The deep link: a drawn flame graph of exactly the selected samples, a top table whose
     // first row is the largest self value, the service picker following the selector.
@@ -443,22 +435,14 @@ async fn web_ui_times_timeline_sandwich_exemplars_and_keyboard() {
     });
     let sandwiched = "recurse";
     let picked = "compute";
-    let seen = tokio::task::spawn_blocking({
-        let plan = json!({
-            "base": server.http(), "single": single, "timezone": ZONE,
-            "typedFrom": shown_at(FROM, ZONE_OFFSET_SECONDS), "typedTo": shown_at(TO, ZONE_OFFSET_SECONDS),
-            "hover": {"lane": lane, "time": chosen.time, "window": [chosen.time - SECOND, chosen.time + SECOND]},
-            "sandwich": sandwiched, "sandwichPick": picked, "perfSamples": PERF_SAMPLES, "budget": budget,
-        });
-        move || browser::drive("views.mjs", plan)
-    })
-    .await
-    .unwrap();
-    let at = |pointer: &str| {
-        seen.pointer(pointer)
-            .unwrap_or_else(|| panic!("{pointer} observed: {seen:#}"))
-            .clone()
-    };
+    let plan = json!({
+        "base": server.http(), "single": single, "timezone": ZONE,
+        "typedFrom": shown_at(FROM, ZONE_OFFSET_SECONDS), "typedTo": shown_at(TO, ZONE_OFFSET_SECONDS),
+        "hover": {"lane": lane, "time": chosen.time, "window": [chosen.time - SECOND, chosen.time + SECOND]},
+        "sandwich": sandwiched, "sandwichPick": picked, "perfSamples": PERF_SAMPLES, "budget": budget,
+    });
+    let seen = browser::observe("views.mjs", plan).await;
+    let at = |pointer: &str| seen.at(pointer);
 
     // Time: the nanosecond link is shown in the zone, and typing those date-times asks the
     // API exactly what the link asked; UTC shows the same instant; now-6h is sent as typed.
@@ -720,24 +704,16 @@ async fn web_ui_timeline_of_100k_samples_from_the_server() {
     let time = T0 + i as i64 * BULK_STEP + k as i64 * BULK_OFFSET;
     let sent: Vec<String> = bulk_stack(k, i).iter().flat_map(Loc::frames).collect();
 
-    let seen = tokio::task::spawn_blocking({
-        let plan = json!({
-            "base": server.http(),
-            "query": {
-                "view": "timeline", "profile_type": workload::CPU, "selector": r#"{service.name="bulk"}"#,
-                "from": (T0 - 60 * SECOND).to_string(), "to": (T0 + 11 * 60 * SECOND).to_string(),
-            },
-            "hover": {"lane": format!("thread-{k}"), "time": time, "window": [time - 200_000_000, time + 200_000_000]},
-        });
-        move || browser::drive("timeline-load.mjs", plan)
-    })
-    .await
-    .unwrap();
-    let at = |pointer: &str| {
-        seen.pointer(pointer)
-            .unwrap_or_else(|| panic!("{pointer} observed: {seen:#}"))
-            .clone()
-    };
+    let plan = json!({
+        "base": server.http(),
+        "query": {
+            "view": "timeline", "profile_type": workload::CPU, "selector": r#"{service.name="bulk"}"#,
+            "from": (T0 - 60 * SECOND).to_string(), "to": (T0 + 11 * 60 * SECOND).to_string(),
+        },
+        "hover": {"lane": format!("thread-{k}"), "time": time, "window": [time - 200_000_000, time + 200_000_000]},
+    });
+    let seen = browser::observe("timeline-load.mjs", plan).await;
+    let at = |pointer: &str| seen.at(pointer);
     assert_eq!(num(&at("/samples")), obs.len() as i64, "every sample read");
     assert_eq!(at("/leftOutShown"), false, "nothing left out");
     let lanes: BTreeMap<String, i64> = at("/lanes")

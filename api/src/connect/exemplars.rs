@@ -17,13 +17,12 @@ use std::collections::BTreeSet;
 use stackhouse_proto::pyroscope_querier::SelectSeriesRequest;
 use stackhouse_proto::pyroscope_types::{self, ExemplarType, LabelPair, Point, Series};
 use stackhouse_query::{
-    EXEMPLARS_PER_POINT, Exemplar, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery, GroupKey, QueryError,
+    EXEMPLARS_PER_POINT, Exemplar, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery, QueryError,
     StackFilter, TimeseriesGroup, TimeseriesQuery,
 };
-use stackhouse_storage::model::TimeRange;
 
 use super::Call;
-use super::labels::{self, Names};
+use super::labels;
 use super::querier::NANOS_PER_MILLI;
 use crate::error::ApiError;
 use crate::http::AppState;
@@ -48,24 +47,6 @@ pub(super) fn kind(exemplar_type: i32) -> Option<ExemplarKind> {
         Ok(ExemplarType::Span) => Some(ExemplarKind::Span),
         _ => None,
     }
-}
-
-/// The group_by keys of a request, label names resolved as its selector's are.
-pub(super) async fn group_keys(
-    state: &AppState,
-    call: &Call,
-    range: TimeRange,
-    group_by: &[String],
-) -> Result<Vec<GroupKey>, ApiError> {
-    let names = if group_by.iter().any(|n| Names::needed_for(n)) {
-        Names::new(state.engine.label_names(&call.tenant, range).await?)
-    } else {
-        Names::default()
-    };
-    Ok(group_by
-        .iter()
-        .map(|n| GroupKey::Label(names.resolve(n)))
-        .collect())
 }
 
 /// Puts on each point of `series` (built in order from `groups`) the largest profile or

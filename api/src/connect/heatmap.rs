@@ -11,8 +11,8 @@ use stackhouse_proto::pyroscope_types::{HeatmapSeries, HeatmapSlot, LabelPair};
 use stackhouse_query::{ExemplarKind, ExemplarsQuery, StackFilter, heatmap};
 
 use super::Call;
-use super::exemplars::{self, group_keys, step_nanos};
-use super::querier::{NANOS_PER_MILLI, select_scope};
+use super::exemplars::{self, step_nanos};
+use super::querier::{NANOS_PER_MILLI, series_scope};
 use crate::error::ApiError;
 use crate::http::AppState;
 
@@ -37,16 +37,15 @@ pub async fn select_heatmap(
         Some(l) if l > 0 => Some(usize::try_from(l).unwrap_or(usize::MAX)),
         _ => None,
     };
-    let scope = select_scope(
+    let (scope, group_by) = series_scope(
         &state,
         &call,
         &r.profile_type_id,
         &r.label_selector,
-        r.start,
-        r.end,
+        (r.start, r.end),
+        &r.group_by,
     )
     .await?;
-    let group_by = group_keys(&state, &call, scope.range, &r.group_by).await?;
     let query = ExemplarsQuery {
         scope,
         step_nanos: step,

@@ -20,8 +20,8 @@ use stackhouse_query::render::flamebearer::{diff_levels, levels};
 use stackhouse_query::render::pprof_cut;
 use stackhouse_query::render::tree_bytes::tree_bytes;
 use stackhouse_query::{
-    Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, PprofQuery, Scope, StackFilter,
-    TimeseriesQuery,
+    Aggregation, DiffQuery, Flamegraph, FlamegraphQuery, FrameMatch, GroupKey, PprofQuery, Scope,
+    StackFilter, TimeseriesQuery,
 };
 use stackhouse_storage::model::{Series, TimeRange};
 
@@ -258,6 +258,29 @@ pub(super) async fn select_scope(
     Ok(scope)
 }
 
+/// The scope of a series request (`SelectSeries`, `SelectHeatmap`) and its `group_by`
+/// keys, label names resolved as its selector's are.
+pub(super) async fn series_scope(
+    state: &AppState,
+    call: &Call,
+    profile_type_id: &str,
+    label_selector: &str,
+    (start, end): (i64, i64),
+    group_by: &[String],
+) -> Result<(Scope, Vec<GroupKey>), ApiError> {
+    let scope = select_scope(state, call, profile_type_id, label_selector, start, end).await?;
+    let names = if group_by.iter().any(|n| Names::needed_for(n)) {
+        Names::new(state.engine.label_names(&call.tenant, scope.range).await?)
+    } else {
+        Names::default()
+    };
+    let keys = group_by
+        .iter()
+        .map(|n| GroupKey::Label(names.resolve(n)))
+        .collect();
+    Ok((scope, keys))
+}
+
 /// `max_nodes` as the engine takes it: absent or 0 is the default.
 fn max_nodes(asked: Option<i64>) -> Result<usize, ApiError> {
     let asked = asked.unwrap_or(0);
@@ -448,16 +471,15 @@ pub async fn select_series(
     r: SelectSeriesRequest,
 ) -> Result<SelectSeriesResponse, ApiError> {
     let step_nanos = exemplars::step_nanos(r.step)?;
-    let scope = select_scope(
+    let (scope, group_by) = series_scope(
         &state,
         &call,
         &r.profile_type_id,
         &r.label_selector,
-        r.start,
-        r.end,
+        (r.start, r.end),
+        &r.group_by,
     )
     .await?;
-    let group_by = exemplars::group_keys(&state, &call, scope.range, &r.group_by).await?;
     let aggregation = match r.aggregation.map(TimeSeriesAggregationType::try_from) {
         Some(Ok(TimeSeriesAggregationType::Average)) => Aggregation::Avg,
         _ => Aggregation::Sum,

@@ -236,25 +236,31 @@ impl QueryEngine {
     }
 }
 
+/// A one-series profile exemplar stamped at its bucket's start, for tests.
+#[cfg(test)]
+pub(crate) fn profile_exemplar(bucket_start: i64, id: u8, value: i64) -> Exemplar {
+    Exemplar {
+        bucket_start,
+        id: ExemplarId::Profile([id; 16]),
+        value,
+        time: bucket_start,
+        series_ids: vec![1],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn exemplar(bucket_start: i64, id: u8, value: i64) -> Exemplar {
-        Exemplar {
-            bucket_start,
-            id: ExemplarId::Profile([id; 16]),
-            value,
-            time: bucket_start,
-            series_ids: vec![1],
-        }
-    }
 
     #[test]
     fn top_per_bucket_keeps_the_first_n_of_each_bucket() {
         let group = ExemplarGroup {
             group: Vec::new(),
-            exemplars: vec![exemplar(0, 2, 9), exemplar(0, 1, 5), exemplar(10, 3, 4)],
+            exemplars: vec![
+                profile_exemplar(0, 2, 9),
+                profile_exemplar(0, 1, 5),
+                profile_exemplar(10, 3, 4),
+            ],
             total: 18,
         };
         let top = group.top_per_bucket(1);

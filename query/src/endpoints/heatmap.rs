@@ -121,17 +121,7 @@ fn flush(slots: &mut [HeatmapSlot], best: &mut [Option<&Exemplar>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoints::exemplars::ExemplarId;
-
-    fn e(bucket_start: i64, id: u8, value: i64) -> Exemplar {
-        Exemplar {
-            bucket_start,
-            id: ExemplarId::Profile([id; 16]),
-            value,
-            time: bucket_start,
-            series_ids: vec![1],
-        }
-    }
+    use crate::endpoints::exemplars::profile_exemplar as e;
 
     #[test]
     fn buckets_are_pyroscopes() {

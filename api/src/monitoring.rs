@@ -93,11 +93,11 @@ fn describe() {
     );
     describe_counter!(
         "stackhouse_ingest_profiles_total",
-        "Ingested profiles by protocol and outcome (stored, rejected)."
+        "Ingested profiles by protocol and outcome: stored, repeated (stored before, left out: retried exports), rejected."
     );
     describe_counter!(
         "stackhouse_ingest_samples_total",
-        "Samples stored (acknowledged) by protocol."
+        "Samples stored by protocol (acknowledged; without those of repeated profiles)."
     );
     describe_counter!(
         "stackhouse_ingest_bytes_total",
@@ -212,6 +212,8 @@ pub fn ingest_volume(protocol: Protocol, bytes: usize, exported: &Exported) {
     counter!("stackhouse_ingest_samples_total", "protocol" => p).increment(exported.stored_samples as u64);
     counter!("stackhouse_ingest_profiles_total", "protocol" => p, "outcome" => "stored")
         .increment(exported.stored_profiles as u64);
+    counter!("stackhouse_ingest_profiles_total", "protocol" => p, "outcome" => "repeated")
+        .increment(exported.repeated_profiles as u64);
     counter!("stackhouse_ingest_profiles_total", "protocol" => p, "outcome" => "rejected")
         .increment(exported.rejected_profiles as u64);
     if exported.rejected_profiles > 0 {

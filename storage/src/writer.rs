@@ -81,6 +81,17 @@ pub struct WriteReceipt {
     /// took the last places since this one's own count): not stored, to be reported as
     /// rejected.
     pub refused: RefusedSeries,
+    /// What of the request was stored before (a retried export) and left out:
+    /// acknowledged, but neither stored again nor refused.
+    pub repeated: Repeated,
+}
+
+/// The profiles of one request left out because they were stored before, and their
+/// sample rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Repeated {
+    pub profiles: usize,
+    pub samples: usize,
 }
 
 /// The part of one request the catalog refused for the series limit.
@@ -226,6 +237,7 @@ impl Writer {
             return Ok(WriteReceipt {
                 segment_id: String::new(),
                 refused: RefusedSeries::default(),
+                repeated: Repeated::default(),
             });
         }
         // A profile's rows are one run of its series: looked up once per run, not per row.
@@ -295,6 +307,42 @@ struct Pending {
 struct Waiting {
     ack: Ack,
     share: Share,
+    /// Its profiles in the pending batch, with their sample rows, to learn which of them
+    /// the flush left out as stored before.
+    profiles: Vec<(ProfileKey, usize)>,
+    /// Its profiles left out at once because an earlier request waiting for the same
+    /// flush brought them: (series, sample rows).
+    repeated_early: Vec<(i64, usize)>,
+}
+
+impl Waiting {
+    /// What of this request the flush left out as repeats. A repeat of a profile whose
+    /// series the limit refused counts as refused (the share counted it), not as repeated.
+    fn repeated(&self, flushed: &Flushed) -> Repeated {
+        let mut repeated = Repeated::default();
+        let early = self
+            .repeated_early
+            .iter()
+            .filter(|(series, _)| !flushed.refused_series.contains(series))
+            .map(|&(_, samples)| samples);
+        let late = self
+            .profiles
+            .iter()
+            .filter(|(key, _)| flushed.repeated.contains(key))
+            .map(|&(_, samples)| samples);
+        for samples in early.chain(late) {
+            repeated.profiles += 1;
+            repeated.samples += samples;
+        }
+        repeated
+    }
+}
+
+fn profile_rows(profiles: &[ProfileRecord]) -> Vec<(ProfileKey, usize)> {
+    profiles
+        .iter()
+        .map(|p| (p.key(), usize::try_from(p.sample_count).unwrap_or(0)))
+        .collect()
 }
 
 /// What one request brought of each series, so it learns what of it the series limit
@@ -430,7 +478,12 @@ impl WriterTask {
         } else {
             Share::of(&batch)
         };
-        let waiting = Waiting { ack, share };
+        let mut waiting = Waiting {
+            ack,
+            share,
+            profiles: Vec::new(),
+            repeated_early: Vec::new(),
+        };
         match self.pending.get_mut(&tenant) {
             Some(pending) => {
                 // A retry that arrives while its first attempt still waits here.
@@ -440,7 +493,14 @@ impl WriterTask {
                     .map(ProfileRecord::key)
                     .filter(|k| pending.profile_keys.contains(k))
                     .collect();
+                waiting.repeated_early = batch
+                    .profiles
+                    .iter()
+                    .filter(|p| repeats.contains(&p.key()))
+                    .map(|p| (p.series_id, usize::try_from(p.sample_count).unwrap_or(0)))
+                    .collect();
                 batch.remove_profiles(&repeats);
+                waiting.profiles = profile_rows(&batch.profiles);
                 pending
                     .profile_keys
                     .extend(batch.profiles.iter().map(ProfileRecord::key));
@@ -450,6 +510,7 @@ impl WriterTask {
                 pending.max_series = max_series;
             }
             None => {
+                waiting.profiles = profile_rows(&batch.profiles);
                 let profile_keys = batch.profiles.iter().map(ProfileRecord::key).collect();
                 self.pending.insert(
                     tenant.clone(),
@@ -525,13 +586,21 @@ impl WriterTask {
                 tracing::warn!(tenant = %e.tenant, error = %e.message, "segment flush failed");
                 WriteError::Unavailable(e.message)
             });
-            for Waiting { ack, share } in waiting {
-                let answer = result.as_ref().map_err(Clone::clone).map(|flushed| WriteReceipt {
-                    segment_id: flushed.segment_id.clone(),
-                    refused: share.refused(&flushed.refused_series),
+            for request in waiting {
+                let answer = result.as_ref().map_err(Clone::clone).map(|flushed| {
+                    let repeated = request.repeated(flushed);
+                    // Counted once a request is acknowledged: a failed flush's requests are
+                    // sent again and would count their repeats twice.
+                    metrics::counter!("stackhouse_ingest_repeated_profiles_total")
+                        .increment(repeated.profiles as u64);
+                    WriteReceipt {
+                        segment_id: flushed.segment_id.clone(),
+                        refused: request.share.refused(&flushed.refused_series),
+                        repeated,
+                    }
                 });
                 // A requester that gave up no longer listens; nothing to do for it.
-                let _ = ack.send(answer);
+                let _ = request.ack.send(answer);
             }
             // Only now: the flushed batch is dropped and every request has its answer.
             drop(reservations);
@@ -558,6 +627,8 @@ struct Flushed {
     /// Series the catalog refused for the tenant's series limit; none of their samples
     /// were stored.
     refused_series: HashSet<i64>,
+    /// Profiles left out because they were stored before.
+    repeated: HashSet<ProfileKey>,
 }
 
 impl Flusher {
@@ -581,7 +652,7 @@ impl Flusher {
             .stored_profiles(&tenant, &keys)
             .await
             .map_err(|e| fail(format!("looking up profile ids: {e}")))?;
-        leave_out_repeated(&mut batch, &stored);
+        let mut repeated = leave_out_repeated(&mut batch, &stored);
         let mut refused_series = HashSet::new();
         // Before `retain_new`: the labels come from every set used, stored before or not.
         let mut sample_labels = sample_labels(&batch, None);
@@ -595,6 +666,7 @@ impl Flusher {
                 return Ok(Flushed {
                     segment_id: String::new(),
                     refused_series,
+                    repeated,
                 });
             }
             let segment_id = uuid::Uuid::now_v7().to_string();
@@ -626,12 +698,13 @@ impl Flusher {
                     return Ok(Flushed {
                         segment_id,
                         refused_series,
+                        repeated,
                     });
                 }
                 CommitOutcome::Refused(refusal) => refusal,
             };
             batch.profiles = commit.profiles;
-            leave_out_repeated(&mut batch, &refusal.repeated);
+            repeated.extend(leave_out_repeated(&mut batch, &refusal.repeated));
             if !refusal.refused_series.is_empty() {
                 let refused: HashSet<i64> = refusal.refused_series.iter().copied().collect();
                 let samples = batch.remove_series(&refused);
@@ -652,10 +725,10 @@ impl Flusher {
 }
 
 /// Takes the profiles of `repeated` (stored before, by this ingester or another) out of
-/// `batch`, counting them.
-fn leave_out_repeated(batch: &mut Batch, repeated: &[ProfileKey]) {
+/// `batch`, and returns the keys it took out.
+fn leave_out_repeated(batch: &mut Batch, repeated: &[ProfileKey]) -> HashSet<ProfileKey> {
     if repeated.is_empty() {
-        return;
+        return HashSet::new();
     }
     let repeated: HashSet<ProfileKey> = repeated.iter().copied().collect();
     let mut left_out = batch.remove_profiles(&repeated);
@@ -665,8 +738,8 @@ fn leave_out_repeated(batch: &mut Batch, repeated: &[ProfileKey]) {
     let before = batch.profiles.len();
     batch.profiles.retain(|p| !repeated.contains(&p.key()));
     left_out += before - batch.profiles.len();
-    metrics::counter!("stackhouse_ingest_repeated_profiles_total").increment(left_out as u64);
     tracing::debug!(tenant = %batch.tenant, repeated = left_out, "profiles stored before were left out");
+    repeated
 }
 
 /// Distinct `(key, value)` pairs of the attribute sets the samples use, looked up in the

@@ -10,6 +10,8 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_ser
 use prost::Message;
 use serde_json::Value;
 use ui_api_tests::capture;
+use ui_api_tests::client::Api;
+use ui_api_tests::requests::{PROFILE_TYPE, dictionary, profile, request};
 use ui_api_tests::server::{Options, Server, free_port};
 use ui_api_tests::testdata;
 
@@ -180,5 +182,105 @@ async fn ingest_counters_lint_and_a_real_prometheus_scrape() {
         got,
         Some(expected as f64),
         "sum over Prometheus' API; last answer {last}"
+    );
+}
+
+/// Two profiles with ids, as OTLP requires: `samples` samples on the first and one on the
+/// second, at `time`.
+fn two_profiles(time: u64, first_id: u8, samples: usize) -> ExportProfilesServiceRequest {
+    let mut first = profile(time, 1, 3);
+    first.samples = (0..samples as i64)
+        .map(|i| {
+            let mut sample = profile(time, 1 + (i % 2) as i32, 2 + i).samples.remove(0);
+            // Distinct stacks or timestamps: no two samples of a profile collapse into one.
+            sample.timestamps_unix_nano = vec![time + i as u64];
+            sample
+        })
+        .collect();
+    first.profile_id = vec![first_id; 16];
+    let mut second = profile(time + 1, 2, 5);
+    second.profile_id = vec![first_id + 1; 16];
+    request("retried", vec![first, second], dictionary())
+}
+
+/// What one request carries: (profiles, samples, the sum of their values).
+fn counted(request: &ExportProfilesServiceRequest) -> (usize, usize, i64) {
+    let profiles: Vec<_> = request
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .collect();
+    let samples = profiles.iter().flat_map(|p| &p.samples);
+    (
+        profiles.len(),
+        samples.clone().count(),
+        samples.flat_map(|s| &s.values).sum(),
+    )
+}
+
+/// An exporter that resends a request (its answer was lost) sends the same profiles again:
+/// stored once, and counted once as stored and then as repeated, never as stored twice.
+/// Resent one after the other (found in the catalog) and all at once (found among the
+/// requests waiting for the same flush).
+#[tokio::test(flavor = "multi_thread")]
+async fn resent_profiles_count_as_repeated_not_stored() {
+    let server = Server::start(Options::default()).await;
+    let api = Api::new(server.http());
+    let mut client = ProfilesServiceClient::connect(server.grpc()).await.unwrap();
+    let time = 1_700_000_000_000_000_000;
+    let mut expected = (0, 0, 0);
+    for (round, request) in [two_profiles(time, 1, 4), two_profiles(time + 10, 11, 3)]
+        .into_iter()
+        .enumerate()
+    {
+        let (profiles, samples, values) = counted(&request);
+        assert_eq!(profiles, 2);
+        if round == 0 {
+            for _ in 0..3 {
+                let answer = client.export(request.clone()).await.expect("export accepted");
+                assert_eq!(answer.into_inner().partial_success, None, "nothing refused");
+            }
+        } else {
+            let sends: Vec<_> = (0..3)
+                .map(|_| {
+                    let (mut client, request) = (client.clone(), request.clone());
+                    tokio::spawn(async move { client.export(request).await })
+                })
+                .collect();
+            for send in sends {
+                let answer = send.await.unwrap().expect("export accepted");
+                assert_eq!(answer.into_inner().partial_success, None, "nothing refused");
+            }
+        }
+        expected = (expected.0 + profiles, expected.1 + samples, expected.2 + values);
+        let text = metrics_text(&server).await;
+        let value = |series: &str| sample(&text, series).unwrap_or(0.0) as usize;
+        let stored = value(r#"stackhouse_ingest_profiles_total{protocol="otlp_grpc",outcome="stored"}"#);
+        let repeated = value(r#"stackhouse_ingest_profiles_total{protocol="otlp_grpc",outcome="repeated"}"#);
+        let repeated_total = value("stackhouse_ingest_repeated_profiles_total");
+        let stored_samples = value(r#"stackhouse_ingest_samples_total{protocol="otlp_grpc"}"#);
+        println!(
+            "after round {round} ({}): stored profiles {stored}, repeated {repeated} \
+             (repeated_profiles_total {repeated_total}), samples_total {stored_samples}",
+            if round == 0 {
+                "one after the other"
+            } else {
+                "all at once"
+            }
+        );
+        assert_eq!(stored, expected.0, "stored profiles\n{text}");
+        assert_eq!(repeated, 2 * expected.0, "repeated profiles\n{text}");
+        assert_eq!(repeated_total, 2 * expected.0, "{text}");
+        assert_eq!(stored_samples, expected.1, "samples stored\n{text}");
+    }
+    let stored: i64 = api
+        .folded(PROFILE_TYPE, "{}", time as i64, time as i64 + 20)
+        .await
+        .values()
+        .sum();
+    assert_eq!(
+        stored, expected.2,
+        "the stored values are those of one copy of each"
     );
 }

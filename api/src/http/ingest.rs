@@ -29,7 +29,7 @@ pub async fn ingest(State(state): State<AppState>, request: Request) -> Response
         }))
         .into_response(),
         Ok(exported) => {
-            let total = exported.stored_profiles + exported.rejected_profiles;
+            let total = exported.stored_profiles + exported.repeated_profiles + exported.rejected_profiles;
             let message = format!(
                 "stored {} of {total} profiles; {}",
                 exported.stored_profiles,

@@ -59,7 +59,7 @@ async fn store(state: &AppState, tenant: String, request: PushRequest, bytes: us
         format!(
             "stored {} of {} converted profiles ({raw_refused} of {raw_total} raw profiles unreadable)",
             exported.stored_profiles,
-            exported.stored_profiles + refused_by_normalization,
+            exported.stored_profiles + exported.repeated_profiles + refused_by_normalization,
         )
     };
     Err(ApiError::invalid(format!(

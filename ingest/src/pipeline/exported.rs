@@ -7,8 +7,11 @@ use crate::convert::Converted;
 /// What one ingest stored and refused.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Exported {
+    /// Stored by this request: without the profiles left out as stored before.
     pub stored_profiles: usize,
     pub stored_samples: usize,
+    /// Acknowledged but left out, because they were stored before (a retried export).
+    pub repeated_profiles: usize,
     /// Refused by conversion plus refused by normalization.
     pub rejected_profiles: usize,
     /// Conversion's messages first, then normalization's, in request order.

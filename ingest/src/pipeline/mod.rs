@@ -12,7 +12,7 @@ pub use error::IngestError;
 pub use exported::Exported;
 use stackhouse_storage::clock::SharedClock;
 use stackhouse_storage::per_tenant::PerTenant;
-use stackhouse_storage::writer::{RefusedSeries, Writer};
+use stackhouse_storage::writer::{RefusedSeries, Repeated, Writer};
 
 use crate::convert::Conversion;
 use crate::formats::{Body, Params, WireFormat};
@@ -159,19 +159,17 @@ impl Pipeline {
             all.push(e.to_string());
             IngestError::Invalid(all.join("; "))
         })?;
-        let stored_samples = normalized.batch.samples.len();
+        let samples = normalized.batch.samples.len();
         if let Some((limiter, tenant)) = limited {
-            limiter.admit(&tenant, stored_samples, sent_bytes)?;
+            limiter.admit(&tenant, samples, sent_bytes)?;
         }
         // The gate above counted with this process's view; the catalog counts at commit,
         // across every ingester, and may refuse series the gate let through.
-        let refused = if normalized.batch.is_empty() {
-            RefusedSeries::default()
+        let (refused, repeated) = if normalized.batch.is_empty() {
+            (RefusedSeries::default(), Repeated::default())
         } else {
-            self.writer
-                .write_within(normalized.batch, max_series)
-                .await?
-                .refused
+            let receipt = self.writer.write_within(normalized.batch, max_series).await?;
+            (receipt.refused, receipt.repeated)
         };
         errors.extend(normalized.errors);
         if !refused.is_empty() {
@@ -189,8 +187,11 @@ impl Pipeline {
             ));
         }
         Ok(Exported {
-            stored_profiles: normalized.accepted_profiles.saturating_sub(refused.profiles),
-            stored_samples: stored_samples - refused.samples,
+            stored_profiles: normalized
+                .accepted_profiles
+                .saturating_sub(refused.profiles + repeated.profiles),
+            stored_samples: samples.saturating_sub(refused.samples + repeated.samples),
+            repeated_profiles: repeated.profiles,
             rejected_profiles: rejected_profiles + normalized.rejected_profiles + refused.profiles,
             errors,
             warnings,

@@ -341,6 +341,17 @@ impl Workload {
         Workload { profiles }
     }
 
+    /// The same workload `by` nanoseconds later: for queries relative to now (`now-15m`).
+    pub fn shifted(mut self, by: i64) -> Workload {
+        for p in &mut self.profiles {
+            p.time += by;
+            for s in &mut p.samples {
+                s.time = s.time.map(|t| t + by);
+            }
+        }
+        self
+    }
+
     pub fn observations(&self) -> Vec<Obs> {
         let mut out = Vec::new();
         for (i, p) in self.profiles.iter().enumerate() {

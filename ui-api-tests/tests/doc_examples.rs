@@ -28,6 +28,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+use ui_api_tests::ingest_client::{ImportSummary, parse_summary};
 use ui_api_tests::server::{Options, Server, binary};
 use ui_api_tests::workload::{self, Obs, SECOND, T0, Workload};
 use ui_api_tests::workspace_dir;
@@ -254,6 +255,20 @@ fn check_answer(run: &Run, workload: &[Obs], profiles: usize) -> Result<String, 
     if run.stdout.trim().is_empty() {
         return Err("an empty answer".into());
     }
+    if let Some(summary) = parse_summary(&run.stdout) {
+        return match summary {
+            ImportSummary {
+                files: 1..,
+                profiles: 1..,
+                samples: 1..,
+                rejected: 0,
+                ..
+            } => Ok(format!("{summary:?}")),
+            _ => Err(format!(
+                "imported nothing, or something was rejected: {summary:?}"
+            )),
+        };
+    }
     let [(_, url)] = run.sent.as_slice() else {
         return Ok("answered".into());
     };
@@ -346,6 +361,11 @@ fn now_nanos() -> i64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn documented_shell_examples_work_as_pasted() {
+    let curl = Command::new("curl").arg("--help").arg("all").output();
+    assert!(
+        curl.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--fail-with-body")),
+        "the documentation's examples need curl 7.76 or later (--fail-with-body): apt-get install curl"
+    );
     let mut examples = Vec::new();
     for doc in documents() {
         let text =

@@ -28,7 +28,7 @@ use arrow::compute::concat_batches;
 use crate::catalog::common::now_nanos;
 use crate::catalog::{SegmentMeta, SegmentSeries};
 use crate::compaction::merge::{filter_times, read_sorted, relist, write_block};
-use crate::compaction::{CompactionError, CompactionReport, Compactor, tenant_lease};
+use crate::compaction::{CompactionError, CompactionReport, Compactor};
 use crate::model::TimeRange;
 use crate::per_tenant::PerTenant;
 use crate::rollup::{Resolution, rollup, write_rollups};
@@ -234,13 +234,7 @@ pub async fn expire_tiers(
         return Ok(CompactionReport::default());
     };
     let catalog = compactor.catalog();
-    let lease = tenant_lease(tenant);
-    if !catalog
-        .acquire_lease(&lease, compactor.holder(), compactor.config().lease_ttl)
-        .await?
-    {
-        return Err(CompactionError::Busy(tenant.to_string()));
-    }
+    let lease = compactor.lease(tenant).await?;
     let result = async {
         let old = catalog
             .segments(
@@ -264,7 +258,7 @@ pub async fn expire_tiers(
                 }
                 Fate::Split(_) | Fate::Relist { .. } => {}
             }
-            compactor.renew_lease(tenant).await?;
+            lease.renew().await?;
             let (gone, added) = match fate {
                 Fate::Split(cutoff) => {
                     let hour = Resolution::Hour.bucket(segment.min_time);
@@ -291,21 +285,23 @@ pub async fn expire_tiers(
                 ),
                 Fate::Keep | Fate::Remove => unreachable!("handled above"),
             };
-            report.add_from(compactor.replace(tenant, &gone, added, cutoffs.raw).await?);
+            report.add_from(
+                compactor
+                    .replace(tenant, &gone, added, cutoffs.raw, &lease)
+                    .await?,
+            );
         }
         if !removed.is_empty() {
             report.add_from(
                 compactor
-                    .replace(tenant, &removed, Vec::new(), cutoffs.raw)
+                    .replace(tenant, &removed, Vec::new(), cutoffs.raw, &lease)
                     .await?,
             );
         }
         Ok(report)
     }
     .await;
-    if let Err(e) = catalog.release_lease(&lease, compactor.holder()).await {
-        tracing::warn!(%tenant, error = %e, "releasing the compaction lease failed");
-    }
+    lease.release().await;
     result
 }
 

@@ -26,6 +26,25 @@ impl PostgresDb {
             name,
         }
     }
+
+    /// Runs `sql` in this database: one line per row, columns separated by `|`.
+    pub fn query(&self, sql: &str) -> Vec<String> {
+        let out = Command::new("psql")
+            .arg(&self.url)
+            .args(["-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .expect("psql is required for the Postgres tests (apt-get install postgresql-client)");
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 impl Drop for PostgresDb {

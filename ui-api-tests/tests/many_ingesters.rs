@@ -6,7 +6,6 @@
 //! once: the catalog stores each profile once, so in the end the store holds exactly what
 //! the senders got acknowledged.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -98,25 +97,6 @@ async fn send_until_acknowledged(
     }
 }
 
-/// `psql` against the test's database, one value per line.
-fn psql(url: &str, sql: &str) -> Vec<String> {
-    let out = Command::new("psql")
-        .arg(url)
-        .args(["-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql is required for the Postgres tests");
-    assert!(
-        out.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_ingesters_lose_nothing_and_store_nothing_twice() {
     let db = PostgresDb::create();
@@ -192,9 +172,7 @@ async fn killed_ingesters_lose_nothing_and_store_nothing_twice() {
         "three sample rows per export: {stats}"
     );
     // And each profile id stored once.
-    let rows = psql(
-        &db.url,
-        "SELECT COUNT(*), COUNT(DISTINCT profile_id) FROM profiles WHERE tenant = 'anonymous'",
-    );
+    let rows =
+        db.query("SELECT COUNT(*), COUNT(DISTINCT profile_id) FROM profiles WHERE tenant = 'anonymous'");
     assert_eq!(rows, vec![format!("{exports}|{exports}")]);
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use stackhouse_storage::compaction::{CompactionConfig, Policy};
+use stackhouse_storage::compaction::{CompactionConfig, MIN_LEASE_TTL, Policy};
 use stackhouse_storage::maintenance::MaintenanceConfig;
 use stackhouse_storage::retention::RetentionConfig;
 
@@ -41,6 +41,12 @@ pub struct LifecycleArgs {
         default_value_t = 50_000_000
     )]
     pub compaction_max_block_samples: u64,
+
+    /// How long a compactor's lease on a tenant outlives its last renewal: the holder renews
+    /// it every third of this while it works, so a crashed holder's tenants are free again
+    /// this long after it died. At least 3s.
+    #[arg(long, env = "STACKHOUSE_COMPACTION_LEASE_TTL", default_value = "30s", value_parser = parse_lease_ttl)]
+    pub compaction_lease_ttl: Duration,
 
     /// How long replaced objects stay readable, so queries that listed them finish.
     #[arg(long, env = "STACKHOUSE_DELETION_GRACE", default_value = "5m", value_parser = humantime::parse_duration)]
@@ -91,6 +97,17 @@ pub struct LifecycleArgs {
     pub orphan_grace: Duration,
 }
 
+fn parse_lease_ttl(s: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if ttl < MIN_LEASE_TTL {
+        return Err(format!(
+            "must be at least {}: the holder renews its lease every third of it, one catalog round trip each",
+            humantime::format_duration(MIN_LEASE_TTL)
+        ));
+    }
+    Ok(ttl)
+}
+
 fn parse_tenant_retention(s: &str) -> Result<(String, Duration), String> {
     let (tenant, duration) = tenant_override(s)?;
     let duration = parse_retention(duration).map_err(|e| format!("bad duration in {s:?}: {e}"))?;
@@ -123,6 +140,7 @@ impl LifecycleArgs {
                     ..defaults.compaction.policy
                 },
                 deletion_grace: self.deletion_grace,
+                lease_ttl: self.compaction_lease_ttl,
                 ..defaults.compaction
             },
             retention: RetentionConfig {
@@ -209,5 +227,26 @@ mod tests {
         assert_eq!(defaults.minute.of("a"), Duration::from_secs(30 * 86400));
         assert_eq!(defaults.hour.of("a"), Duration::from_secs(400 * 86400));
         assert!(Cli::try_parse_from(["x", "--retention-1h", "soon"]).is_err());
+    }
+
+    #[test]
+    fn lease_ttl_defaults_to_30s_and_refuses_less_than_3s() {
+        let ttl = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
+                .map(|cli| cli.args.maintenance().compaction.lease_ttl)
+        };
+        assert_eq!(ttl(&[]).unwrap(), Duration::from_secs(30));
+        assert_eq!(
+            ttl(&["--compaction-lease-ttl", "3s"]).unwrap(),
+            Duration::from_secs(3)
+        );
+        let err = ttl(&["--compaction-lease-ttl", "2999ms"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--compaction-lease-ttl") && err.contains("must be at least 3s"),
+            "{err}"
+        );
+        assert!(ttl(&["--compaction-lease-ttl", "soon"]).is_err());
     }
 }

@@ -3,6 +3,7 @@
 //! rollups ([`crate::rollup`]). The catalog swap is one transaction; replaced objects are
 //! deleted later (see [`crate::cleanup`]) so queries that listed them finish first.
 
+mod lease;
 pub(crate) mod merge;
 pub mod plan;
 mod symbols;
@@ -10,6 +11,7 @@ mod symbols;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use lease::{Lease, MIN_LEASE_TTL, heartbeat_period, tenant_lease};
 pub use merge::rewrite;
 pub use plan::{CompactMode, Group, Policy, TOP_LEVEL};
 
@@ -29,7 +31,7 @@ pub struct CompactionConfig {
     pub symbol_tier_objects: usize,
     /// How long replaced objects stay readable after the swap.
     pub deletion_grace: Duration,
-    /// How long a compactor's lease on a tenant lasts without renewal.
+    /// How long a compactor's lease on a tenant lasts without renewal (see [`Lease`]).
     pub lease_ttl: Duration,
 }
 
@@ -47,7 +49,7 @@ impl Default for CompactionConfig {
             },
             symbol_tier_objects: 4,
             deletion_grace: Duration::from_secs(300),
-            lease_ttl: Duration::from_secs(120),
+            lease_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -60,6 +62,8 @@ pub enum CompactionError {
     Catalog(#[from] CatalogError),
     #[error("tenant {0:?} is being compacted by another compactor")]
     Busy(String),
+    #[error("lost the compaction lease on tenant {0:?} mid-pass; the pass stopped before its next commit")]
+    LeaseLost(String),
 }
 
 /// What one pass did.
@@ -96,11 +100,6 @@ pub struct Compactor {
     holder: String,
     /// The time plans, deletion deadlines and retention cutoffs are taken from.
     clock: SharedClock,
-}
-
-/// The lease that serializes compaction and retention of one tenant.
-pub(crate) fn tenant_lease(tenant: &str) -> String {
-    format!("compaction/{tenant}")
 }
 
 impl Compactor {
@@ -152,75 +151,68 @@ impl Compactor {
         tenant: &str,
         mode: CompactMode,
     ) -> Result<CompactionReport, CompactionError> {
-        let lease = tenant_lease(tenant);
-        if !self
-            .catalog
-            .acquire_lease(&lease, &self.holder, self.config.lease_ttl)
-            .await?
-        {
-            return Err(CompactionError::Busy(tenant.to_string()));
-        }
-        let result = self.compact_leased(tenant, mode).await;
-        // A failed release only delays the next holder until the lease expires.
-        if let Err(e) = self.catalog.release_lease(&lease, &self.holder).await {
-            tracing::warn!(%tenant, error = %e, "releasing the compaction lease failed");
-        }
+        let lease = self.lease(tenant).await?;
+        let result = self.compact_leased(tenant, mode, &lease).await;
+        lease.release().await;
         result
+    }
+
+    /// Takes this compactor's lease on `tenant`; [`CompactionError::Busy`] while another
+    /// compactor holds it.
+    pub(crate) async fn lease(&self, tenant: &str) -> Result<Lease, CompactionError> {
+        Lease::acquire(self.catalog.clone(), tenant, &self.holder, self.config.lease_ttl)
+            .await?
+            .ok_or_else(|| CompactionError::Busy(tenant.to_string()))
     }
 
     async fn compact_leased(
         &self,
         tenant: &str,
         mode: CompactMode,
+        lease: &Lease,
     ) -> Result<CompactionReport, CompactionError> {
         let mut report = CompactionReport::default();
         let segments = self.catalog.segments(tenant, TimeRange::ALL).await?;
         let groups = plan::plan(&segments, self.clock.now_nanos(), &self.config.policy, mode);
         for group in groups {
-            self.renew_lease(tenant).await?;
-            report.add_from(self.merge(tenant, &group).await?);
+            // Besides the heartbeat: a rewrite starts with a whole TTL ahead.
+            lease.renew().await?;
+            report.add_from(self.merge(tenant, &group, lease).await?);
         }
-        report.add_from(symbols::compact(self, tenant, mode).await?);
+        report.add_from(symbols::compact(self, tenant, mode, lease).await?);
         Ok(report)
-    }
-
-    /// Renews this compactor's lease on `tenant` before each rewrite, so a long pass keeps
-    /// its tenant.
-    pub(crate) async fn renew_lease(&self, tenant: &str) -> Result<(), CompactionError> {
-        if self
-            .catalog
-            .acquire_lease(&tenant_lease(tenant), &self.holder, self.config.lease_ttl)
-            .await?
-        {
-            Ok(())
-        } else {
-            Err(CompactionError::Busy(tenant.to_string()))
-        }
     }
 
     /// Replaces a group's segments by one rewritten segment of its level. An hour block
     /// merged with nothing else only lacks its rollups: they are added, its samples object
     /// is kept as it is.
-    async fn merge(&self, tenant: &str, group: &Group) -> Result<CompactionReport, CompactionError> {
+    async fn merge(
+        &self,
+        tenant: &str,
+        group: &Group,
+        lease: &Lease,
+    ) -> Result<CompactionReport, CompactionError> {
         let added = match group.segments.as_slice() {
             [block] if block.level == TOP_LEVEL && group.level == TOP_LEVEL => {
                 Some(merge::relist(&self.store, block, &[Resolution::Raw], &Resolution::ROLLUPS).await?)
             }
             segments => rewrite(&self.store, tenant, segments, group.level).await?,
         };
-        self.replace(tenant, &group.segments, added.into_iter().collect(), None)
+        self.replace(tenant, &group.segments, added.into_iter().collect(), None, lease)
             .await
     }
 
-    /// Swaps `removed` for `added` in one catalog transaction. A conflict means another
-    /// compactor got there first: the objects written for `added` are deleted and the pass
-    /// goes on.
+    /// Swaps `removed` for `added` in one catalog transaction, if `lease` is still held. A
+    /// conflict means another compactor got there first: the objects written for `added`
+    /// are deleted and the pass goes on. A lost lease ends the pass the same way but
+    /// without committing.
     pub(crate) async fn replace(
         &self,
         tenant: &str,
         removed: &[SegmentMeta],
         added: Vec<SegmentMeta>,
         drop_profiles_before: Option<i64>,
+        lease: &Lease,
     ) -> Result<CompactionReport, CompactionError> {
         let replacement = SegmentReplacement {
             tenant: tenant.to_string(),
@@ -229,7 +221,15 @@ impl Compactor {
             drop_profiles_before,
             delete_after_nanos: self.deletion_deadline(),
         };
-        match self.catalog.replace_segments(&replacement).await {
+        let committed = match lease.check() {
+            Ok(()) => self
+                .catalog
+                .replace_segments(&replacement)
+                .await
+                .map_err(Into::into),
+            Err(e) => Err(e),
+        };
+        match committed {
             Ok(()) => Ok(CompactionReport {
                 merges: 1,
                 segments_removed: removed.len(),
@@ -250,14 +250,14 @@ impl Compactor {
                     }
                 }
                 match e {
-                    CatalogError::Conflict(reason) => {
+                    CompactionError::Catalog(CatalogError::Conflict(reason)) => {
                         tracing::info!(%tenant, %reason, "merge lost a race; dropped");
                         Ok(CompactionReport {
                             conflicts: 1,
                             ..Default::default()
                         })
                     }
-                    e => Err(e.into()),
+                    e => Err(e),
                 }
             }
         }
@@ -269,9 +269,5 @@ impl Compactor {
 
     pub(crate) fn catalog(&self) -> &Arc<dyn Catalog> {
         &self.catalog
-    }
-
-    pub(crate) fn holder(&self) -> &str {
-        &self.holder
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::{CompactMode, CompactionError, CompactionReport, Compactor};
+use super::{CompactMode, CompactionError, CompactionReport, Compactor, Lease};
 use crate::catalog::{CatalogError, ObjectMeta, TableKind};
 use crate::segment::{SymbolTables, Tier, read_symbols, write_symbols};
 use crate::symbols::SymbolIndex;
@@ -21,6 +21,7 @@ pub(super) async fn compact(
     compactor: &Compactor,
     tenant: &str,
     mode: CompactMode,
+    lease: &Lease,
 ) -> Result<CompactionReport, CompactionError> {
     let objects = compactor.catalog().symbol_objects(tenant).await?;
     let mut groups: BTreeMap<(&'static str, u32), Vec<ObjectMeta>> = BTreeMap::new();
@@ -38,7 +39,8 @@ pub(super) async fn compact(
     };
     let mut report = CompactionReport::default();
     for group in groups.into_values().filter(|g| g.len() >= needed) {
-        report.add_from(merge(compactor, tenant, &group).await?);
+        lease.renew().await?;
+        report.add_from(merge(compactor, tenant, &group, lease).await?);
     }
     Ok(report)
 }
@@ -47,6 +49,7 @@ async fn merge(
     compactor: &Compactor,
     tenant: &str,
     objects: &[ObjectMeta],
+    lease: &Lease,
 ) -> Result<CompactionReport, CompactionError> {
     let store = compactor.store();
     let reads: Vec<_> = objects.iter().map(|o| read_symbols(store, o)).collect();
@@ -62,11 +65,15 @@ async fn merge(
     debug_assert!(added.iter().all(|o| o.kind != TableKind::Samples));
     let removed: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
     let delete_after = compactor.deletion_deadline();
-    match compactor
-        .catalog()
-        .replace_symbols(tenant, &removed, &added, delete_after)
-        .await
-    {
+    let committed = match lease.check() {
+        Ok(()) => compactor
+            .catalog()
+            .replace_symbols(tenant, &removed, &added, delete_after)
+            .await
+            .map_err(Into::into),
+        Err(e) => Err(e),
+    };
+    match committed {
         Ok(()) => Ok(CompactionReport {
             merges: 1,
             symbol_objects_removed: removed.len(),
@@ -78,11 +85,11 @@ async fn merge(
                 let _ = store.delete(&o.key).await;
             }
             match e {
-                CatalogError::Conflict(_) => Ok(CompactionReport {
+                CompactionError::Catalog(CatalogError::Conflict(_)) => Ok(CompactionReport {
                     conflicts: 1,
                     ..Default::default()
                 }),
-                e => Err(e.into()),
+                e => Err(e),
             }
         }
     }

@@ -1,0 +1,181 @@
+//! The lease that serializes compaction and retention of one tenant. Its holder renews it
+//! on a heartbeat for as long as the pass runs, so the TTL only has to outlast a few missed
+//! renewals, not the longest rewrite: a killed holder's tenant is free again one TTL after
+//! its last heartbeat. A pass commits only while it knows the lease is still its own.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::CompactionError;
+use crate::catalog::{Catalog, CatalogError};
+
+/// The shortest lease TTL: the holder renews every [`heartbeat_period`], and a renewal is a
+/// catalog round trip that may be slow under load, so a shorter TTL would let a live holder
+/// lose its lease.
+pub const MIN_LEASE_TTL: Duration = Duration::from_secs(3);
+
+/// How often a holder renews its lease: three times per TTL, so two renewals may fail or
+/// straggle before the lease lapses.
+pub fn heartbeat_period(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// The catalog name of the lease on `tenant`.
+pub fn tenant_lease(tenant: &str) -> String {
+    format!("compaction/{tenant}")
+}
+
+/// A held lease on one tenant, renewed in the background until [`Lease::release`] or drop.
+/// Dropping it without releasing stops the heartbeat and leaves the lease to expire.
+pub struct Lease {
+    catalog: Arc<dyn Catalog>,
+    tenant: String,
+    name: String,
+    holder: String,
+    ttl: Duration,
+    held: Arc<Held>,
+    /// Dropping it stops the heartbeat.
+    stop: Option<oneshot::Sender<()>>,
+    heartbeat: Option<JoinHandle<()>>,
+}
+
+impl Lease {
+    /// Takes the lease on `tenant` for `holder`; `None` while another holder has it.
+    pub async fn acquire(
+        catalog: Arc<dyn Catalog>,
+        tenant: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, CatalogError> {
+        let name = tenant_lease(tenant);
+        let started = Instant::now();
+        if !catalog.acquire_lease(&name, holder, ttl).await? {
+            return Ok(None);
+        }
+        let held = Arc::new(Held(Mutex::new(Some(started + ttl))));
+        let (stop, stopped) = oneshot::channel();
+        let heartbeat = tokio::spawn(heartbeat(
+            catalog.clone(),
+            name.clone(),
+            holder.to_string(),
+            ttl,
+            held.clone(),
+            stopped,
+        ));
+        Ok(Some(Lease {
+            catalog,
+            tenant: tenant.to_string(),
+            name,
+            holder: holder.to_string(),
+            ttl,
+            held,
+            stop: Some(stop),
+            heartbeat: Some(heartbeat),
+        }))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Renews now, before a rewrite, so the rewrite starts with a whole TTL ahead even if
+    /// heartbeats have been failing.
+    pub async fn renew(&self) -> Result<(), CompactionError> {
+        if self
+            .held
+            .renew(&*self.catalog, &self.name, &self.holder, self.ttl)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(CompactionError::LeaseLost(self.tenant.clone()))
+        }
+    }
+
+    /// Ok while the lease is certainly this holder's: no renewal found another holder, and
+    /// the last successful one is less than a TTL old. Checked right before each commit.
+    pub fn check(&self) -> Result<(), CompactionError> {
+        if self.held.is_held() {
+            Ok(())
+        } else {
+            Err(CompactionError::LeaseLost(self.tenant.clone()))
+        }
+    }
+
+    /// Stops the heartbeat, then gives the lease up. The heartbeat is waited for first, so
+    /// a renewal in flight cannot take the lease again after the release.
+    pub async fn release(mut self) {
+        drop(self.stop.take());
+        if let Some(heartbeat) = self.heartbeat.take() {
+            let _ = heartbeat.await;
+        }
+        // A failed release only delays the next holder until the lease expires.
+        if let Err(e) = self.catalog.release_lease(&self.name, &self.holder).await {
+            tracing::warn!(tenant = %self.tenant, error = %e, "releasing the compaction lease failed");
+        }
+    }
+}
+
+/// Until when the lease is certainly held; `None` once it may have been another holder's.
+struct Held(Mutex<Option<Instant>>);
+
+impl Held {
+    /// One renewal. Its expiry is counted from before the request, so it is never later
+    /// than the catalog's. Losing the lease is final, and so is a lapse (a renewal that
+    /// starts after the lease expired): another holder may have taken it and committed in
+    /// between, so what this pass planned may be stale.
+    async fn renew(
+        &self,
+        catalog: &dyn Catalog,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, CatalogError> {
+        let started = Instant::now();
+        let renewed = catalog.acquire_lease(name, holder, ttl).await?;
+        let mut until = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match (renewed, *until) {
+            // Renewals may finish out of order; the latest expiry counts.
+            (true, Some(old)) if started < old => *until = Some(old.max(started + ttl)),
+            _ => *until = None,
+        }
+        Ok(renewed && until.is_some())
+    }
+
+    fn is_held(&self) -> bool {
+        let until = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        until.is_some_and(|t| Instant::now() < t)
+    }
+}
+
+/// Renews every [`heartbeat_period`] until `stop` fires or the lease is lost. A failed
+/// renewal is retried at the next beat; if none succeeds for a TTL, the lease has lapsed.
+async fn heartbeat(
+    catalog: Arc<dyn Catalog>,
+    name: String,
+    holder: String,
+    ttl: Duration,
+    held: Arc<Held>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let period = heartbeat_period(ttl);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        match held.renew(&*catalog, &name, &holder, ttl).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(lease = %name, "the lease lapsed or another compactor holds it; this pass commits nothing more");
+                return;
+            }
+            Err(e) => tracing::warn!(lease = %name, error = %e, "renewing the lease failed"),
+        }
+    }
+}

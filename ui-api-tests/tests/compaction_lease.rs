@@ -1,13 +1,16 @@
-//! A compactor SIGKILLed while it holds a tenant's compaction lease: the other compactor
-//! process, sharing its Postgres catalog and object store, compacts that tenant again once
-//! the lease's TTL has passed since the dead holder's last heartbeat (`--compaction-lease-ttl`
-//! plus one `--compaction-interval`), not after the two minutes a lease used to last.
+//! A compactor SIGKILLed mid-pass while it holds a tenant's compaction lease: the other
+//! compactor process, sharing its Postgres catalog and object store, compacts that tenant
+//! again once the lease's TTL has passed since the dead holder's last heartbeat (within
+//! `--compaction-lease-ttl` plus one `--compaction-interval`), not after the two minutes a
+//! lease used to last.
 
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 use ui_api_tests::client::Api;
-use ui_api_tests::load::{Load, stored_value};
+use ui_api_tests::load::stored_value;
 use ui_api_tests::requests::{dictionary, profile, request};
 use ui_api_tests::server::{Options, Server};
 use ui_api_tests::services::PostgresDb;
@@ -20,7 +23,6 @@ const SLACK: Duration = Duration::from_secs(10);
 const SERVICE: &str = "lease";
 /// Requests without a token belong to this tenant.
 const LEASE: &str = "compaction/anonymous";
-const ATTEMPTS: usize = 10;
 
 fn options(db: &PostgresDb, storage: &str, flags: &[&str]) -> Options {
     Options {
@@ -54,28 +56,76 @@ fn level0(db: &PostgresDb) -> u64 {
         .unwrap()
 }
 
-/// Returns as soon as a compaction pass holds the tenant's lease. Postgres polls itself
-/// (every 2 ms, each query with a fresh snapshot) so the kill follows within milliseconds.
-fn wait_for_lease(db: &PostgresDb) {
-    tokio::task::block_in_place(|| {
-        db.query(&format!(
-            "SET statement_timeout = '60s'; DO $$ BEGIN \
-             WHILE NOT EXISTS (SELECT 1 FROM leases WHERE name = '{LEASE}') LOOP \
-             PERFORM pg_sleep(0.002); END LOOP; END $$"
-        ))
-    });
+/// A transaction holding `segments` in SHARE mode: reads go on, every write waits. A
+/// compaction pass that gets to its commit then waits too, holding its lease, as during a
+/// long rewrite. Ends when dropped.
+struct SegmentsLocked(Child);
+
+impl SegmentsLocked {
+    fn take(db: &PostgresDb) -> SegmentsLocked {
+        let mut psql = Command::new("psql")
+            .arg(&db.url)
+            .args(["-q", "-v", "ON_ERROR_STOP=1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("psql is required for the Postgres tests");
+        psql.stdin
+            .as_mut()
+            .unwrap()
+            .write_all(b"BEGIN;\nLOCK TABLE segments IN SHARE MODE;\n")
+            .unwrap();
+        let locked = SegmentsLocked(psql);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while db.query(
+            "SELECT COUNT(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+             WHERE c.relname = 'segments' AND l.mode = 'ShareLock' AND l.granted",
+        ) != ["1"]
+        {
+            assert!(Instant::now() < deadline, "no SHARE lock on segments after 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        locked
+    }
 }
 
-/// One acknowledged request, so the tenant has a level-0 segment only a live compactor
-/// can merge. Returns its value.
-async fn send_one(api: &Api) -> i64 {
-    let value = 7;
-    let mut p = profile(now_nanos() as u64, 1, value);
+impl Drop for SegmentsLocked {
+    fn drop(&mut self) {
+        // Closing stdin ends psql, and its session's transaction with it.
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+/// Sessions waiting for a lock on `segments`: with ingest idle, compaction commits.
+fn waiting_for_segments(db: &PostgresDb) -> u64 {
+    db.query(
+        "SELECT COUNT(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+         WHERE c.relname = 'segments' AND NOT l.granted",
+    )[0]
+    .parse()
+    .unwrap()
+}
+
+/// One acknowledged request in its own level-0 segment. Returns its value.
+async fn send_one(api: &Api, value: i64) -> i64 {
+    let mut p = profile(now_nanos() as u64, 1 + (value % 2) as i32, value);
     p.profile_id = rand::random::<[u8; 16]>().to_vec();
     let body = request(SERVICE, vec![p], dictionary()).encode_to_vec();
     let (status, _, body) = api.post_otlp("application/x-protobuf", false, body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     value
+}
+
+async fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not after {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -85,6 +135,7 @@ async fn a_sigkilled_compactors_tenant_is_compacted_again_within_the_lease_ttl()
     let storage = format!("file://{}", objects.path().display());
     let ttl = format!("{}s", TTL.as_secs());
     let interval = format!("{}s", INTERVAL.as_secs());
+    // Level-0 segments wait 5 s for their merge, time to lock the table after the burst.
     let compactor = [
         "--role",
         "compactor",
@@ -93,75 +144,92 @@ async fn a_sigkilled_compactors_tenant_is_compacted_again_within_the_lease_ttl()
         "--compaction-interval",
         &interval,
         "--compaction-l0-age",
-        "1s",
+        "5s",
     ];
     let ingest = Server::start(options(&db, &storage, &["--role", "ingest,query"])).await;
     let mut a = Server::start(options(&db, &storage, &compactor)).await;
-    let _b = Server::start(options(&db, &storage, &compactor)).await;
     let api = Api::new(ingest.http());
     let mut acknowledged = 0;
-
-    for attempt in 1..=ATTEMPTS {
-        // A steady stream of small segments keeps both compactors' passes coming.
-        let load = Load::start(&ingest.http(), SERVICE, 4);
-        wait_for_lease(&db);
-        a.kill();
-        let killed = Instant::now();
-        let killed_nanos = now_nanos();
-        // The lease row as A left it, if the pass that held it was A's.
-        let at_kill = lease_row(&db);
-        let sent = load.stop().await;
-        assert!(sent.refused.is_empty(), "refused: {:?}", sent.refused);
-        assert_eq!(sent.abandoned, 0, "{sent:?}");
-        acknowledged += sent.acknowledged_value + send_one(&api).await;
-
-        // Until the tenant's level 0 is merged again, noting when the lease row first
-        // differs from the one left at the kill.
-        let mut changed = None;
-        let compacted = loop {
-            if changed.is_none() && lease_row(&db) != at_kill {
-                changed = Some(now_nanos());
-            }
-            if level0(&db) == 0 {
-                break killed.elapsed();
-            }
-            assert!(
-                killed.elapsed() < Duration::from_secs(120),
-                "the tenant still has level-0 segments 120 s after its compactor was killed"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        // A live holder renews every TTL/3 or releases, so its row changes well before it
-        // expires; a row left untouched until its expiry was the dead A's.
-        let dead_holders_expiry = match (&at_kill, changed) {
-            (Some((_, expires)), Some(changed)) if changed >= *expires => Some(*expires),
-            _ => None,
-        };
-        let Some(expires) = dead_holders_expiry else {
-            eprintln!(
-                "attempt {attempt}: A held no lease at the kill (row then {at_kill:?}, changed at {changed:?}); again"
-            );
-            a.restart().await;
-            continue;
-        };
-        let expiry = Duration::from_nanos((expires - killed_nanos).max(0) as u64);
-        println!(
-            "compactor A SIGKILLed holding the lease (attempt {attempt}); its lease expired {:.1} s later; \
-             compactor B had compacted the tenant {:.1} s after the kill (TTL {TTL:?}, interval {INTERVAL:?})",
-            expiry.as_secs_f64(),
-            compacted.as_secs_f64()
-        );
-        assert!(
-            expiry <= TTL,
-            "the dead holder's lease outlived the TTL: {expiry:?}"
-        );
-        assert!(
-            compacted <= TTL + INTERVAL + SLACK,
-            "compacted {compacted:?} after the kill; want within TTL + interval + {SLACK:?}"
-        );
-        // A's half-done pass left nothing visible: every acknowledged value once.
-        assert_eq!(stored_value(&api, SERVICE).await, acknowledged);
-        return;
+    for value in 1..=6 {
+        acknowledged += send_one(&api, value).await;
     }
-    panic!("in {ATTEMPTS} attempts no kill caught A holding the tenant's lease");
+    let burst = level0(&db);
+    assert!(burst > 1, "the burst landed as {burst} level-0 segments");
+
+    // A, the only compactor yet, merges the burst and then waits at its commit, renewing
+    // its lease all the while (a waiting pass starts no other, so a later expiry is a
+    // heartbeat's).
+    let locked = SegmentsLocked::take(&db);
+    poll("A's pass waiting at its commit", Duration::from_secs(30), || {
+        (waiting_for_segments(&db) > 0).then_some(())
+    })
+    .await;
+    let first = lease_row(&db).expect("A holds the lease while its pass waits");
+    let renewed = poll("A renewing its lease while it waits", 2 * TTL, || {
+        lease_row(&db).filter(|row| row.0 == first.0 && row.1 > first.1)
+    })
+    .await;
+    let _b = Server::start(options(&db, &storage, &compactor)).await;
+    let still = lease_row(&db).expect("A's lease");
+    assert_eq!(still.0, renewed.0, "A holds the lease while B starts");
+    assert!(still.1 >= renewed.1);
+
+    a.kill();
+    let killed = Instant::now();
+    let killed_nanos = now_nanos();
+    let at_kill = lease_row(&db).expect("A's lease at the kill");
+    assert_eq!(at_kill.0, first.0, "A held the lease when it was killed");
+    // Postgres notices a dead client only when it next talks to it: end the session A
+    // left waiting, so none of A's statements runs once the lock is gone.
+    let ended = db.query(
+        "SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+         WHERE c.relname = 'segments' AND NOT l.granted",
+    );
+    assert!(!ended.is_empty(), "A's commit was waiting");
+    drop(locked);
+    assert!(level0(&db) > 0, "A's pass committed nothing");
+
+    // B takes the tenant over once A's unrenewed lease expires; noted is when the row
+    // first differs from the one A left.
+    let mut changed = None;
+    let compacted = loop {
+        // Level 0 first: B changes the row before it compacts, so a row read after an
+        // empty level 0 has changed.
+        let done = level0(&db) == 0;
+        if changed.is_none() && lease_row(&db).as_ref() != Some(&at_kill) {
+            changed = Some(now_nanos());
+        }
+        if done {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(120),
+            "the tenant still has level-0 segments 120 s after its compactor was killed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let changed = changed.expect("B took the lease over");
+    let expiry = Duration::from_nanos((at_kill.1 - killed_nanos).max(0) as u64);
+    println!(
+        "compactor A SIGKILLed mid-pass holding the lease; the lease expired {:.1} s later; \
+         compactor B had compacted the tenant ({burst} level-0 segments) {:.1} s after the kill \
+         (TTL {TTL:?}, interval {INTERVAL:?})",
+        expiry.as_secs_f64(),
+        compacted.as_secs_f64()
+    );
+    assert!(
+        changed >= at_kill.1,
+        "the dead holder's lease changed hands {} ms before it expired",
+        (at_kill.1 - changed) / 1_000_000
+    );
+    assert!(
+        expiry <= TTL,
+        "the dead holder's lease outlived the TTL: {expiry:?}"
+    );
+    assert!(
+        compacted <= TTL + INTERVAL + SLACK,
+        "compacted {compacted:?} after the kill; want within TTL + interval + {SLACK:?}"
+    );
+    // A's half-done pass left nothing visible: every acknowledged value once.
+    assert_eq!(stored_value(&api, SERVICE).await, acknowledged);
 }

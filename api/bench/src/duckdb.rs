@@ -11,7 +11,9 @@ use anyhow::{Context, bail};
 
 /// Each run times `SELECT stack_id, SUM(value) ... GROUP BY 1` (one row handed back: the
 /// groups are counted and summed in DuckDB) and `SELECT SUM(value)`; medians of `runs`
-/// warm runs after one cold run, with 2 threads (the machines' cores).
+/// warm runs after one cold run, with 2 threads (the machines' cores). It also sums the
+/// values of the part `[start, end)` of the time range, what a flamegraph of that part
+/// must count.
 const SCRIPT: &str = r#"
 import json, sys, time, statistics, duckdb
 args = json.load(sys.stdin)
@@ -30,7 +32,10 @@ def median(sql):
         con.execute(sql).fetchone()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+start, end = args["part"]
+part = con.execute(f"SELECT sum(value) FROM samples WHERE time_nanos >= {int(start)} AND time_nanos < {int(end)}").fetchone()[0]
 print(json.dumps({"version": duckdb.__version__, "groups": groups, "total": int(summed or 0),
+                  "part_total": int(part or 0),
                   "group_by_seconds": median(group), "sum_seconds": median(total)}))
 "#;
 
@@ -39,6 +44,8 @@ pub struct DuckDb {
     /// Distinct stacks and summed values the aggregation found.
     pub groups: u64,
     pub total: i64,
+    /// Summed values of the part of the range asked for.
+    pub part_total: i64,
     pub group_by: Duration,
     pub sum: Duration,
 }
@@ -69,8 +76,8 @@ pub fn setup() -> Result<(), String> {
     Ok(())
 }
 
-/// Runs [`SCRIPT`] over `files`.
-pub fn measure(files: &[String], runs: usize) -> anyhow::Result<DuckDb> {
+/// Runs [`SCRIPT`] over `files`, summing the part `[part.0, part.1)` of their time range.
+pub fn measure(files: &[String], runs: usize, part: (i64, i64)) -> anyhow::Result<DuckDb> {
     let mut child = Command::new("python3")
         .args(["-c", SCRIPT])
         .stdin(Stdio::piped())
@@ -78,7 +85,7 @@ pub fn measure(files: &[String], runs: usize) -> anyhow::Result<DuckDb> {
         .stderr(Stdio::piped())
         .spawn()
         .context("starting python3 for DuckDB")?;
-    let input = serde_json::json!({"files": files, "runs": runs.max(1)});
+    let input = serde_json::json!({"files": files, "runs": runs.max(1), "part": [part.0, part.1]});
     child
         .stdin
         .take()
@@ -99,6 +106,7 @@ pub fn measure(files: &[String], runs: usize) -> anyhow::Result<DuckDb> {
         version: v["version"].as_str().unwrap_or("?").to_string(),
         groups: v["groups"].as_u64().context("groups")?,
         total: v["total"].as_i64().context("total")?,
+        part_total: v["part_total"].as_i64().context("part_total")?,
         group_by: seconds("group_by_seconds")?,
         sum: seconds("sum_seconds")?,
     })

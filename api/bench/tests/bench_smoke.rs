@@ -76,6 +76,7 @@ async fn tiny_bench_produces_every_measurement() {
         "stored bytes per sample",
         "flamegraph latency",
         "flamegraph over the HTTP API (JSON, default max_nodes)",
+        "flamegraph over the HTTP API, a range holding",
         "tenant with a debug file no frame needs",
         "1-hour flamegraph in a store holding",
         "-day flamegraph through the HTTP API",

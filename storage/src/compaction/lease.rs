@@ -106,6 +106,16 @@ impl Lease {
         }
     }
 
+    /// Runs `commit` only while the lease is certainly held (see [`Lease::check`]): every
+    /// catalog swap of a pass goes through here.
+    pub async fn commit(
+        &self,
+        commit: impl Future<Output = Result<(), CatalogError>>,
+    ) -> Result<(), CompactionError> {
+        self.check()?;
+        Ok(commit.await?)
+    }
+
     /// Stops the heartbeat, then gives the lease up. The heartbeat is waited for first, so
     /// a renewal in flight cannot take the lease again after the release.
     pub async fn release(mut self) {

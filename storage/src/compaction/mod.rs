@@ -221,14 +221,7 @@ impl Compactor {
             drop_profiles_before,
             delete_after_nanos: self.deletion_deadline(),
         };
-        let committed = match lease.check() {
-            Ok(()) => self
-                .catalog
-                .replace_segments(&replacement)
-                .await
-                .map_err(Into::into),
-            Err(e) => Err(e),
-        };
+        let committed = lease.commit(self.catalog.replace_segments(&replacement)).await;
         match committed {
             Ok(()) => Ok(CompactionReport {
                 merges: 1,

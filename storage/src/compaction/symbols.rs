@@ -65,14 +65,13 @@ async fn merge(
     debug_assert!(added.iter().all(|o| o.kind != TableKind::Samples));
     let removed: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
     let delete_after = compactor.deletion_deadline();
-    let committed = match lease.check() {
-        Ok(()) => compactor
-            .catalog()
-            .replace_symbols(tenant, &removed, &added, delete_after)
-            .await
-            .map_err(Into::into),
-        Err(e) => Err(e),
-    };
+    let committed = lease
+        .commit(
+            compactor
+                .catalog()
+                .replace_symbols(tenant, &removed, &added, delete_after),
+        )
+        .await;
     match committed {
         Ok(()) => Ok(CompactionReport {
             merges: 1,

@@ -46,13 +46,25 @@ async fn leases_exclude_other_holders(url: String) {
 /// period many times over.
 const TTL: Duration = Duration::from_millis(1_500);
 
-async fn a_heartbeating_holder_keeps_its_lease_and_a_dead_one_loses_it(url: String) {
-    let cat = open(&url).await;
+/// A catalog at `url` and h1's lease on tenant `t`, with the lease's name.
+async fn leased(
+    url: &str,
+) -> (
+    std::sync::Arc<dyn stackhouse_storage::catalog::Catalog>,
+    Lease,
+    String,
+) {
+    let cat = open(url).await;
     let lease = Lease::acquire(cat.clone(), "t", "h1", TTL)
         .await
         .unwrap()
         .expect("a free lease is taken");
     let name = lease.name().to_string();
+    (cat, lease, name)
+}
+
+async fn a_heartbeating_holder_keeps_its_lease_and_a_dead_one_loses_it(url: String) {
+    let (cat, lease, name) = leased(&url).await;
     // Three TTLs in which the holder itself never renews: only its heartbeat keeps it.
     let start = Instant::now();
     while start.elapsed() < 3 * TTL {
@@ -95,12 +107,7 @@ async fn a_heartbeating_holder_keeps_its_lease_and_a_dead_one_loses_it(url: Stri
 }
 
 async fn a_heartbeat_that_finds_another_holder_stops_commits(url: String) {
-    let cat = open(&url).await;
-    let lease = Lease::acquire(cat.clone(), "t", "h1", TTL)
-        .await
-        .unwrap()
-        .expect("a free lease is taken");
-    let name = lease.name().to_string();
+    let (cat, lease, name) = leased(&url).await;
     lease.check().unwrap();
     // Another holder gets the lease behind h1's back, as after h1 stalled for a TTL; for
     // long enough that it is still h2's at the end, however slow the machine.

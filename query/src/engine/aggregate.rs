@@ -17,7 +17,7 @@ use datafusion_distributed::{
 use futures::TryStreamExt;
 use stackhouse_storage::model::SymbolId;
 use stackhouse_storage::rollup::Resolution;
-use stackhouse_storage::schema::{ROLLUP, samples};
+use stackhouse_storage::schema::{ROLLUP, SAMPLES, samples};
 
 use super::QueryEngine;
 use super::plan::Plan;
@@ -115,8 +115,8 @@ impl QueryEngine {
         Ok((rows, stats))
     }
 
-    /// The rows of every scan of the plan; several scans (resolutions) are one union of
-    /// the columns rollups have, which are all a query that reads rollups uses.
+    /// The rows of every scan of the plan; several scans are one union, of the columns
+    /// rollups have when any reads rollups (they are all such a query uses).
     pub(super) fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
         let mut frames = Vec::with_capacity(plan.scans.len());
         for scan in &plan.scans {
@@ -130,7 +130,8 @@ impl QueryEngine {
         if frames.len() == 1 {
             return Ok(frames.remove(0));
         }
-        let columns = ROLLUP
+        let all_raw = plan.scans.iter().all(|s| s.source.resolution == Resolution::Raw);
+        let columns = if all_raw { &SAMPLES } else { &ROLLUP }
             .fields()
             .iter()
             .map(|f| f.name().as_str())

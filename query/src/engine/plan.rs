@@ -149,7 +149,8 @@ impl QueryEngine {
         }
         let raw_reason = raw_reason(scope, &dims, &groups);
         let allowed = self.resolutions(&dims, raw_reason.is_some());
-        let reading = tiers::read(segments, scope.range, &allowed).map_err(|gone| {
+        let timeless = !dims.iter().any(|d| matches!(d, Dim::Time | Dim::Bucket { .. }));
+        let reading = tiers::read(segments, scope.range, &allowed, timeless).map_err(|gone| {
             QueryError::RawGone(format!(
                 "{} needs raw samples, and raw retention removed them up to {}; start the range after it",
                 raw_reason.unwrap_or("this query"),

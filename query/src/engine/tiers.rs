@@ -107,10 +107,18 @@ fn ceil(t: i64, resolution: Resolution) -> i64 {
 /// Assigns every stretch of `range` to a resolution per segment. `allowed` (finest first)
 /// are the resolutions the query can be answered from; raw alone means it needs raw
 /// samples, and a segment without them is [`RawGone`].
+///
+/// When the answer does not depend on when in the range a sample lies (`timeless`: no
+/// time or bucket dimension), a segment whose samples all lie inside the range is read
+/// whole from the coarsest allowed resolution it holds: every cell of it holds only
+/// samples of the range, whatever the range's edges, so the ragged edges need neither raw
+/// samples nor a time filter there. A dashboard's range usually ends after the newest
+/// sample, so this is the common case for the last block.
 pub(crate) fn read(
     segments: Vec<SegmentMeta>,
     range: TimeRange,
     allowed: &[Resolution],
+    timeless: bool,
 ) -> Result<Reading, RawGone> {
     let wanted = stretches(range, allowed);
     let widen = allowed != [Resolution::Raw];
@@ -118,11 +126,32 @@ pub(crate) fn read(
     let mut gone: Option<i64> = None;
     // Segments that hold the same resolutions read alike: one table per resolution.
     let mut by_held: BTreeMap<Vec<Resolution>, Vec<SegmentMeta>> = BTreeMap::new();
+    // Segments inside the range, read whole, by the resolution they are read from.
+    let mut whole: BTreeMap<Resolution, (TimeRange, Vec<SegmentMeta>)> = BTreeMap::new();
     for segment in segments {
         let held: Vec<Resolution> = Resolution::ALL
             .into_iter()
             .filter(|r| segment.object(r.kind()).is_some())
             .collect();
+        let inside = range.start <= segment.min_time && segment.max_time < range.end;
+        if let Some(&coarsest) = held
+            .iter()
+            .rev()
+            .find(|r| allowed.contains(r))
+            .filter(|_| timeless && inside)
+        {
+            // The cells around the segment's samples, on the grid of what it is read
+            // from: a rollup row is stamped with the start of its cell.
+            let cells = TimeRange {
+                start: coarsest.bucket(segment.min_time),
+                end: ceil(segment.max_time.saturating_add(1), coarsest),
+            };
+            let (hull, segments) = whole.entry(coarsest).or_insert((cells, Vec::new()));
+            hull.start = hull.start.min(cells.start);
+            hull.end = hull.end.max(cells.end);
+            segments.push(segment);
+            continue;
+        }
         for &(want, stretch) in &wanted {
             if !stretch.overlaps(segment.min_time, segment.max_time) {
                 continue;
@@ -160,6 +189,15 @@ pub(crate) fn read(
                 segments: segments.clone(),
             });
         }
+    }
+    // One range over every such segment's cells: each segment's rows lie inside it, so
+    // the scan's filter finds it implied and checks no row's time.
+    for (resolution, (hull, segments)) in whole {
+        sources.push(Source {
+            resolution,
+            ranges: vec![hull],
+            segments,
+        });
     }
     Ok(Reading { sources, answered })
 }
@@ -283,7 +321,7 @@ mod tests {
         let range = r(H - 30, 3 * H);
         let fresh = segment("fresh", 2 * H + 5, 2 * H + 50, &[Raw]);
         let block = segment("block", H - 100, 2 * H - 1, &[Raw, Minute, Hour]);
-        let reading = read(vec![fresh, block], range, &ALL).unwrap();
+        let reading = read(vec![fresh, block], range, &ALL, false).unwrap();
         assert_eq!(reading.answered, range);
         let got: Vec<(Resolution, Vec<TimeRange>, Vec<String>)> = reading
             .sources
@@ -307,11 +345,87 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_inside_the_range_is_read_whole_from_its_coarsest_tier() {
+        use Resolution::{Hour, Minute, Raw};
+        let sources = |reading: Reading| -> Vec<(Resolution, Vec<TimeRange>, Vec<String>)> {
+            reading
+                .sources
+                .iter()
+                .map(|s| {
+                    (
+                        s.resolution,
+                        s.ranges.clone(),
+                        s.segments.iter().map(|x| x.id.clone()).collect(),
+                    )
+                })
+                .collect()
+        };
+        // Samples from 10:00:00.000036 to 10:05:14.99; the range ends after the last one.
+        let block = segment(
+            "block",
+            10 * H + 36,
+            10 * H + 5 * M + 14_990_000_000,
+            &[Raw, Minute, Hour],
+        );
+        let straddling = segment("older", 9 * H + 30 * M, 9 * H + 59 * M, &[Raw, Minute, Hour]);
+        let range = r(9 * H + 45 * M + 7, 10 * H + 5 * M + 15_000_000_000);
+        let reading = read(vec![block.clone(), straddling.clone()], range, &ALL, true).unwrap();
+        assert_eq!(reading.answered, range);
+        assert_eq!(
+            sources(reading),
+            vec![
+                // Segments read by stretches get every stretch (see `read`).
+                (
+                    Raw,
+                    vec![r(range.start, 9 * H + 46 * M), r(10 * H + 5 * M, range.end)],
+                    vec!["older".into()]
+                ),
+                (
+                    Minute,
+                    vec![r(9 * H + 46 * M, 10 * H + 5 * M)],
+                    vec!["older".into()]
+                ),
+                (Hour, vec![r(10 * H, 11 * H)], vec!["block".into()]),
+            ]
+        );
+        // Over time buckets the edges stay exact: the block's last seconds are raw.
+        let by_time = sources(read(vec![block.clone()], range, &ALL, false).unwrap());
+        assert_eq!(
+            by_time,
+            vec![
+                (
+                    Raw,
+                    vec![r(range.start, 9 * H + 46 * M), r(10 * H + 5 * M, range.end)],
+                    vec!["block".into()]
+                ),
+                (
+                    Minute,
+                    vec![r(9 * H + 46 * M, 10 * H + 5 * M)],
+                    vec!["block".into()]
+                ),
+            ]
+        );
+        // Only the resolutions a query allows: raw alone reads the whole block raw.
+        assert_eq!(
+            sources(read(vec![block.clone()], range, &[Raw], true).unwrap()),
+            vec![(
+                Raw,
+                vec![r(block.min_time, block.max_time + 1)],
+                vec!["block".into()]
+            )]
+        );
+        // A sample at the range's end is outside it: the block is cut as before.
+        let at_end = r(10 * H, block.max_time);
+        let cut = sources(read(vec![block], at_end, &ALL, true).unwrap());
+        assert!(cut.iter().any(|(res, _, _)| *res == Raw), "{cut:?}");
+    }
+
+    #[test]
     fn lost_raw_widens_to_the_minute_or_is_refused() {
         use Resolution::{Hour, Minute, Raw};
         let old = segment("old", H, 2 * H - 1, &[Minute, Hour]);
         let range = r(H + 90 * 1_000_000_000, 3 * H);
-        let reading = read(vec![old.clone()], range, &ALL).unwrap();
+        let reading = read(vec![old.clone()], range, &ALL, false).unwrap();
         assert_eq!(reading.answered, r(H + M, 3 * H));
         let got: Vec<(Resolution, Vec<TimeRange>)> = reading
             .sources
@@ -323,12 +437,12 @@ mod tests {
             vec![(Minute, vec![r(H + M, 2 * H)]), (Hour, vec![r(2 * H, 3 * H)])]
         );
         assert_eq!(
-            read(vec![old], range, &[Raw]).unwrap_err(),
+            read(vec![old], range, &[Raw], false).unwrap_err(),
             RawGone { until: 2 * H - 1 }
         );
         // Only the hour left: the hour cell is read once, though three stretches need it.
         let hour_only = segment("h", H, 2 * H - 1, &[Hour]);
-        let reading = read(vec![hour_only], r(H + 5, 2 * H - 7), &ALL).unwrap();
+        let reading = read(vec![hour_only], r(H + 5, 2 * H - 7), &ALL, false).unwrap();
         assert_eq!(reading.sources[0].ranges, vec![r(H, 2 * H)]);
         assert_eq!(reading.answered, r(H, 2 * H));
     }

@@ -149,6 +149,12 @@ impl ExecutionPlan for StackSumExec {
             let mut input = input;
             let mut sums = Sums::default();
             while let Some(batch) = input.try_next().await? {
+                if sums.is_empty() {
+                    // Stacks repeat far less within a batch than across a scan: sized for
+                    // the first batch's rows, the map skips most of the doublings (and
+                    // their rehashing) it would go through growing from empty.
+                    sums.reserve(batch.num_rows());
+                }
                 add_batch(&batch, &mut sums)?;
                 reservation.try_resize(sums.capacity() * ENTRY_BYTES)?;
             }

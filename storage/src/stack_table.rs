@@ -56,9 +56,10 @@ struct Placed {
 
 /// Every node once, parents before their children where the parent is in `stacks`.
 ///
-/// Children are found in one array sorted by (parent, id) rather than in a map of child
-/// lists: a flush writes thousands of new nodes, mostly chains of one child each, and a
-/// list per parent was an allocation per node.
+/// Children are kept in one array sorted by (parent, id), each parent's run of them
+/// indexed by a map, rather than in a map of child lists: a flush writes thousands of new
+/// nodes, mostly chains of one child each, and a list per parent was an allocation per
+/// node.
 fn preorder(stacks: &IdMap<StackNode>) -> Vec<Placed> {
     let (mut edges, mut roots): (Vec<_>, Vec<_>) = stacks
         .iter()
@@ -66,6 +67,17 @@ fn preorder(stacks: &IdMap<StackNode>) -> Vec<Placed> {
         .partition(|(_, node)| stacks.contains_key(&node.parent_id));
     edges.sort_unstable_by_key(|&(id, node)| (node.parent_id, id));
     roots.sort_unstable_by_key(|&(id, _)| id);
+    // Each parent's run of children, found with one lookup: two binary searches per node
+    // over a first flush's hundreds of thousands of edges missed the cache at every step
+    // and were most of what writing a segment cost.
+    let mut children: FastMap<SymbolId, (u32, u32)> = FastMap::default();
+    children.reserve(edges.len());
+    let mut start = 0u32;
+    for run in edges.chunk_by(|a, b| a.1.parent_id == b.1.parent_id) {
+        let end = start + run.len() as u32;
+        children.insert(run[0].1.parent_id, (start, end));
+        start = end;
+    }
     let mut order = Vec::with_capacity(stacks.len());
     let mut todo: Vec<(SymbolId, StackNode, Option<u32>)> = roots
         .into_iter()
@@ -75,10 +87,10 @@ fn preorder(stacks: &IdMap<StackNode>) -> Vec<Placed> {
     while let Some((id, node, parent_row)) = todo.pop() {
         let row = order.len() as u32;
         order.push(Placed { id, node, parent_row });
-        let first = edges.partition_point(|(_, n)| n.parent_id < id);
-        let end = first + edges[first..].partition_point(|(_, n)| n.parent_id == id);
-        let children = edges[first..end].iter().rev();
-        todo.extend(children.map(|&(child, node)| (child, node, Some(row))));
+        if let Some(&(first, end)) = children.get(&id) {
+            let run = edges[first as usize..end as usize].iter().rev();
+            todo.extend(run.map(|&(child, node)| (child, node, Some(row))));
+        }
     }
     // Content ids cannot form a cycle short of a hash collision; should one ever do, its
     // nodes are still written, by id, each naming its parent by row when that row came

@@ -311,6 +311,9 @@ fn unexpected(number: u32, wire: WireType) -> WireError {
 
 impl Dictionary {
     fn decode(&mut self, mut buf: &[u8]) -> Result<(), WireError> {
+        // The strings are most of a dictionary's bytes: one allocation for all of them
+        // instead of one per doubling.
+        self.text.reserve(buf.len());
         // Reused for every entry: one location's lines and indices before they are copied.
         let mut lines = Vec::new();
         let mut indices = Vec::new();
@@ -423,6 +426,8 @@ fn int32s(wire: WireType, buf: &mut &[u8], out: &mut Vec<i32>) -> Result<(), Wir
         VARINT => out.push(varint(buf)? as i32),
         LEN => {
             let mut packed = len_delimited(buf)?;
+            // Every varint takes at least a byte: room for all of them at once.
+            out.reserve(packed.len());
             while !packed.is_empty() {
                 out.push(varint(&mut packed)? as i32);
             }

@@ -75,8 +75,22 @@ pub(crate) fn fields(body: &[u8]) -> Fields<'_> {
     Fields { rest: body }
 }
 
-#[inline]
+/// One varint. Most are indices below 128, one byte each: those are read here, inlined
+/// into every reader, and only longer ones call prost's decoder (the dictionary's tens of
+/// thousands of varints per request made that call a sixth of decoding).
+#[inline(always)]
 pub(crate) fn varint(buf: &mut &[u8]) -> Result<u64, WireError> {
+    match buf.split_first() {
+        Some((&byte, rest)) if byte < 0x80 => {
+            *buf = rest;
+            Ok(u64::from(byte))
+        }
+        _ => long_varint(buf),
+    }
+}
+
+#[inline(never)]
+fn long_varint(buf: &mut &[u8]) -> Result<u64, WireError> {
     Ok(decode_varint(buf)?)
 }
 

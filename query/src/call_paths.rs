@@ -15,7 +15,7 @@ use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::debuginfo::NativeFiles;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, walk_up};
-use crate::tree::{Interner, NameTable, Node, PathTree, ROOT_NAME, RankedTree, truncated};
+use crate::tree::{Cut, Interner, NameTable, Node, PathTree, ROOT_NAME, RankedTree, cut};
 
 /// Node of the cached tree; [`CallPaths::ROOT`] is the synthetic root.
 pub(crate) type PathNode = u32;
@@ -271,10 +271,25 @@ impl<'p> PathSums<'p> {
         self.at_root.len().saturating_mul(DENSE_FRACTION) >= self.paths.parents.len()
     }
 
-    pub fn build(mut self, max_nodes: Option<usize>) -> Node {
+    pub fn build(self, max_nodes: Option<usize>) -> Node {
+        self.cut(max_nodes, |cut| cut.into_node())
+    }
+
+    /// Appends the tree as JSON, as `serde_json` writes its [`Node`], and returns its
+    /// total: see [`Cut::write_json`].
+    pub fn write_json(self, max_nodes: Option<usize>, out: &mut Vec<u8>) -> i64 {
+        self.cut(max_nodes, |cut| {
+            cut.write_json(out);
+            cut.total()
+        })
+    }
+
+    /// Hands the tree, cut to `max_nodes` when given, to `finish`.
+    fn cut<R>(mut self, max_nodes: Option<usize>, finish: impl FnOnce(Cut<'_>) -> R) -> R {
+        let max_nodes = max_nodes.unwrap_or(usize::MAX);
         if self.group_names.is_empty() && self.dense() {
             let dense = DenseSums::new(self.paths, &self.at_root);
-            return truncated(&dense, max_nodes.unwrap_or(usize::MAX));
+            return finish(cut(&dense, max_nodes));
         }
         for (end, value) in std::mem::take(&mut self.at_root) {
             let node = self.output_node(Self::ROOT, end);
@@ -284,16 +299,13 @@ impl<'p> PathSums<'p> {
             base: self.paths.names.names(),
             extra: &self.group_names,
         };
-        match max_nodes {
-            Some(max_nodes) => self.tree.build_truncated(names, max_nodes),
-            None => self.tree.build(names),
-        }
+        self.tree.cut(names, max_nodes, finish)
     }
 }
 
 /// Ungrouped values summed over the whole cached tree: the nodes of the query's tree are
 /// the cached nodes its paths reach, numbered as in the cache. Only totals are kept: a
-/// node's self value is what its total leaves over its children's (see `tree::truncated`).
+/// node's self value is what its total leaves over its children's (see `tree::cut`).
 struct DenseSums<'p> {
     paths: &'p CallPaths,
     totals: Vec<i64>,
@@ -648,6 +660,18 @@ mod tests {
                     cut, expected,
                     "max_nodes {max_nodes}, negative every {negate_every}"
                 );
+                let mut sums = PathSums::new(&cache);
+                for &(stack, value) in &signed {
+                    let end = cache.ends[&stack];
+                    sums.add(PathSums::ROOT, end, value);
+                }
+                let mut json = Vec::new();
+                assert_eq!(sums.write_json(Some(max_nodes), &mut json), expected.total);
+                assert_eq!(
+                    json,
+                    serde_json::to_vec(&expected).unwrap(),
+                    "the JSON of max_nodes {max_nodes}"
+                );
             }
         }
 
@@ -673,12 +697,22 @@ mod tests {
         let mut cache = CallPaths::default();
         let mut missing = MissingSymbols::default();
         let end = cache.end(&index, &NativeFiles::default(), &mut missing, s);
-        let mut sums = PathSums::new(&cache);
-        let (a, main_group) = (sums.group("pod=a"), sums.group("main"));
-        sums.add(a, end, 2);
-        sums.add(main_group, end, 3);
-        sums.add(a, CallPaths::ROOT, 1);
-        let root = sums.build(None);
+        let grouped = || {
+            let mut sums = PathSums::new(&cache);
+            let (a, main_group) = (sums.group("pod=a"), sums.group("main"));
+            sums.add(a, end, 2);
+            sums.add(main_group, end, 3);
+            sums.add(a, CallPaths::ROOT, 1);
+            sums
+        };
+        let mut json = Vec::new();
+        assert_eq!(grouped().write_json(None, &mut json), 6);
+        let root = grouped().build(None);
+        assert_eq!(
+            json,
+            serde_json::to_vec(&root).unwrap(),
+            "the JSON of the grouped tree"
+        );
         assert_eq!(
             all_paths(&root),
             [

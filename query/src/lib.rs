@@ -39,5 +39,5 @@ pub use limits::QueryLimits;
 pub use render::{folded, folded_diff};
 pub use selector::{MatchOp, Matcher, Selector, SelectorError, parse_promql_selector, parse_selector};
 pub use stack_filter::{FrameMatch, StackFilter};
-pub use tree::{DEFAULT_MAX_NODES, Flamegraph, Node};
+pub use tree::{DEFAULT_MAX_NODES, Flamegraph, FlamegraphJson, Node};
 pub use types::{ProfileTypeInfo, ScanStats};

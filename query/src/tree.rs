@@ -207,6 +207,49 @@ impl Flamegraph {
     }
 }
 
+/// A [`Flamegraph`] whose tree was written as JSON while it was cut, so that answering in
+/// JSON makes no [`Node`] and no name per node: [`FlamegraphJson::to_json`] is what
+/// `serde_json` writes for the flamegraph.
+#[derive(Debug)]
+pub struct FlamegraphJson {
+    /// Everything but the tree, with a childless root standing in for it.
+    head: Flamegraph,
+    root: Vec<u8>,
+}
+
+impl FlamegraphJson {
+    pub(crate) fn new(head: Flamegraph, root: Vec<u8>) -> FlamegraphJson {
+        FlamegraphJson { head, root }
+    }
+
+    pub fn total(&self) -> i64 {
+        self.head.total
+    }
+
+    pub fn stats(&self) -> Option<&ScanStats> {
+        self.head.stats.as_ref()
+    }
+
+    /// The flamegraph's JSON: `serde_json` writes everything but the tree, whose JSON
+    /// takes the stand-in root's place, so the fields stay what [`Flamegraph`] declares.
+    pub fn to_json(&self) -> Vec<u8> {
+        let head = serde_json::to_vec(&self.head).expect("writing JSON to a Vec cannot fail");
+        let key = b",\"root\":";
+        let mut stand_in = key.to_vec();
+        json_value(&self.head.root, &mut stand_in);
+        // A quote inside a JSON string is escaped, so `,"root":` is only ever the key.
+        let at = head
+            .windows(stand_in.len())
+            .position(|w| w == stand_in)
+            .expect("the root follows other fields");
+        let mut out = Vec::with_capacity(head.len() + self.root.len());
+        out.extend_from_slice(&head[..at + key.len()]);
+        out.extend_from_slice(&self.root);
+        out.extend_from_slice(&head[at + stand_in.len()..]);
+        out
+    }
+}
+
 /// Frame names numbered once, so tree nodes hold a `u32` instead of a string.
 #[derive(Debug, Default)]
 pub(crate) struct Interner {
@@ -282,10 +325,11 @@ struct Children {
 }
 
 impl Children {
-    fn of(tree: &PathTree) -> Children {
-        let n = tree.names.len();
+    /// From every node's parent; node 0, the root, is its own.
+    fn of(parents: &[usize]) -> Children {
+        let n = parents.len();
         let mut start = vec![0usize; n + 1];
-        for &parent in &tree.parents[1..] {
+        for &parent in parents.iter().skip(1) {
             start[parent + 1] += 1;
         }
         for i in 0..n {
@@ -293,7 +337,7 @@ impl Children {
         }
         let mut fill = start.clone();
         let mut list = vec![0usize; n.saturating_sub(1)];
-        for (child, &parent) in tree.parents.iter().enumerate().skip(1) {
+        for (child, &parent) in parents.iter().enumerate().skip(1) {
             list[fill[parent]] = child;
             fill[parent] += 1;
         }
@@ -302,6 +346,10 @@ impl Children {
 
     fn get(&self, id: usize) -> &[usize] {
         &self.list[self.start[id]..self.start[id + 1]]
+    }
+
+    fn get_mut(&mut self, id: usize) -> &mut [usize] {
+        &mut self.list[self.start[id]..self.start[id + 1]]
     }
 }
 
@@ -345,15 +393,20 @@ impl PathTree {
     /// only those (and their `other` nodes) are ever materialized: a million-path tree cut
     /// to a few thousand nodes no longer allocates a name and a child list for every path.
     pub fn build_truncated(self, names: NameTable<'_>, max_nodes: usize) -> Node {
+        self.cut(names, max_nodes, |cut| cut.into_node())
+    }
+
+    /// Hands the tree cut to `max_nodes` (see [`PathTree::build_truncated`]) to `finish`.
+    pub fn cut<R>(&self, names: NameTable<'_>, max_nodes: usize, finish: impl FnOnce(Cut<'_>) -> R) -> R {
         let totals = self.totals();
-        let children = Children::of(&self);
+        let children = Children::of(&self.parents);
         let ranked = Ranked {
-            tree: &self,
+            tree: self,
             children: &children,
             names,
             totals: &totals,
         };
-        truncated(&ranked, max_nodes)
+        finish(cut(&ranked, max_nodes))
     }
 
     /// The tree with totals computed and children sorted.
@@ -413,25 +466,42 @@ impl Kept {
     }
 }
 
-/// `tree` cut to `max_nodes` as [`truncate_tree`] cuts the built tree, materializing only
-/// the kept nodes and their `other` nodes.
-pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
-    let kept = if tree.len() <= max_nodes {
+/// `tree` cut to `max_nodes` as [`truncate_tree`] cuts the built tree: only the kept nodes
+/// and their `other` nodes are ever laid out.
+pub(crate) fn cut<T: RankedTree>(tree: &T, max_nodes: usize) -> Cut<'_> {
+    let (kept, parents) = if tree.len() <= max_nodes {
         let mut children = Vec::new();
-        (0..tree.totals().len())
+        let kept = (0..tree.totals().len())
             .filter(|&id| tree.contains(id))
             .map(|id| {
                 children.clear();
                 tree.children_into(id, &mut children);
                 Kept::with_children(tree, id, &children)
             })
-            .collect()
+            .collect();
+        with_parents(tree, kept)
     } else if tree.no_negative_values() {
         keep_top(tree, max_nodes.max(1))
     } else {
-        keep_best_first(tree, max_nodes.max(1))
+        with_parents(tree, keep_best_first(tree, max_nodes.max(1)))
     };
-    materialize(tree, kept)
+    arrange(tree, &kept, &parents)
+}
+
+/// `kept` by number, the root first, and where each one's parent is among them.
+fn with_parents<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> (Vec<Kept>, Vec<usize>) {
+    kept.sort_unstable_by_key(|k| k.id);
+    let parents = kept
+        .iter()
+        .map(|k| {
+            if k.id == ROOT {
+                return 0;
+            }
+            kept.binary_search_by_key(&tree.parent(k.id), |k| k.id)
+                .expect("the parent of a kept node is kept")
+        })
+        .collect();
+    (kept, parents)
 }
 
 /// [`truncate_tree`]'s choice when no value is negative, without ordering the whole tree.
@@ -440,14 +510,17 @@ pub(crate) fn truncated<T: RankedTree>(tree: &T, max_nodes: usize) -> Node {
 /// every node above the `k`-th largest total, and those equal to it in pre-order until
 /// `k` are kept. Only nodes at or above that total are walked, and only their children
 /// are sorted.
-fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
+/// The kept nodes come in that pre-order, each with where its parent is among them.
+fn keep_top<T: RankedTree>(tree: &T, k: usize) -> (Vec<Kept>, Vec<usize>) {
     let totals = tree.totals();
     let (threshold, above) = kth_total(tree, k);
     let mut ties = k - above;
     let mut kept = Vec::with_capacity(k);
-    let mut stack = vec![ROOT];
+    let mut parents = Vec::with_capacity(k);
+    // Nodes to visit, with where their parent is in `kept`.
+    let mut stack = vec![(ROOT, 0)];
     let mut next = Vec::new();
-    while let Some(id) = stack.pop() {
+    while let Some((id, parent)) = stack.pop() {
         if totals[id] == threshold {
             if ties == 0 {
                 continue;
@@ -456,12 +529,14 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
         }
         next.clear();
         tree.children_into(id, &mut next);
+        let at = kept.len();
         kept.push(Kept::with_children(tree, id, &next));
+        parents.push(parent);
         next.retain(|&c| totals[c] >= threshold);
         next.sort_by(|&a, &b| cmp_siblings(tree, a, b));
-        stack.extend(next.iter().rev());
+        stack.extend(next.iter().rev().map(|&c| (c, at)));
     }
-    kept
+    (kept, parents)
 }
 
 /// The `k`-th largest total of a tree without negative values, and how many totals are
@@ -520,40 +595,172 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
 /// in `build`'s order, a node's dropped children folded into one `other` leaf as
 /// [`truncate_tree`] does. Dropped nodes are never visited: what they fold into is what
 /// their parent's total leaves over.
-fn materialize<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> Node {
-    kept.sort_unstable_by_key(|k| k.id);
-    let mut children: Vec<Vec<Node>> = Vec::new();
-    children.resize_with(kept.len(), Vec::new);
-    // Children are numbered above their parents: from the top down, a node's kept
-    // children are all built before it.
-    for at in (0..kept.len()).rev() {
+/// `parents` tells where each kept node's parent is in `kept`, which starts with the root.
+fn arrange<'t, T: RankedTree>(tree: &'t T, kept: &[Kept], parents: &[usize]) -> Cut<'t> {
+    let totals = tree.totals();
+    let mut children = Children::of(parents);
+    for at in 0..kept.len() {
+        let below = children.get_mut(at);
+        if below.len() > 1 {
+            below.sort_unstable_by(|&a, &b| cmp_siblings(tree, kept[a].id, kept[b].id));
+        }
+    }
+
+    /// What is written next: a kept node (by index in `kept`), or an `other` node.
+    enum Next {
+        Kept(usize),
+        Other(i64),
+    }
+    let mut nodes = Vec::with_capacity(kept.len() + kept.len() / 2);
+    let mut pending = vec![Next::Kept(0)];
+    while let Some(next) = pending.pop() {
+        let at = match next {
+            Next::Kept(at) => at,
+            Next::Other(folded) => {
+                nodes.push(CutNode {
+                    name: OTHER_NAME,
+                    self_value: folded,
+                    total: folded,
+                    children: 0,
+                });
+                continue;
+            }
+        };
         let Kept {
             id,
             children: in_tree,
             self_value,
         } = kept[at];
-        let total = tree.totals()[id];
-        let mut below = std::mem::take(&mut children[at]);
-        if below.len() < in_tree {
-            let folded = total - self_value - below.iter().map(|c| c.total).sum::<i64>();
-            below.push(Node::leaf(OTHER_NAME, folded));
-        }
-        let mut node = Node {
-            name: tree.name(id).to_string(),
+        let total = totals[id];
+        let below = children.get(at);
+        let folded = (below.len() < in_tree)
+            .then(|| total - self_value - below.iter().map(|&c| totals[kept[c].id]).sum::<i64>());
+        nodes.push(CutNode {
+            name: tree.name(id),
             self_value,
             total,
-            children: below,
-        };
-        node.sort_children();
-        if at == 0 {
-            return node;
+            children: below.len() + usize::from(folded.is_some()),
+        });
+        // `other` sorts among the kept children as `Node::sort_children` puts it, after
+        // those it ties with: it is added last and that sort is stable.
+        let other_at = folded.map(|folded| {
+            below.partition_point(|&c| {
+                let t = totals[kept[c].id];
+                t > folded || t == folded && tree.name(kept[c].id) <= OTHER_NAME
+            })
+        });
+        // Last child first: `pending` pops them in order.
+        for i in (0..=below.len()).rev() {
+            if let Some(folded) = folded
+                && other_at == Some(i)
+            {
+                pending.push(Next::Other(folded));
+            }
+            if i > 0 {
+                pending.push(Next::Kept(below[i - 1]));
+            }
         }
-        let parent = kept[..at]
-            .binary_search_by_key(&tree.parent(id), |k| k.id)
-            .expect("the parent of a kept node is kept");
-        children[parent].push(node);
     }
-    unreachable!("the root is always kept")
+    Cut { nodes }
+}
+
+/// A tree cut to a node budget, flat: its nodes in pre-order, each followed by its
+/// children's subtrees, children as [`Node`] orders them. [`Node`]s are made from it, and
+/// JSON is written from it directly, without a node or a name allocated per node.
+#[derive(Debug)]
+pub(crate) struct Cut<'t> {
+    nodes: Vec<CutNode<'t>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CutNode<'t> {
+    name: &'t str,
+    self_value: i64,
+    total: i64,
+    /// How many children follow it.
+    children: usize,
+}
+
+impl Cut<'_> {
+    /// The root's total.
+    pub fn total(&self) -> i64 {
+        self.nodes[0].total
+    }
+
+    pub fn into_node(self) -> Node {
+        // Nodes whose children are still to come, with how many are; iterative, since
+        // call paths may be deep.
+        let mut open: Vec<(Node, usize)> = Vec::new();
+        for n in &self.nodes {
+            let mut done = Node {
+                name: n.name.to_string(),
+                self_value: n.self_value,
+                total: n.total,
+                children: Vec::with_capacity(n.children),
+            };
+            if n.children > 0 {
+                open.push((done, n.children));
+                continue;
+            }
+            loop {
+                let Some((parent, left)) = open.last_mut() else {
+                    return done;
+                };
+                parent.children.push(done);
+                *left -= 1;
+                if *left > 0 {
+                    break;
+                }
+                done = open.pop().expect("just looked at").0;
+            }
+        }
+        unreachable!("a cut's last node closes its root")
+    }
+
+    /// Appends the tree as JSON, byte for byte what `serde_json` writes for its [`Node`].
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        // Per open node, the children still to come.
+        let mut left: Vec<usize> = Vec::new();
+        for n in &self.nodes {
+            out.extend_from_slice(b"{\"name\":");
+            json_string(n.name, out);
+            out.extend_from_slice(b",\"self\":");
+            json_value(&n.self_value, out);
+            out.extend_from_slice(b",\"total\":");
+            json_value(&n.total, out);
+            out.extend_from_slice(b",\"children\":[");
+            if n.children > 0 {
+                left.push(n.children);
+                continue;
+            }
+            out.extend_from_slice(b"]}");
+            while let Some(l) = left.last_mut() {
+                *l -= 1;
+                if *l > 0 {
+                    out.push(b',');
+                    break;
+                }
+                left.pop();
+                out.extend_from_slice(b"]}");
+            }
+        }
+    }
+}
+
+/// `s` as a JSON string: copied as it is when nothing in it needs escaping (frame names
+/// rarely do), else escaped by `serde_json`.
+fn json_string(s: &str, out: &mut Vec<u8>) {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        json_value(s, out);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+fn json_value<V: Serialize + ?Sized>(value: &V, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, value).expect("writing JSON to a Vec cannot fail");
 }
 
 /// A [`PathTree`] with its totals and child lists.
@@ -722,9 +929,17 @@ mod tests {
         assert_eq!(names, ["x", "y", "z"]);
     }
 
-    /// Deterministic pseudo-random paths over few names, so siblings tie on totals and
-    /// names recur at many depths; values from `lowest` to `lowest + 4`.
-    fn random_builder(seed: u64, paths: usize, lowest: i64) -> TreeBuilder {
+    /// Deterministic pseudo-random paths of 1 to `depth` frames over few `names`, so
+    /// siblings tie on totals and names recur at many depths; values from `lowest` to
+    /// `lowest + spread - 1`.
+    fn builder_over(
+        names: &[&str],
+        depth: u64,
+        spread: u64,
+        seed: u64,
+        paths: usize,
+        lowest: i64,
+    ) -> TreeBuilder {
         let mut x = seed;
         let mut next = move || {
             x = x
@@ -734,30 +949,122 @@ mod tests {
         };
         let mut b = TreeBuilder::new();
         for _ in 0..paths {
-            let depth = 1 + next() as usize % 6;
-            let frames: Vec<String> = (0..depth).map(|_| format!("f{}", next() % 4)).collect();
-            b.add_path(&frames, lowest + (next() % 5) as i64);
+            let depth = 1 + (next() % depth) as usize;
+            let frames: Vec<&str> = (0..depth)
+                .map(|_| names[(next() % names.len() as u64) as usize])
+                .collect();
+            b.add_path(&frames, lowest + (next() % spread) as i64);
         }
         b
+    }
+
+    fn random_builder(seed: u64, paths: usize, lowest: i64) -> TreeBuilder {
+        builder_over(&["f0", "f1", "f2", "f3"], 6, 5, seed, paths, lowest)
+    }
+
+    /// Paths over names that need escaping in JSON, non-ASCII names, and names sorting
+    /// around [`OTHER_NAME`] (one is a frame called that), so that `other` nodes tie with
+    /// kept siblings on both sides.
+    fn awkward_builder(seed: u64, paths: usize, lowest: i64) -> TreeBuilder {
+        let names = [
+            "a\"b",
+            "back\\slash",
+            "line\nbreak\u{1}",
+            "héllo",
+            "🦀::crab",
+            "other",
+            "p",
+            "o",
+        ];
+        builder_over(&names, 5, 3, seed, paths, lowest)
     }
 
     /// Both ways of choosing the kept nodes: by threshold when no value is negative, and
     /// best-first when some are.
     #[test]
     fn truncating_while_building_equals_building_then_truncating() {
-        for lowest in [0, -2] {
-            for seed in 1..40 {
-                for max_nodes in [0, 1, 2, 3, 7, 20, 60, 150, 10_000] {
-                    let mut expected = random_builder(seed, 300, lowest).build();
-                    truncate_tree(&mut expected, max_nodes);
-                    let got = random_builder(seed, 300, lowest).build_truncated(max_nodes);
-                    assert_eq!(
-                        got, expected,
-                        "seed {seed}, max_nodes {max_nodes}, lowest {lowest}"
-                    );
+        for builder in [random_builder, awkward_builder] {
+            for lowest in [0, -2] {
+                for seed in 1..40 {
+                    for max_nodes in [0, 1, 2, 3, 7, 20, 60, 150, 10_000] {
+                        let mut expected = builder(seed, 300, lowest).build();
+                        truncate_tree(&mut expected, max_nodes);
+                        let got = builder(seed, 300, lowest).build_truncated(max_nodes);
+                        assert_eq!(
+                            got, expected,
+                            "seed {seed}, max_nodes {max_nodes}, lowest {lowest}"
+                        );
+                    }
                 }
             }
         }
+    }
+
+    /// What the JSON writer makes of `b` cut to `max_nodes`.
+    fn cut_json(b: &TreeBuilder, max_nodes: usize) -> Vec<u8> {
+        b.tree.cut(NameTable::new(b.names.names()), max_nodes, |cut| {
+            let mut out = Vec::new();
+            cut.write_json(&mut out);
+            out
+        })
+    }
+
+    #[test]
+    fn the_json_writer_writes_what_serde_writes() {
+        for lowest in [0, -1] {
+            for seed in 1..30 {
+                for max_nodes in [0, 1, 2, 5, 13, 40, 10_000] {
+                    let b = awkward_builder(seed, 200, lowest);
+                    let mut node = awkward_builder(seed, 200, lowest).build();
+                    truncate_tree(&mut node, max_nodes);
+                    let want = serde_json::to_string(&node).unwrap();
+                    let got = String::from_utf8(cut_json(&b, max_nodes)).unwrap();
+                    assert_eq!(got, want, "seed {seed}, max_nodes {max_nodes}, lowest {lowest}");
+                }
+            }
+        }
+        let empty = TreeBuilder::new();
+        assert_eq!(
+            cut_json(&empty, 10),
+            br#"{"name":"total","self":0,"total":0,"children":[]}"#
+        );
+    }
+
+    #[test]
+    fn a_flamegraph_as_json_is_what_serde_writes() {
+        let pt = ProfileType::parse("samples:count:cpu:nanoseconds").unwrap();
+        let b = awkward_builder(3, 100, 0);
+        let cases = [
+            (None, vec![], None),
+            (
+                Some(7),
+                vec!["pod".to_string()],
+                Some(ScanStats {
+                    segments: 2,
+                    rows_by_tier: [("raw".to_string(), 5)].into(),
+                    answered: Some((1, 2)),
+                    ..ScanStats::default()
+                }),
+            ),
+        ];
+        for (max_nodes, group_by, stats) in cases {
+            let mut fg = Flamegraph::new(pt.clone(), 10, awkward_builder(3, 100, 0).build());
+            if let Some(max_nodes) = max_nodes {
+                fg.truncate(max_nodes);
+            }
+            fg.group_by = group_by;
+            fg.stats = stats;
+            let mut head = fg.clone();
+            head.root = Node::leaf(ROOT_NAME, fg.total);
+            let json = FlamegraphJson::new(head, cut_json(&b, max_nodes.unwrap_or(usize::MAX)));
+            assert_eq!(
+                String::from_utf8(json.to_json()).unwrap(),
+                serde_json::to_string(&fg).unwrap()
+            );
+        }
+        let empty = Flamegraph::empty(pt, 0);
+        let json = FlamegraphJson::new(empty.clone(), cut_json(&TreeBuilder::new(), 1));
+        assert_eq!(json.to_json(), serde_json::to_vec(&empty).unwrap());
     }
 
     #[test]

@@ -4,7 +4,7 @@ use crate::engine::QueryEngine;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
 use crate::stack_filter::StackFilter;
-use crate::tree::Flamegraph;
+use crate::tree::{Flamegraph, FlamegraphJson};
 
 #[derive(Clone, Debug)]
 pub struct FlamegraphQuery {
@@ -20,6 +20,15 @@ impl QueryEngine {
     /// nothing is not an error: the result has total 0.
     pub async fn flamegraph(&self, q: &FlamegraphQuery) -> Result<Flamegraph, QueryError> {
         self.filtered_flamegraph(q, &StackFilter::default()).await
+    }
+
+    /// [`QueryEngine::flamegraph`] as JSON, written while the tree is cut.
+    pub async fn flamegraph_json(&self, q: &FlamegraphQuery) -> Result<FlamegraphJson, QueryError> {
+        self.bounded("flamegraph", async {
+            let max_nodes = self.max_nodes(q.max_nodes)?;
+            self.tree_json(&q.scope, &q.group_by, max_nodes).await
+        })
+        .await
     }
 
     /// [`QueryEngine::flamegraph`] of only the stacks `stacks` keeps.

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use stackhouse_storage::model::SymbolId;
+use stackhouse_storage::model::{ProfileType, SymbolId};
 
 use super::QueryEngine;
 use super::aggregate::{Dim, Row};
@@ -15,7 +15,8 @@ use crate::error::QueryError;
 use crate::limits::size;
 use crate::stack_filter::StackFilter;
 use crate::symbolize::MissingSymbols;
-use crate::tree::{DEFAULT_MAX_NODES, Flamegraph};
+use crate::tree::{DEFAULT_MAX_NODES, Flamegraph, FlamegraphJson, Node, ROOT_NAME};
+use crate::types::ScanStats;
 
 impl QueryEngine {
     /// The node budget a tree gets when `asked` (0 asks for the default): every endpoint
@@ -75,17 +76,47 @@ impl QueryEngine {
         max_nodes: Option<usize>,
         call_site: &[String],
     ) -> Result<Flamegraph, QueryError> {
+        let (root, built) = self
+            .tree_as::<Node>(scope, group_by, max_nodes, call_site)
+            .await?;
+        Ok(built.flamegraph(root))
+    }
+
+    /// [`QueryEngine::tree`] cut to `max_nodes` and written as JSON while it is cut: see
+    /// [`FlamegraphJson`].
+    pub(crate) async fn tree_json(
+        &self,
+        scope: &Scope,
+        group_by: &[GroupKey],
+        max_nodes: usize,
+    ) -> Result<FlamegraphJson, QueryError> {
+        let (root, built) = self
+            .tree_as::<TreeJson>(scope, group_by, Some(max_nodes), &[])
+            .await?;
+        let mut head = built.flamegraph(Node::leaf(ROOT_NAME, root.total));
+        head.max_nodes = Some(max_nodes);
+        Ok(FlamegraphJson::new(head, root.json))
+    }
+
+    async fn tree_as<O: TreeOut>(
+        &self,
+        scope: &Scope,
+        group_by: &[GroupKey],
+        max_nodes: Option<usize>,
+        call_site: &[String],
+    ) -> Result<(O, Built), QueryError> {
         debug_assert!(call_site.is_empty() || group_by.is_empty());
-        let empty = |period| {
-            let mut flamegraph = Flamegraph::empty(scope.profile_type.clone(), period);
-            flamegraph.group_by = group_by.iter().map(|k| k.name().to_string()).collect();
-            flamegraph
+        let mut built = Built {
+            profile_type: scope.profile_type.clone(),
+            period: 0,
+            group_by: group_by.iter().map(|k| k.name().to_string()).collect(),
+            stats: None,
         };
         let Some(plan) = self
             .plan(scope, Needs::grouped(vec![Dim::Stack], group_by))
             .await?
         else {
-            return Ok(empty(0));
+            return Ok((O::empty(), built));
         };
         let (rows, stats) = self.aggregate(&plan).await?;
         // Planning read the symbols after listing the segments it scans, so every stack
@@ -135,14 +166,71 @@ impl QueryEngine {
             if !missing.is_empty() {
                 tracing::warn!(%tenant, ?missing, "symbols missing, frames named <unknown>");
             }
-            Ok((sums.build(max_nodes), plan.period))
+            Ok((O::build(sums, max_nodes), plan.period))
         })
         .await
         .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))?;
         let (root, period) = root?;
-        let mut flamegraph = Flamegraph::new(scope.profile_type.clone(), period, root);
-        flamegraph.group_by = empty(0).group_by;
-        flamegraph.stats = Some(stats);
-        Ok(flamegraph)
+        built.period = period;
+        built.stats = Some(stats);
+        Ok((root, built))
+    }
+}
+
+/// What a tree is built into: [`Node`]s, or the JSON they would be written as.
+trait TreeOut: Send + 'static {
+    /// The tree of `sums`, cut to `max_nodes` when given.
+    fn build(sums: PathSums<'_>, max_nodes: Option<usize>) -> Self;
+    /// The tree of no samples.
+    fn empty() -> Self;
+}
+
+impl TreeOut for Node {
+    fn build(sums: PathSums<'_>, max_nodes: Option<usize>) -> Self {
+        sums.build(max_nodes)
+    }
+
+    fn empty() -> Self {
+        Node::leaf(ROOT_NAME, 0)
+    }
+}
+
+/// A tree's JSON and its root's total.
+struct TreeJson {
+    json: Vec<u8>,
+    total: i64,
+}
+
+impl TreeOut for TreeJson {
+    fn build(sums: PathSums<'_>, max_nodes: Option<usize>) -> Self {
+        let mut json = Vec::new();
+        let total = sums.write_json(max_nodes, &mut json);
+        TreeJson { json, total }
+    }
+
+    fn empty() -> Self {
+        let root = <Node as TreeOut>::empty();
+        TreeJson {
+            json: serde_json::to_vec(&root).expect("writing JSON to a Vec cannot fail"),
+            total: root.total,
+        }
+    }
+}
+
+/// What a tree's flamegraph holds besides the tree.
+struct Built {
+    profile_type: ProfileType,
+    period: i64,
+    group_by: Vec<String>,
+    /// What the scan read; none when nothing was scanned.
+    stats: Option<ScanStats>,
+}
+
+impl Built {
+    fn flamegraph(self, root: Node) -> Flamegraph {
+        let mut flamegraph = Flamegraph::new(self.profile_type, self.period, root);
+        flamegraph.group_by = self.group_by;
+        flamegraph.stats = self.stats;
+        flamegraph
     }
 }

@@ -24,6 +24,8 @@ use super::AppState;
 use crate::error::ApiError;
 use params::Format;
 
+/// `Content-Type` of JSON, as axum's `Json` sets it.
+const JSON_CONTENT_TYPE: &str = "application/json";
 /// `Content-Type` of the folded format.
 pub const FOLDED_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
 /// `Content-Type` of the pprof format.
@@ -89,6 +91,16 @@ async fn flamegraph_response(
 ) -> Result<Response, ApiError> {
     if format == Format::Pprof {
         return pprof(state, &PprofQuery::Scope(query.scope.clone())).await;
+    }
+    if format == Format::Json {
+        // Written while the tree is cut: the same bytes as serializing the flamegraph.
+        let flamegraph = state.engine.flamegraph_json(query).await?;
+        let headers = scan_headers(flamegraph.stats());
+        let body = (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(JSON_CONTENT_TYPE))],
+            flamegraph.to_json(),
+        );
+        return Ok((headers, body).into_response());
     }
     let flamegraph = state.engine.flamegraph(query).await?;
     let headers = scan_headers(flamegraph.stats.as_ref());

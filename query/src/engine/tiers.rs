@@ -369,7 +369,7 @@ mod tests {
         );
         let straddling = segment("older", 9 * H + 30 * M, 9 * H + 59 * M, &[Raw, Minute, Hour]);
         let range = r(9 * H + 45 * M + 7, 10 * H + 5 * M + 15_000_000_000);
-        let reading = read(vec![block.clone(), straddling.clone()], range, &ALL, true).unwrap();
+        let reading = read(vec![block.clone(), straddling], range, &ALL, true).unwrap();
         assert_eq!(reading.answered, range);
         assert_eq!(
             sources(reading),

@@ -279,6 +279,21 @@ mod tests {
         }
     }
 
+    /// Each source's resolution, ranges and segment ids.
+    fn sources(reading: &Reading) -> Vec<(Resolution, Vec<TimeRange>, Vec<String>)> {
+        reading
+            .sources
+            .iter()
+            .map(|s| {
+                (
+                    s.resolution,
+                    s.ranges.clone(),
+                    s.segments.iter().map(|x| x.id.clone()).collect(),
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn the_middle_is_read_coarse_and_the_edges_fine() {
         use Resolution::{Hour, Minute, Raw};
@@ -323,19 +338,8 @@ mod tests {
         let block = segment("block", H - 100, 2 * H - 1, &[Raw, Minute, Hour]);
         let reading = read(vec![fresh, block], range, &ALL, false).unwrap();
         assert_eq!(reading.answered, range);
-        let got: Vec<(Resolution, Vec<TimeRange>, Vec<String>)> = reading
-            .sources
-            .iter()
-            .map(|s| {
-                (
-                    s.resolution,
-                    s.ranges.clone(),
-                    s.segments.iter().map(|x| x.id.clone()).collect(),
-                )
-            })
-            .collect();
         assert_eq!(
-            got,
+            sources(&reading),
             vec![
                 (Raw, vec![r(H - 30, 3 * H)], vec!["fresh".into()]),
                 (Raw, vec![r(H - 30, H)], vec!["block".into()]),
@@ -347,19 +351,6 @@ mod tests {
     #[test]
     fn a_segment_inside_the_range_is_read_whole_from_its_coarsest_tier() {
         use Resolution::{Hour, Minute, Raw};
-        let sources = |reading: Reading| -> Vec<(Resolution, Vec<TimeRange>, Vec<String>)> {
-            reading
-                .sources
-                .iter()
-                .map(|s| {
-                    (
-                        s.resolution,
-                        s.ranges.clone(),
-                        s.segments.iter().map(|x| x.id.clone()).collect(),
-                    )
-                })
-                .collect()
-        };
         // Samples from 10:00:00.000036 to 10:05:14.99; the range ends after the last one.
         let block = segment(
             "block",
@@ -369,45 +360,32 @@ mod tests {
         );
         let straddling = segment("older", 9 * H + 30 * M, 9 * H + 59 * M, &[Raw, Minute, Hour]);
         let range = r(9 * H + 45 * M + 7, 10 * H + 5 * M + 15_000_000_000);
+        // A segment read by stretches gets every stretch of the range (see `read`).
+        let by_stretches = |id: &str| {
+            vec![
+                (
+                    Raw,
+                    vec![r(range.start, 9 * H + 46 * M), r(10 * H + 5 * M, range.end)],
+                    vec![id.to_string()],
+                ),
+                (
+                    Minute,
+                    vec![r(9 * H + 46 * M, 10 * H + 5 * M)],
+                    vec![id.to_string()],
+                ),
+            ]
+        };
         let reading = read(vec![block.clone(), straddling], range, &ALL, true).unwrap();
         assert_eq!(reading.answered, range);
-        assert_eq!(
-            sources(reading),
-            vec![
-                // Segments read by stretches get every stretch (see `read`).
-                (
-                    Raw,
-                    vec![r(range.start, 9 * H + 46 * M), r(10 * H + 5 * M, range.end)],
-                    vec!["older".into()]
-                ),
-                (
-                    Minute,
-                    vec![r(9 * H + 46 * M, 10 * H + 5 * M)],
-                    vec!["older".into()]
-                ),
-                (Hour, vec![r(10 * H, 11 * H)], vec!["block".into()]),
-            ]
-        );
+        let mut want = by_stretches("older");
+        want.push((Hour, vec![r(10 * H, 11 * H)], vec!["block".into()]));
+        assert_eq!(sources(&reading), want);
         // Over time buckets the edges stay exact: the block's last seconds are raw.
-        let by_time = sources(read(vec![block.clone()], range, &ALL, false).unwrap());
-        assert_eq!(
-            by_time,
-            vec![
-                (
-                    Raw,
-                    vec![r(range.start, 9 * H + 46 * M), r(10 * H + 5 * M, range.end)],
-                    vec!["block".into()]
-                ),
-                (
-                    Minute,
-                    vec![r(9 * H + 46 * M, 10 * H + 5 * M)],
-                    vec!["block".into()]
-                ),
-            ]
-        );
+        let by_time = read(vec![block.clone()], range, &ALL, false).unwrap();
+        assert_eq!(sources(&by_time), by_stretches("block"));
         // Only the resolutions a query allows: raw alone reads the whole block raw.
         assert_eq!(
-            sources(read(vec![block.clone()], range, &[Raw], true).unwrap()),
+            sources(&read(vec![block.clone()], range, &[Raw], true).unwrap()),
             vec![(
                 Raw,
                 vec![r(block.min_time, block.max_time + 1)],
@@ -416,7 +394,7 @@ mod tests {
         );
         // A sample at the range's end is outside it: the block is cut as before.
         let at_end = r(10 * H, block.max_time);
-        let cut = sources(read(vec![block], at_end, &ALL, true).unwrap());
+        let cut = sources(&read(vec![block], at_end, &ALL, true).unwrap());
         assert!(cut.iter().any(|(res, _, _)| *res == Raw), "{cut:?}");
     }
 

@@ -27,7 +27,7 @@ pub async fn measurements(
     env: &Env,
     local: &QueryEngine,
     query: &FlamegraphQuery,
-    samples: usize,
+    label: &str,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let expected = answer(local.flamegraph(query).await?);
@@ -38,7 +38,6 @@ pub async fn measurements(
         addrs.push(addr);
         stops.push(stop);
     }
-    let label = format!("{:.2} M samples", samples as f64 / 1e6);
     let mut shipped_row = None;
     for n in 1..=3 {
         let coordinator = coordinator(env, plan, &addrs[..n], 1).await?;

@@ -175,6 +175,16 @@ pub fn cpu_type() -> ProfileType {
     ProfileType::parse("samples:count:cpu:nanoseconds").expect("static profile type")
 }
 
+/// The middle quarter of `range`: the fleet samples evenly over time, so it holds about a
+/// quarter of the rows, and its edges cut the hour block, so it reads raw samples there.
+pub fn middle_quarter(range: TimeRange) -> TimeRange {
+    let span = range.end - range.start;
+    TimeRange {
+        start: range.start + span * 3 / 8,
+        end: range.start + span * 5 / 8,
+    }
+}
+
 pub fn flamegraph_query(range: TimeRange) -> FlamegraphQuery {
     FlamegraphQuery {
         scope: Scope::new(TENANT, cpu_type(), range),

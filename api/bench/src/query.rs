@@ -14,7 +14,7 @@ use stackhouse_ingest::otlp::normalize::normalize;
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_storage::model::{Batch, TimeRange};
 
-use super::env::{Env, TENANT, flamegraph_query};
+use super::env::{Env, TENANT, flamegraph_query, middle_quarter};
 use super::measure::{cpu_time, median, peak_rss, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
@@ -82,13 +82,8 @@ async fn duckdb_measurement(
         return Ok(());
     }
     let files = env.sample_files(range).await?;
-    // The middle quarter of the range: the fleet samples evenly over time, so it holds
-    // about a quarter of the rows (DuckDB counts what it holds).
-    let span = range.end - range.start;
-    let part = TimeRange {
-        start: range.start + span * 3 / 8,
-        end: range.start + span * 5 / 8,
-    };
+    // DuckDB counts what the middle quarter holds.
+    let part = middle_quarter(range);
     let duck = duckdb::measure(&files, plan.warm_runs, (part.start, part.end)).context("DuckDB baseline")?;
     if duck.total != samples as i64 {
         bail!(
@@ -215,7 +210,12 @@ pub async fn flamegraph_measurement(
     duckdb_measurement(plan, env, range, samples, report).await?;
     native_overhead(plan, &engine, &query, ours, samples, report).await?;
     if memory_row {
-        super::distributed::measurements(plan, env, &engine, &query, samples, report)
+        // Over the middle quarter, which reads raw samples: the whole range reads the block's
+        // 1h tier, a scan no larger than the sums workers ship, which is not what these rows
+        // are about.
+        let label = format!("the middle quarter of {:.2} M samples", samples as f64 / 1e6);
+        let part = flamegraph_query(middle_quarter(range));
+        super::distributed::measurements(plan, env, &engine, &part, &label, report)
             .await
             .context("query worker measurements")?;
         let added = peak.saturating_sub(rss_before);

@@ -8,14 +8,14 @@
 //! next query (its symbols may have been committed meanwhile) and warned about again.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use stackhouse_storage::model::{FastMap, IdMap, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::debuginfo::NativeFiles;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, walk_up};
-use crate::tree::{Cut, Interner, NameTable, Node, PathTree, ROOT_NAME, RankedTree, cut};
+use crate::tree::{Children, Cut, Interner, NameTable, Node, PathTree, ROOT_NAME, RankedTree, cut};
 
 /// Node of the cached tree; [`CallPaths::ROOT`] is the synthetic root.
 pub(crate) type PathNode = u32;
@@ -27,12 +27,16 @@ pub(crate) struct CallPaths {
     /// Per node: its parent (the root is its own) and its name.
     parents: Vec<PathNode>,
     node_names: Vec<u32>,
-    /// Per node: its last child created and the sibling created before it; 0 (the root,
-    /// never a child) ends a list.
-    last_child: Vec<PathNode>,
-    earlier_sibling: Vec<PathNode>,
+    /// Every node's children, laid out when a dense sum first needs them after the tree
+    /// grew: contiguous lists are read far faster than per-node sibling links, whose
+    /// nodes were created at scattered times.
+    children: OnceLock<Children>,
     edges: FastMap<(PathNode, u32), PathNode>,
-    /// Stack node → the node its path ends at.
+    /// Stack id a query asked for → the node its path ends at. Kept apart from `ends`,
+    /// which also holds every stack node on the way up and so is many times larger: a
+    /// query looks up each of its stacks here, in a map small enough to stay in cache.
+    asked: IdMap<PathNode>,
+    /// Stack node → the node its path ends at, for every resolved node.
     ends: IdMap<PathNode>,
     /// Location → its frames, caller first.
     locations: IdMap<Box<[u32]>>,
@@ -48,9 +52,9 @@ impl Default for CallPaths {
             names,
             parents: vec![Self::ROOT],
             node_names: vec![root],
-            last_child: vec![Self::ROOT],
-            earlier_sibling: vec![Self::ROOT],
+            children: OnceLock::new(),
             edges: FastMap::default(),
+            asked: IdMap::default(),
             ends: IdMap::default(),
             locations: IdMap::default(),
             native: 0,
@@ -63,7 +67,7 @@ impl CallPaths {
 
     /// Entries held: what the cache's size limit counts.
     pub fn entries(&self) -> usize {
-        self.parents.len() + self.ends.len() + self.locations.len()
+        self.parents.len() + self.asked.len() + self.ends.len() + self.locations.len()
     }
 
     /// Starts afresh when the names were resolved with other debug files than `native` (a
@@ -90,7 +94,11 @@ impl CallPaths {
         if stack_id.is_zero() {
             return Self::ROOT;
         }
+        if let Some(&end) = self.asked.get(&stack_id) {
+            return end;
+        }
         if let Some(&end) = self.ends.get(&stack_id) {
+            self.asked.insert(stack_id, end);
             return end;
         }
         let ends = &self.ends;
@@ -118,6 +126,9 @@ impl CallPaths {
             if complete {
                 self.ends.insert(stack_node, end);
             }
+        }
+        if complete {
+            self.asked.insert(stack_id, end);
         }
         end
     }
@@ -180,9 +191,7 @@ impl CallPaths {
         let node = PathNode::try_from(self.parents.len()).expect("fewer than 2^32 call path nodes");
         self.parents.push(parent);
         self.node_names.push(name);
-        self.last_child.push(Self::ROOT);
-        self.earlier_sibling.push(self.last_child[parent as usize]);
-        self.last_child[parent as usize] = node;
+        self.children.take();
         self.edges.insert((parent, name), node);
         node
     }
@@ -308,6 +317,7 @@ impl<'p> PathSums<'p> {
 /// node's self value is what its total leaves over its children's (see `tree::cut`).
 struct DenseSums<'p> {
     paths: &'p CallPaths,
+    children: &'p Children,
     totals: Vec<i64>,
     reached: Vec<bool>,
     len: usize,
@@ -327,18 +337,19 @@ impl<'p> DenseSums<'p> {
             no_negative_values &= value >= 0;
         }
         // A child is always cached after its parent: from the top number down, a node's
-        // total is final before its parent adds it.
-        let mut len = 1;
+        // total is final before its parent adds it. Without a branch: a node not reached
+        // adds 0 and reaches nothing, and most nodes of a dense sum are reached anyway.
         for node in (1..cached).rev() {
-            if reached[node] {
-                let parent = paths.parents[node] as usize;
-                totals[parent] += totals[node];
-                reached[parent] = true;
-                len += 1;
-            }
+            let parent = paths.parents[node] as usize;
+            totals[parent] += totals[node];
+            reached[parent] |= reached[node];
         }
+        let len = reached.iter().filter(|&&r| r).count();
         DenseSums {
             paths,
+            children: paths
+                .children
+                .get_or_init(|| Children::of(paths.parents.iter().map(|&p| p as usize))),
             totals,
             reached,
             len,
@@ -369,13 +380,7 @@ impl RankedTree for DenseSums<'_> {
     }
 
     fn children_into(&self, id: usize, out: &mut Vec<usize>) {
-        let mut child = self.paths.last_child[id];
-        while child != CallPaths::ROOT {
-            if self.reached[child as usize] {
-                out.push(child as usize);
-            }
-            child = self.paths.earlier_sibling[child as usize];
-        }
+        out.extend(self.children.get(id).iter().filter(|&&c| self.reached[c]));
     }
 
     fn no_negative_values(&self) -> bool {

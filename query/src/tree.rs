@@ -319,17 +319,18 @@ pub(crate) struct PathTree {
 
 /// Every node's children in one array, in creation order: node `i`'s are
 /// `list[start[i]..start[i + 1]]`.
-struct Children {
+#[derive(Debug)]
+pub(crate) struct Children {
     start: Vec<usize>,
     list: Vec<usize>,
 }
 
 impl Children {
-    /// From every node's parent; node 0, the root, is its own.
-    fn of(parents: &[usize]) -> Children {
+    /// From every node's parent, by index; node 0, the root, is its own.
+    pub fn of(parents: impl ExactSizeIterator<Item = usize> + Clone) -> Children {
         let n = parents.len();
         let mut start = vec![0usize; n + 1];
-        for &parent in parents.iter().skip(1) {
+        for parent in parents.clone().skip(1) {
             start[parent + 1] += 1;
         }
         for i in 0..n {
@@ -337,14 +338,14 @@ impl Children {
         }
         let mut fill = start.clone();
         let mut list = vec![0usize; n.saturating_sub(1)];
-        for (child, &parent) in parents.iter().enumerate().skip(1) {
+        for (child, parent) in parents.enumerate().skip(1) {
             list[fill[parent]] = child;
             fill[parent] += 1;
         }
         Children { start, list }
     }
 
-    fn get(&self, id: usize) -> &[usize] {
+    pub fn get(&self, id: usize) -> &[usize] {
         &self.list[self.start[id]..self.start[id + 1]]
     }
 
@@ -399,7 +400,7 @@ impl PathTree {
     /// Hands the tree cut to `max_nodes` (see [`PathTree::build_truncated`]) to `finish`.
     pub fn cut<R>(&self, names: NameTable<'_>, max_nodes: usize, finish: impl FnOnce(Cut<'_>) -> R) -> R {
         let totals = self.totals();
-        let children = Children::of(&self.parents);
+        let children = Children::of(self.parents.iter().copied());
         let ranked = Ranked {
             tree: self,
             children: &children,
@@ -598,7 +599,7 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
 /// `parents` tells where each kept node's parent is in `kept`, which starts with the root.
 fn arrange<'t, T: RankedTree>(tree: &'t T, kept: &[Kept], parents: &[usize]) -> Cut<'t> {
     let totals = tree.totals();
-    let mut children = Children::of(parents);
+    let mut children = Children::of(parents.iter().copied());
     for at in 0..kept.len() {
         let below = children.get_mut(at);
         if below.len() > 1 {

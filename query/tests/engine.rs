@@ -47,6 +47,8 @@ struct Expected {
 
 struct Fixture {
     _dir: tempfile::TempDir,
+    store: Store,
+    catalog: Arc<dyn Catalog>,
     engine: QueryEngine,
     samples: Vec<Expected>,
 }
@@ -219,24 +221,7 @@ async fn fixture_with(limits: QueryLimits) -> Fixture {
                 profile_id: None,
             });
         }
-        let segment_id = format!("0000000{n}-test");
-        let WrittenSegment { segment, symbols } =
-            write_segment(&store, &batch, &segment_id, 0).await.unwrap();
-        let mut sample_labels: Vec<(String, String)> = batch
-            .attr_sets
-            .values()
-            .flat_map(|s| s.attrs.iter().cloned())
-            .collect();
-        sample_labels.sort();
-        sample_labels.dedup();
-        let commit = SegmentCommit {
-            segment,
-            symbols,
-            series: batch.series.values().cloned().collect(),
-            sample_labels,
-            profiles: vec![],
-        };
-        catalog.commit_segment(&commit).await.unwrap();
+        commit(&store, catalog.as_ref(), &batch, &format!("0000000{n}-test")).await;
     }
 
     let symbols = Arc::new(SymbolCache::new(store.clone(), catalog.clone()));
@@ -247,12 +232,34 @@ async fn fixture_with(limits: QueryLimits) -> Fixture {
         limits,
         ..QueryConfig::default()
     };
-    let engine = QueryEngine::new(store, catalog, symbols, config);
+    let engine = QueryEngine::new(store.clone(), catalog.clone(), symbols, config);
     Fixture {
         _dir: dir,
+        store,
+        catalog,
         engine,
         samples: samples.into_iter().map(|(e, _)| e).collect(),
     }
+}
+
+/// Writes `batch` as segment `segment_id` and commits it.
+async fn commit(store: &Store, catalog: &dyn Catalog, batch: &Batch, segment_id: &str) {
+    let WrittenSegment { segment, symbols } = write_segment(store, batch, segment_id, 0).await.unwrap();
+    let mut sample_labels: Vec<(String, String)> = batch
+        .attr_sets
+        .values()
+        .flat_map(|s| s.attrs.iter().cloned())
+        .collect();
+    sample_labels.sort();
+    sample_labels.dedup();
+    let commit = SegmentCommit {
+        segment,
+        symbols,
+        series: batch.series.values().cloned().collect(),
+        sample_labels,
+        profiles: vec![],
+    };
+    catalog.commit_segment(&commit).await.unwrap();
 }
 
 /// The selector's meaning, written out: a matcher looks at the series label when the
@@ -928,6 +935,44 @@ async fn listings_are_held_to_the_query_limits() {
 
 /// Counted CPU samples read as CPU time: each sample worth its series' period (10 ms for
 /// `api`, 20 ms for `web` in the fixture), summed exactly, in flame graphs and series.
+#[tokio::test]
+async fn a_profile_type_is_found_once_stored_and_an_unknown_one_lists_the_stored() {
+    let f = fixture().await;
+    let wall = ProfileType::parse("wall:nanoseconds:wall:nanoseconds").unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            f.engine.stored_profile_type(TENANT, &cpu()).await.unwrap(),
+            Ok(())
+        );
+        let mut stored = f
+            .engine
+            .stored_profile_type(TENANT, &wall)
+            .await
+            .unwrap()
+            .unwrap_err();
+        stored.sort();
+        let mut expected = vec![cpu(), alloc()];
+        expected.sort();
+        assert_eq!(stored, expected);
+    }
+    // An answer of "not stored" is not remembered: the type is found once a segment holds it.
+    let mut batch = Batch::new(TENANT);
+    let series_id = batch.add_series(Series::new(wall.clone(), labels(&[("service.name", "api")]), 1));
+    let attr_set_id = batch.add_attr_set(AttributeSet::new(Vec::new()));
+    batch.samples.push(SampleRow {
+        time_nanos: 1_000,
+        series_id,
+        stack_id: SymbolId::ZERO,
+        value: 1,
+        attr_set_id,
+        trace_id: None,
+        span_id: None,
+        profile_id: None,
+    });
+    commit(&f.store, f.catalog.as_ref(), &batch, "00000009-wall").await;
+    assert_eq!(f.engine.stored_profile_type(TENANT, &wall).await.unwrap(), Ok(()));
+}
+
 #[tokio::test]
 async fn counted_cpu_reads_as_time_with_each_series_period() {
     let f = fixture().await;

@@ -16,8 +16,16 @@ pub type IdMap<V> = FastMap<SymbolId, V>;
 /// Content-derived identity of a function, mapping, location, stack node or attribute set:
 /// xxh3-128 of the canonical fields. At 10^9 distinct rows the chance of any collision is
 /// about 10^-21, so ids are compared, never the content.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct SymbolId(pub [u8; 16]);
+
+/// One 128-bit word: the derived hash of a byte array goes through the hasher's slice
+/// path with a length prefix, which showed in every map keyed by ids.
+impl std::hash::Hash for SymbolId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u128(u128::from_le_bytes(self.0));
+    }
+}
 
 impl SymbolId {
     /// The id of "nothing": the empty stack, the empty attribute set, no mapping.

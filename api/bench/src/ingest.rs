@@ -179,8 +179,8 @@ pub async fn ingest_measurements(
         baseline: per_sample_ns(bare, samples),
         unit: "ns",
         baseline_name: "prost decode".into(),
-        target: "≤ 3×".into(),
-        pass: total.as_secs_f64() <= 3.0 * bare.as_secs_f64(),
+        target: "≤ 2×".into(),
+        pass: total.as_secs_f64() <= 2.0 * bare.as_secs_f64(),
     });
     report.notes.push(format!(
         "Ingest workload: {} requests, {samples} samples, {:.1} bytes/sample on the wire; CPU per sample: \

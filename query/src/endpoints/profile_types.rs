@@ -1,5 +1,8 @@
 //! `profile_types`: the profile types a tenant has stored.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
 use stackhouse_storage::model::{ProfileType, TimeRange};
 
 use crate::engine::QueryEngine;
@@ -24,5 +27,47 @@ impl QueryEngine {
             Ok(self.catalog.profile_types(tenant, TimeRange::ALL).await?)
         })
         .await
+    }
+
+    /// Whether the tenant has stored `profile_type`; if not, the types it has stored. A
+    /// type once found is remembered, so that a query for it does not wait on the catalog
+    /// before its own planning can start. Types are only added, except when retention or a
+    /// deletion removes a type's last sample: its queries then answer empty rather than
+    /// naming the stored types.
+    pub async fn stored_profile_type(
+        &self,
+        tenant: &str,
+        profile_type: &ProfileType,
+    ) -> Result<Result<(), Vec<ProfileType>>, QueryError> {
+        if self.known_types.contains(tenant, profile_type) {
+            return Ok(Ok(()));
+        }
+        let stored = self.stored_profile_types(tenant).await?;
+        if !stored.contains(profile_type) {
+            return Ok(Err(stored));
+        }
+        self.known_types.insert(tenant, profile_type);
+        Ok(Ok(()))
+    }
+}
+
+/// Per tenant, the profile types queries found stored.
+#[derive(Default)]
+pub(crate) struct KnownTypes(Mutex<HashMap<String, HashSet<ProfileType>>>);
+
+impl KnownTypes {
+    fn contains(&self, tenant: &str, profile_type: &ProfileType) -> bool {
+        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .get(tenant)
+            .is_some_and(|types| types.contains(profile_type))
+    }
+
+    fn insert(&self, tenant: &str, profile_type: &ProfileType) {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .entry(tenant.to_string())
+            .or_default()
+            .insert(profile_type.clone());
     }
 }

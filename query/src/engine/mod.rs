@@ -29,6 +29,7 @@ use self::stack_sums::StackSumRule;
 use crate::call_paths::CallPathCache;
 use crate::cluster::{self, ClusterConfig};
 use crate::debuginfo::{DebugInfo, DebugInfoConfig};
+use crate::endpoints::profile_types::KnownTypes;
 use crate::error::QueryError;
 use crate::limits::QueryLimits;
 
@@ -83,6 +84,7 @@ pub struct QueryEngine {
     pub(crate) debuginfo: Arc<DebugInfo>,
     pub(crate) limits: QueryLimits,
     pub(crate) rollups: bool,
+    pub(crate) known_types: KnownTypes,
     memory_limit_bytes: Option<usize>,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
     pub(crate) ctx: SessionContext,
@@ -131,6 +133,7 @@ impl QueryEngine {
             debuginfo,
             limits: config.limits,
             rollups: config.rollups,
+            known_types: KnownTypes::default(),
             memory_limit_bytes: config.memory_limit_bytes,
             ctx,
         }

@@ -571,9 +571,8 @@ async fn known_profile_type(
     let value = value
         .ok_or_else(|| ApiError::invalid("missing parameter profile_type (see /api/v1/profile-types)"))?;
     let profile_type = parse_profile_type(value)?;
-    let known = state.engine.stored_profile_types(tenant).await?;
-    if !known.contains(&profile_type) {
-        let ids: Vec<String> = known.iter().map(ProfileType::id).collect();
+    if let Err(stored) = state.engine.stored_profile_type(tenant, &profile_type).await? {
+        let ids: Vec<String> = stored.iter().map(ProfileType::id).collect();
         return Err(ApiError::invalid(format!(
             "unknown profile_type {value:?}; stored types: {}",
             if ids.is_empty() {

@@ -216,6 +216,11 @@ impl Dictionary {
     fn push_stack(&mut self, locations: &[i32]) {
         let start = self.stack_locations.len() as u32;
         self.stack_locations.extend_from_slice(locations);
+        self.end_stack(start);
+    }
+
+    /// Ends the stack whose locations were appended from `start` on.
+    fn end_stack(&mut self, start: u32) {
         self.stacks.push(Span {
             start,
             end: self.stack_locations.len() as u32,
@@ -338,15 +343,17 @@ impl Dictionary {
                     .attributes
                     .push(KeyValueAndUnit::decode(len_delimited(&mut buf)?)?),
                 (7, LEN) => {
-                    indices.clear();
+                    // Read straight into the flat array: stacks are most of a dictionary's
+                    // entries.
+                    let start = self.stack_locations.len() as u32;
                     let mut entry = len_delimited(&mut buf)?;
                     while !entry.is_empty() {
                         match key(&mut entry)? {
-                            (1, wire) => int32s(wire, &mut entry, &mut indices)?,
+                            (1, wire) => int32s(wire, &mut entry, &mut self.stack_locations)?,
                             (number, wire) => skip_field(&mut entry, number, wire)?,
                         }
                     }
-                    self.push_stack(&indices);
+                    self.end_stack(start);
                 }
                 (number @ 1..=7, wire) => return Err(unexpected(number, wire)),
                 (number, wire) => skip_field(&mut buf, number, wire)?,

@@ -75,15 +75,21 @@ pub(crate) fn fields(body: &[u8]) -> Fields<'_> {
     Fields { rest: body }
 }
 
-/// One varint. Most are indices below 128, one byte each: those are read here, inlined
-/// into every reader, and only longer ones call prost's decoder (the dictionary's tens of
-/// thousands of varints per request made that call a sixth of decoding).
+/// One varint. Most are indices below 16384, one or two bytes each: those are read here,
+/// inlined into every reader, and only longer ones call prost's decoder (the dictionary's
+/// tens of thousands of varints per request, the stacks' location indices mostly two bytes
+/// long, made that call a sixth of decoding).
 #[inline(always)]
 pub(crate) fn varint(buf: &mut &[u8]) -> Result<u64, WireError> {
-    match buf.split_first() {
-        Some((&byte, rest)) if byte < 0x80 => {
+    let bytes: &[u8] = buf;
+    match bytes {
+        [byte, rest @ ..] if *byte < 0x80 => {
             *buf = rest;
-            Ok(u64::from(byte))
+            Ok(u64::from(*byte))
+        }
+        [low, high, rest @ ..] if *high < 0x80 => {
+            *buf = rest;
+            Ok(u64::from(low & 0x7f) | (u64::from(*high) << 7))
         }
         _ => long_varint(buf),
     }
@@ -94,9 +100,27 @@ fn long_varint(buf: &mut &[u8]) -> Result<u64, WireError> {
     Ok(decode_varint(buf)?)
 }
 
-/// Field number and wire type; field 0 and numbers beyond 2^29 - 1 are invalid.
-#[inline]
+/// Field number and wire type; field 0 and numbers beyond 2^29 - 1 are invalid. Keys of
+/// fields 1 to 15 are one byte: read here, inlined, as every field of every entry starts
+/// with one.
+#[inline(always)]
 pub(crate) fn key(buf: &mut &[u8]) -> Result<(u32, WireType), WireError> {
+    let bytes: &[u8] = buf;
+    if let [byte @ 0x08..=0x7f, rest @ ..] = bytes {
+        let wire = match byte & 7 {
+            0 => Some(WireType::Varint),
+            1 => Some(WireType::SixtyFourBit),
+            2 => Some(WireType::LengthDelimited),
+            3 => Some(WireType::StartGroup),
+            4 => Some(WireType::EndGroup),
+            5 => Some(WireType::ThirtyTwoBit),
+            _ => None,
+        };
+        if let Some(wire) = wire {
+            *buf = rest;
+            return Ok((u32::from(byte >> 3), wire));
+        }
+    }
     split_key(varint(buf)?)
 }
 
@@ -152,5 +176,49 @@ fn skip_group(rest: &mut &[u8], number: u32, depth: u32) -> Result<(), WireError
             WireType::StartGroup => skip_group(rest, n, depth + 1)?,
             _ => skip(rest, n, wire)?,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_of_every_length_read_as_prost_writes_them() {
+        let values = [
+            0,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            2_097_151,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ];
+        for v in values {
+            let mut bytes = Vec::new();
+            prost::encoding::encode_varint(v, &mut bytes);
+            bytes.push(0x2a);
+            let mut buf = &bytes[..];
+            assert_eq!(varint(&mut buf).unwrap(), v);
+            assert_eq!(buf, &[0x2a], "{v}: exactly its own bytes are consumed");
+        }
+        // Keys: the one-byte ones read inline as the general reader reads them.
+        for number in [1u32, 2, 15, 16, 2047, 536_870_911] {
+            for wire in 0..8u64 {
+                let mut bytes = Vec::new();
+                prost::encoding::encode_varint(u64::from(number) << 3 | wire, &mut bytes);
+                let expected = split_key(u64::from(number) << 3 | wire).map_err(|e| e.0);
+                assert_eq!(key(&mut &bytes[..]).map_err(|e| e.0), expected, "{number}/{wire}");
+            }
+        }
+        assert!(key(&mut &[0x02u8][..]).is_err(), "field 0");
+        // Non-canonical (padded) and cut-off varints read as prost reads them.
+        let mut padded: &[u8] = &[0x80, 0x00];
+        assert_eq!(varint(&mut padded).unwrap(), 0);
+        assert!(varint(&mut &[0x80u8][..]).is_err());
+        assert!(varint(&mut &[0xffu8, 0xff][..]).is_err());
     }
 }

@@ -385,20 +385,23 @@ pub struct Batch {
     pub mappings: IdMap<Mapping>,
     pub attr_sets: IdMap<AttributeSet>,
     pub profiles: Vec<ProfileRecord>,
-    /// The call paths this batch brings nodes for, by [`path_key`] to their leaf node, and
-    /// the locations it brings, by the hash of their content as the sender wrote it: once
-    /// committed, the writer remembers both so that ingest need not build them again.
+    /// The call paths this batch brings nodes for, by [`path_key`] (over the content keys
+    /// of their frames) to their leaf node, and the locations it brings, by the hash of
+    /// their content as the sender wrote it: once committed, the writer remembers both so
+    /// that ingest need not build them again.
     pub path_keys: FastMap<u128, SymbolId>,
     pub location_keys: FastMap<u128, SymbolId>,
 }
 
-/// Identifies a call path by its location ids (leaf first) in one hash over the path,
-/// instead of one hash per frame as its node ids need; only a lookup key, never stored.
+/// Identifies a call path by one 16-byte key per frame (leaf first; ingest uses the
+/// content keys of the frames' locations, so that a stored path is found without looking
+/// its locations up) in one hash over the path, instead of one hash per frame as its node
+/// ids need; only a lookup key, never stored.
 /// The ids are copied into `buf` (reused by the caller) and hashed in one call: feeding the
 /// streaming hasher 16 bytes at a time cost most of a known stack's lookup.
-pub fn path_key(locations_leaf_first: &[SymbolId], buf: &mut Vec<u8>) -> u128 {
+pub fn path_key(frames_leaf_first: &[SymbolId], buf: &mut Vec<u8>) -> u128 {
     buf.clear();
-    for id in locations_leaf_first {
+    for id in frames_leaf_first {
         buf.extend_from_slice(&id.0);
     }
     xxh3_128(buf)

@@ -170,9 +170,13 @@ struct Interner<'a, 'l> {
     functions: Vec<Option<SymbolId>>,
     mappings: Vec<Option<SymbolId>>,
     locations: Vec<Option<SymbolId>>,
+    /// Content keys of the request's locations: a stored stack is found by its frames'
+    /// keys alone, so the locations of known stacks are never looked up one by one.
+    location_keys: Vec<Option<u128>>,
     stacks: Vec<Option<SymbolId>>,
     attr_sets: FastMap<&'a [i32], SymbolId>,
-    /// Reused buffer for the location ids of one stack.
+    /// Reused buffers for the frame keys and the location ids of one stack.
+    frame_keys: Vec<SymbolId>,
     path: Vec<SymbolId>,
     /// Reused buffer for the content of one location.
     content: Vec<u8>,
@@ -185,6 +189,12 @@ fn slot(index: i32, len: usize, table: &'static str) -> Result<usize, ProfileErr
         .ok()
         .filter(|&i| i < len.max(1))
         .ok_or_else(|| out_of_range(index, table, len))
+}
+
+/// Entry `index` of `table`, the zero value for index 0 of an empty table.
+fn entry_or_zero<T: Copy + Default>(table: &[T], index: i32, name: &'static str) -> Result<T, ProfileError> {
+    let i = slot(index, table.len(), name)?;
+    Ok(table.get(i).copied().unwrap_or_default())
 }
 
 /// Entry `index` of `table`, which must exist (index 0 included).
@@ -219,8 +229,10 @@ impl<'a, 'l> Interner<'a, 'l> {
             functions: cache(dict.functions().len()),
             mappings: cache(dict.mappings().len()),
             locations: cache(dict.locations_len()),
+            location_keys: vec![None; dict.locations_len().max(1)],
             stacks: cache(dict.stacks_len()),
             attr_sets: FastMap::default(),
+            frame_keys: Vec::new(),
             path: Vec::new(),
             content: Vec::new(),
         }
@@ -295,6 +307,9 @@ impl<'a, 'l> Interner<'a, 'l> {
         profile_id: Option<[u8; 16]>,
         time: i64,
     ) -> Result<(), ProfileError> {
+        // At least a row per sample: growing the batch's rows by doubling copied them
+        // over and over.
+        batch.samples.reserve(profile.samples.len());
         for sample in &profile.samples {
             let stack_id = self.stack(batch, sample.stack_index)?;
             let attr_set_id = self.attr_set(batch, &sample.attribute_indices)?;
@@ -399,37 +414,63 @@ impl<'a, 'l> Interner<'a, 'l> {
         let locations = dict
             .stack(i)
             .ok_or_else(|| out_of_range(index, "stack_table", dict.stacks_len()))?;
+        let mut keys = std::mem::take(&mut self.frame_keys);
+        let found = self.stack_keyed(batch, locations, &mut keys);
+        self.frame_keys = keys;
+        let id = found?;
+        self.stacks[i] = Some(id);
+        Ok(id)
+    }
+
+    /// The leaf node of the call path `locations` (leaf first), found by its frames'
+    /// content keys among the stored paths, or else built from the locations' ids.
+    fn stack_keyed(
+        &mut self,
+        batch: &mut Batch,
+        locations: &[i32],
+        keys: &mut Vec<SymbolId>,
+    ) -> Result<SymbolId, ProfileError> {
+        keys.clear();
+        for &location in locations {
+            let key = self.location_key(batch, location)?;
+            keys.push(SymbolId(key.to_le_bytes()));
+        }
+        let max = self.limits.max_stack_depth;
+        // Leaf-first: the root-most frames are at the end. Keep `max - 1` root-most frames
+        // and the marker in the leaf's place; the marker's id is its key.
+        let truncated = max > 0 && locations.len() > max;
+        let kept = if truncated {
+            let marker = self.truncated_frame(batch);
+            keys.drain(..locations.len() - max);
+            keys[0] = marker;
+            self.truncated_stacks += 1;
+            &locations[locations.len() - max + 1..]
+        } else {
+            locations
+        };
+        let key = path_key(keys, &mut self.content);
+        if let Some(id) = self.known.path(key) {
+            return Ok(id);
+        }
         let mut path = std::mem::take(&mut self.path);
         path.clear();
-        for &location in locations {
+        if truncated {
+            path.push(self.truncated_frame(batch));
+        }
+        let mut built = Ok(());
+        for &location in kept {
             match self.location(batch, location) {
                 Ok(id) => path.push(id),
                 Err(e) => {
-                    self.path = path;
-                    return Err(e);
+                    built = Err(e);
+                    break;
                 }
             }
         }
-        let max = self.limits.max_stack_depth;
-        if max > 0 && path.len() > max {
-            // Leaf-first: the root-most frames are at the end.
-            let marker = self.truncated_frame(batch);
-            // Keep `max - 1` root-most frames and the marker in the leaf's place.
-            path.drain(..path.len() - max);
-            path[0] = marker;
-            self.truncated_stacks += 1;
-        }
-        let key = path_key(&path, &mut self.content);
-        let id = match self.known.path(key) {
-            Some(id) => id,
-            None => {
-                let id = batch.add_stack(&path);
-                batch.path_keys.insert(key, id);
-                id
-            }
-        };
+        let id = built.map(|()| batch.add_stack(&path));
         self.path = path;
-        self.stacks[i] = Some(id);
+        let id = id?;
+        batch.path_keys.insert(key, id);
         Ok(id)
     }
 
@@ -457,13 +498,13 @@ impl<'a, 'l> Interner<'a, 'l> {
         if let Some(id) = self.locations[i] {
             return Ok(id);
         }
-        let location = dict.location(i).unwrap_or(ZERO_LOCATION);
-        let mapping_id = self.mapping(batch, location.mapping_index)?;
-        let key = self.location_key(mapping_id, location);
-        if let Some(id) = key.and_then(|key| self.known.location(key)) {
+        let key = self.location_key(batch, index)?;
+        if let Some(id) = self.known.location(key) {
             self.locations[i] = Some(id);
             return Ok(id);
         }
+        let location = dict.location(i).unwrap_or(ZERO_LOCATION);
+        let mapping_id = self.mapping(batch, location.mapping_index)?;
         let mut lines = Vec::with_capacity(location.lines.len());
         for line in location.lines {
             lines.push(model::Line {
@@ -477,29 +518,28 @@ impl<'a, 'l> Interner<'a, 'l> {
             address: location.address,
             lines,
         });
-        if let Some(key) = key {
-            batch.location_keys.insert(key, id);
-        }
+        batch.location_keys.insert(key, id);
         self.locations[i] = Some(id);
         Ok(id)
     }
 
     /// One hash over everything a location's id is made of, read straight from the
-    /// request: no string is copied and no function id computed. `None` when a line names
-    /// a function out of range, which [`Self::function`] then reports.
-    fn location_key(&mut self, mapping_id: SymbolId, location: LocationRef<'_>) -> Option<u128> {
+    /// request: no string is copied and no function id computed. Computed once per
+    /// location of the request.
+    fn location_key(&mut self, batch: &mut Batch, index: i32) -> Result<u128, ProfileError> {
         let dict = self.dict;
+        let i = slot(index, dict.locations_len(), "location_table")?;
+        if let Some(key) = self.location_keys[i] {
+            return Ok(key);
+        }
+        let location = dict.location(i).unwrap_or(ZERO_LOCATION);
+        let mapping_id = self.mapping(batch, location.mapping_index)?;
         let buf = &mut self.content;
         buf.clear();
         buf.extend_from_slice(&mapping_id.0);
         buf.extend_from_slice(&location.address.to_le_bytes());
         for line in location.lines {
-            let i = usize::try_from(line.function_index).ok()?;
-            let function = match dict.functions().get(i) {
-                Some(f) => *f,
-                None if i == 0 => Default::default(),
-                None => return None,
-            };
+            let function = entry_or_zero(dict.functions(), line.function_index, "function_table")?;
             for index in [
                 function.name_strindex,
                 function.system_name_strindex,
@@ -513,7 +553,9 @@ impl<'a, 'l> Interner<'a, 'l> {
                 buf.extend_from_slice(&v.to_le_bytes());
             }
         }
-        Some(xxhash_rust::xxh3::xxh3_128(buf))
+        let key = xxhash_rust::xxh3::xxh3_128(buf);
+        self.location_keys[i] = Some(key);
+        Ok(key)
     }
 
     fn mapping(&mut self, batch: &mut Batch, index: i32) -> Result<SymbolId, ProfileError> {

@@ -34,6 +34,17 @@ impl SymbolIndex {
         extend_cloned(&mut self.attr_sets, &batch.attr_sets);
     }
 
+    /// Moves every symbol of `batch` into `self`, leaving its symbol tables empty: what
+    /// the writer does with a batch once committed, where cloning every location and
+    /// function again cost more than building them.
+    pub fn take_from_batch(&mut self, batch: &mut Batch) {
+        self.stacks.extend(batch.stacks.drain());
+        self.locations.extend(batch.locations.drain());
+        self.functions.extend(batch.functions.drain());
+        self.mappings.extend(batch.mappings.drain());
+        self.attr_sets.extend(batch.attr_sets.drain());
+    }
+
     /// Moves every symbol of `other` into `self`.
     pub fn merge(&mut self, other: SymbolIndex) {
         self.stacks.extend(other.stacks);
@@ -234,11 +245,11 @@ impl SymbolCache {
     }
 
     /// Records the symbols this process just committed in `objects`, so they are not read
-    /// back from the store.
-    pub async fn record(&self, tenant: &str, objects: &[ObjectMeta], batch: &Batch) {
+    /// back from the store; they are moved out of `batch`.
+    pub async fn record(&self, tenant: &str, objects: &[ObjectMeta], batch: &mut Batch) {
         let entry = self.tenant(tenant);
         let mut loaded = entry.loaded.lock().await;
-        entry.index.write().await.extend_from_batch(batch);
+        entry.index.write().await.take_from_batch(batch);
         entry.known.extend(batch);
         loaded.extend(objects.iter().map(|o| o.key.clone()));
     }

@@ -694,7 +694,7 @@ impl Flusher {
                 .map_err(|e| fail(format!("committing segment: {e}")))?
             {
                 CommitOutcome::Committed => {
-                    self.symbols.record(&tenant, &commit.symbols, &batch).await;
+                    self.symbols.record(&tenant, &commit.symbols, &mut batch).await;
                     return Ok(Flushed {
                         segment_id,
                         refused_series,

@@ -27,10 +27,9 @@ pub(crate) struct CallPaths {
     /// Per node: its parent (the root is its own) and its name.
     parents: Vec<PathNode>,
     node_names: Vec<u32>,
-    /// Every node's children, laid out when a dense sum first needs them after the tree
-    /// grew: contiguous lists are read far faster than per-node sibling links, whose
-    /// nodes were created at scattered times.
-    children: OnceLock<Children>,
+    /// Laid out when a dense sum first needs it after the tree grew or a query asked for a
+    /// stack ending inside a chain.
+    layout: OnceLock<Layout>,
     edges: FastMap<(PathNode, u32), PathNode>,
     /// Stack id a query asked for → the node its path ends at. Kept apart from `ends`,
     /// which also holds every stack node on the way up and so is many times larger: a
@@ -52,7 +51,7 @@ impl Default for CallPaths {
             names,
             parents: vec![Self::ROOT],
             node_names: vec![root],
-            children: OnceLock::new(),
+            layout: OnceLock::new(),
             edges: FastMap::default(),
             asked: IdMap::default(),
             ends: IdMap::default(),
@@ -98,7 +97,7 @@ impl CallPaths {
             return end;
         }
         if let Some(&end) = self.ends.get(&stack_id) {
-            self.asked.insert(stack_id, end);
+            self.ask(stack_id, end);
             return end;
         }
         let ends = &self.ends;
@@ -128,9 +127,20 @@ impl CallPaths {
             }
         }
         if complete {
-            self.asked.insert(stack_id, end);
+            self.ask(stack_id, end);
         }
         end
+    }
+
+    fn ask(&mut self, stack_id: SymbolId, end: PathNode) {
+        self.asked.insert(stack_id, end);
+        if self.layout.get().is_some_and(|layout| !layout.ends_chain(end)) {
+            self.layout.take();
+        }
+    }
+
+    fn layout(&self) -> &Layout {
+        self.layout.get_or_init(|| Layout::of(self))
     }
 
     /// The interned frames of a location, caller first; cached when nothing was missing,
@@ -191,9 +201,78 @@ impl CallPaths {
         let node = PathNode::try_from(self.parents.len()).expect("fewer than 2^32 call path nodes");
         self.parents.push(parent);
         self.node_names.push(name);
-        self.children.take();
+        self.layout.take();
         self.edges.insert((parent, name), node);
         node
+    }
+}
+
+/// The cached tree read as chains. A node ends a chain unless it has exactly one child and
+/// no asked stack ends at it; a chain is the nodes from a child of a chain's end down to
+/// the next end. Every node of a chain has the same total in any sum whose values land on
+/// chain ends only, so a dense sum adds up chains (a few per stack) instead of nodes (tens
+/// per stack), and a cut takes a chain at once.
+#[derive(Debug)]
+struct Layout {
+    /// Every node's children, in one array: read far faster than per-node links.
+    children: Children,
+    /// Per node, its chain; chains are numbered in the order of their first nodes, so a
+    /// chain's parent chain has a lower number. The root is chain 0, alone.
+    chain_of: Vec<u32>,
+    /// Per chain: its first and last node, its length, and the chain its first node's
+    /// parent ends.
+    firsts: Vec<PathNode>,
+    lasts: Vec<PathNode>,
+    lens: Vec<u32>,
+    parents: Vec<u32>,
+}
+
+impl Layout {
+    fn of(paths: &CallPaths) -> Layout {
+        let nodes = paths.parents.len();
+        let children = Children::of(paths.parents.iter().map(|&p| p as usize));
+        let mut asked = vec![false; nodes];
+        asked[CallPaths::ROOT as usize] = true;
+        for &end in paths.asked.values() {
+            asked[end as usize] = true;
+        }
+        let ends_chain = |node: usize| asked[node] || children.get(node).len() != 1;
+        let mut chain_of = vec![0u32; nodes];
+        let (mut firsts, mut lasts, mut lens, mut parents) = (
+            vec![CallPaths::ROOT],
+            vec![CallPaths::ROOT],
+            vec![1u32],
+            vec![0u32],
+        );
+        for (node, &parent) in paths.parents.iter().enumerate().skip(1) {
+            let parent = parent as usize;
+            let chain = if ends_chain(parent) {
+                firsts.push(node as PathNode);
+                lasts.push(node as PathNode);
+                lens.push(0);
+                parents.push(chain_of[parent]);
+                u32::try_from(firsts.len() - 1).expect("fewer than 2^32 chains")
+            } else {
+                chain_of[parent]
+            };
+            chain_of[node] = chain;
+            lens[chain as usize] += 1;
+            if ends_chain(node) {
+                lasts[chain as usize] = node as PathNode;
+            }
+        }
+        Layout {
+            children,
+            chain_of,
+            firsts,
+            lasts,
+            lens,
+            parents,
+        }
+    }
+
+    fn ends_chain(&self, node: PathNode) -> bool {
+        self.lasts[self.chain_of[node as usize] as usize] == node
     }
 }
 
@@ -297,8 +376,12 @@ impl<'p> PathSums<'p> {
     fn cut<R>(mut self, max_nodes: Option<usize>, finish: impl FnOnce(Cut<'_>) -> R) -> R {
         let max_nodes = max_nodes.unwrap_or(usize::MAX);
         if self.group_names.is_empty() && self.dense() {
-            let dense = DenseSums::new(self.paths, &self.at_root);
-            return finish(cut(&dense, max_nodes));
+            let layout = self.paths.layout();
+            // A path that ended inside a chain had symbols missing: it was not asked.
+            if self.at_root.iter().all(|&(end, _)| layout.ends_chain(end)) {
+                let dense = DenseSums::new(self.paths, layout, &self.at_root);
+                return finish(cut(&dense, max_nodes));
+            }
         }
         for (end, value) in std::mem::take(&mut self.at_root) {
             let node = self.output_node(Self::ROOT, end);
@@ -313,11 +396,12 @@ impl<'p> PathSums<'p> {
 }
 
 /// Ungrouped values summed over the whole cached tree: the nodes of the query's tree are
-/// the cached nodes its paths reach, numbered as in the cache. Only totals are kept: a
-/// node's self value is what its total leaves over its children's (see `tree::cut`).
+/// the cached nodes its paths reach, numbered as in the cache. Only totals are kept, per
+/// chain of the [`Layout`]: a node's self value is what its total leaves over its
+/// children's (see `tree::cut`).
 struct DenseSums<'p> {
     paths: &'p CallPaths,
-    children: &'p Children,
+    layout: &'p Layout,
     totals: Vec<i64>,
     reached: Vec<bool>,
     len: usize,
@@ -325,31 +409,32 @@ struct DenseSums<'p> {
 }
 
 impl<'p> DenseSums<'p> {
-    fn new(paths: &'p CallPaths, values: &[(PathNode, i64)]) -> DenseSums<'p> {
-        let cached = paths.parents.len();
-        let mut totals = vec![0i64; cached];
-        let mut reached = vec![false; cached];
-        reached[CallPaths::ROOT as usize] = true;
+    /// `values` end at chain ends only.
+    fn new(paths: &'p CallPaths, layout: &'p Layout, values: &[(PathNode, i64)]) -> DenseSums<'p> {
+        let chains = layout.firsts.len();
+        let mut totals = vec![0i64; chains];
+        let mut reached = vec![false; chains];
+        reached[0] = true;
         let mut no_negative_values = true;
         for &(end, value) in values {
-            totals[end as usize] += value;
-            reached[end as usize] = true;
+            let chain = layout.chain_of[end as usize] as usize;
+            totals[chain] += value;
+            reached[chain] = true;
             no_negative_values &= value >= 0;
         }
-        // A child is always cached after its parent: from the top number down, a node's
-        // total is final before its parent adds it. Without a branch: a node not reached
-        // adds 0 and reaches nothing, and most nodes of a dense sum are reached anyway.
-        for node in (1..cached).rev() {
-            let parent = paths.parents[node] as usize;
-            totals[parent] += totals[node];
-            reached[parent] |= reached[node];
+        // A chain is numbered after its parent: from the top number down, a chain's total is
+        // final before its parent adds it. Without a branch: a chain not reached adds 0 and
+        // reaches nothing, and most chains of a dense sum are reached anyway.
+        let mut len = 1;
+        for chain in (1..chains).rev() {
+            let parent = layout.parents[chain] as usize;
+            totals[parent] += totals[chain];
+            reached[parent] |= reached[chain];
+            len += usize::from(reached[chain]) * layout.lens[chain] as usize;
         }
-        let len = reached.iter().filter(|&&r| r).count();
         DenseSums {
             paths,
-            children: paths
-                .children
-                .get_or_init(|| Children::of(paths.parents.iter().map(|&p| p as usize))),
+            layout,
             totals,
             reached,
             len,
@@ -363,12 +448,16 @@ impl RankedTree for DenseSums<'_> {
         self.len
     }
 
-    fn totals(&self) -> &[i64] {
-        &self.totals
+    fn bound(&self) -> usize {
+        self.layout.chain_of.len()
+    }
+
+    fn total(&self, id: usize) -> i64 {
+        self.totals[self.layout.chain_of[id] as usize]
     }
 
     fn contains(&self, id: usize) -> bool {
-        self.reached[id]
+        self.reached[self.layout.chain_of[id] as usize]
     }
 
     fn name(&self, id: usize) -> &str {
@@ -380,11 +469,23 @@ impl RankedTree for DenseSums<'_> {
     }
 
     fn children_into(&self, id: usize, out: &mut Vec<usize>) {
-        out.extend(self.children.get(id).iter().filter(|&&c| self.reached[c]));
+        out.extend(self.layout.children.get(id).iter().filter(|&&c| self.contains(c)));
     }
 
     fn no_negative_values(&self) -> bool {
         self.no_negative_values
+    }
+
+    fn chain(&self, id: usize) -> (usize, usize) {
+        let chain = self.layout.chain_of[id] as usize;
+        if self.layout.firsts[chain] as usize == id {
+            (
+                self.layout.lasts[chain] as usize,
+                self.layout.lens[chain] as usize,
+            )
+        } else {
+            (id, 1)
+        }
     }
 }
 
@@ -690,6 +791,112 @@ mod tests {
         assert!(few.len() * DENSE_FRACTION < cache.parents.len(), "walked");
         assert_eq!(all_paths(&small), expected(&picked));
         assert_eq!(small.total, 2 * rows[3].1 + rows[150].1);
+    }
+
+    /// Long single-child chains, stacks that end inside another's chain (asked in a later
+    /// query, and a provisional one with a symbol missing): dense sums by chain give the
+    /// tree of exactly the query's stacks, whole and cut.
+    #[test]
+    fn chains_sum_as_their_nodes_would() {
+        let mut b = Batch::new("t");
+        let locations: Vec<SymbolId> = (0..40)
+            .map(|i| {
+                let line = function(&mut b, &format!("f{i:02}"));
+                location(&mut b, vec![line])
+            })
+            .collect();
+        let path = |frames: &[usize]| {
+            frames
+                .iter()
+                .map(|f| format!("f{f:02}"))
+                .collect::<Vec<_>>()
+                .join(";")
+        };
+        let mut stack = |b: &mut Batch, frames: &[usize]| {
+            let leaf_first: Vec<SymbolId> = frames.iter().rev().map(|&f| locations[f]).collect();
+            b.add_stack(&leaf_first)
+        };
+        let deep: Vec<usize> = (0..30).collect();
+        let fork: Vec<usize> = (0..20).chain(30..35).collect();
+        let inside: Vec<usize> = (0..10).collect();
+        let other: Vec<usize> = (35..40).collect();
+        let (s_deep, s_fork, s_inside, s_other) = (
+            stack(&mut b, &deep),
+            stack(&mut b, &fork),
+            stack(&mut b, &inside),
+            stack(&mut b, &other),
+        );
+        // Provisional paths: a parent missing from the table makes `<unknown>` their root,
+        // and the shorter one ends inside the longer one's chain.
+        let lost = StackNode {
+            parent_id: SymbolId([5; 16]),
+            location_id: locations[0],
+        };
+        let below = StackNode {
+            parent_id: lost.id(),
+            location_id: locations[1],
+        };
+        let lowest = StackNode {
+            parent_id: below.id(),
+            location_id: locations[2],
+        };
+        for node in [lost, below, lowest] {
+            b.stacks.insert(node.id(), node);
+        }
+        let index = index_of(&b);
+        let mut cache = CallPaths::default();
+
+        let first = [(s_deep, 5), (s_fork, 3), (s_other, 1), (s_deep, 2)];
+        let expected_first = vec![(path(&fork), 3), (path(&deep), 7), (path(&other), 1)];
+        let (tree, _) = tree_of(&mut cache, &index, &first);
+        let mut sorted = expected_first.clone();
+        sorted.sort();
+        assert_eq!(all_paths(&tree), sorted);
+        assert_eq!(tree.total, 11);
+        let layout = cache.layout.get().expect("summed densely");
+        assert_eq!(
+            layout.firsts.len(),
+            5,
+            "the root, the shared 20 frames, the two forks and the other stack"
+        );
+        assert_eq!(
+            layout.lens.iter().map(|&l| l as usize).sum::<usize>(),
+            cache.parents.len()
+        );
+        for max_nodes in [1, 2, 3, 10, 20, 21, 22, 30, 45, 100] {
+            let mut expected = tree.clone();
+            expected.truncate(max_nodes);
+            let (cut, _) = cut_tree_of(&mut cache, &index, &first, Some(max_nodes));
+            assert_eq!(cut, expected, "max_nodes {max_nodes}");
+        }
+
+        // A stack ending inside a chain lays the chains out again.
+        let second = [(s_deep, 5), (s_inside, 4), (s_fork, 3)];
+        let (tree, _) = tree_of(&mut cache, &index, &second);
+        let mut expected = vec![(path(&deep), 5), (path(&inside), 4), (path(&fork), 3)];
+        expected.sort();
+        assert_eq!(all_paths(&tree), expected);
+        assert_eq!(tree.child("f00").map(|n| n.total), Some(12));
+        assert_eq!(cache.layout.get().map(|l| l.firsts.len()), Some(6));
+        for max_nodes in [5, 9, 10, 11, 12, 25] {
+            let mut expected = tree.clone();
+            expected.truncate(max_nodes);
+            let (cut, _) = cut_tree_of(&mut cache, &index, &second, Some(max_nodes));
+            assert_eq!(cut, expected, "max_nodes {max_nodes}");
+        }
+
+        // A provisional path ending inside a chain is summed by walking.
+        let third = [(lowest.id(), 1), (below.id(), 2), (s_other, 4)];
+        let (tree, missing) = tree_of(&mut cache, &index, &third);
+        assert!(!missing.is_empty());
+        let mut expected = vec![
+            ("<unknown>;f00;f01".to_string(), 2),
+            ("<unknown>;f00;f01;f02".to_string(), 1),
+            (path(&other), 4),
+        ];
+        expected.sort();
+        assert_eq!(all_paths(&tree), expected);
+        assert_eq!(tree.total, 7);
     }
 
     #[test]

@@ -422,8 +422,10 @@ impl PathTree {
 pub(crate) trait RankedTree {
     /// Nodes in the tree.
     fn len(&self) -> usize;
-    /// Every node's total, by number; numbers of nodes not in the tree may hold anything.
-    fn totals(&self) -> &[i64];
+    /// Every node is numbered below this.
+    fn bound(&self) -> usize;
+    /// The total of node `id`; what it is for numbers of nodes not in the tree is left open.
+    fn total(&self, id: usize) -> i64;
     /// Whether number `id` is a node of the tree.
     fn contains(&self, id: usize) -> bool;
     fn name(&self, id: usize) -> &str;
@@ -432,15 +434,20 @@ pub(crate) trait RankedTree {
     fn children_into(&self, id: usize, out: &mut Vec<usize>);
     /// Whether no node's self value is negative.
     fn no_negative_values(&self) -> bool;
+    /// The last node of the chain that starts at `id` and goes down through only children
+    /// of the same total, and how many nodes it has (`id` included): a selection by total
+    /// takes a whole chain at once. One node is always a right answer.
+    fn chain(&self, id: usize) -> (usize, usize) {
+        (id, 1)
+    }
 }
 
 const ROOT: usize = PathTree::ROOT;
 
 /// Sibling order in a built tree: larger totals first, then by name.
 fn cmp_siblings<T: RankedTree>(tree: &T, a: usize, b: usize) -> std::cmp::Ordering {
-    let totals = tree.totals();
-    totals[b]
-        .cmp(&totals[a])
+    tree.total(b)
+        .cmp(&tree.total(a))
         .then_with(|| tree.name(a).cmp(tree.name(b)))
 }
 
@@ -458,11 +465,10 @@ impl Kept {
     /// `id` and its `children` in the tree, which a selection walks anyway: its self value
     /// is what its total leaves over theirs, so no tree needs to keep self values.
     fn with_children<T: RankedTree>(tree: &T, id: usize, children: &[usize]) -> Kept {
-        let totals = tree.totals();
         Kept {
             id,
             children: children.len(),
-            self_value: totals[id] - children.iter().map(|&c| totals[c]).sum::<i64>(),
+            self_value: tree.total(id) - children.iter().map(|&c| tree.total(c)).sum::<i64>(),
         }
     }
 }
@@ -472,7 +478,7 @@ impl Kept {
 pub(crate) fn cut<T: RankedTree>(tree: &T, max_nodes: usize) -> Cut<'_> {
     let (kept, parents) = if tree.len() <= max_nodes {
         let mut children = Vec::new();
-        let kept = (0..tree.totals().len())
+        let kept = (0..tree.bound())
             .filter(|&id| tree.contains(id))
             .map(|id| {
                 children.clear();
@@ -513,7 +519,6 @@ fn with_parents<T: RankedTree>(tree: &T, mut kept: Vec<Kept>) -> (Vec<Kept>, Vec
 /// are sorted.
 /// The kept nodes come in that pre-order, each with where its parent is among them.
 fn keep_top<T: RankedTree>(tree: &T, k: usize) -> (Vec<Kept>, Vec<usize>) {
-    let totals = tree.totals();
     let (threshold, above) = kth_total(tree, k);
     let mut ties = k - above;
     let mut kept = Vec::with_capacity(k);
@@ -522,7 +527,7 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> (Vec<Kept>, Vec<usize>) {
     let mut stack = vec![(ROOT, 0)];
     let mut next = Vec::new();
     while let Some((id, parent)) = stack.pop() {
-        if totals[id] == threshold {
+        if tree.total(id) == threshold {
             if ties == 0 {
                 continue;
             }
@@ -533,7 +538,7 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> (Vec<Kept>, Vec<usize>) {
         let at = kept.len();
         kept.push(Kept::with_children(tree, id, &next));
         parents.push(parent);
-        next.retain(|&c| totals[c] >= threshold);
+        next.retain(|&c| tree.total(c) >= threshold);
         next.sort_by(|&a, &b| cmp_siblings(tree, a, b));
         stack.extend(next.iter().rev().map(|&c| (c, at)));
     }
@@ -543,30 +548,32 @@ fn keep_top<T: RankedTree>(tree: &T, k: usize) -> (Vec<Kept>, Vec<usize>) {
 /// The `k`-th largest total of a tree without negative values, and how many totals are
 /// larger. A walk from the root that always takes the largest total it can reach meets
 /// totals in descending order, as no child outweighs its parent: it visits `k` nodes and
-/// their children, however large the tree. `k` is at most the tree's length.
+/// their children, however large the tree, and takes a chain of equal totals at once.
+/// `k` is at most the tree's length.
 fn kth_total<T: RankedTree>(tree: &T, k: usize) -> (i64, usize) {
-    let totals = tree.totals();
-    let mut candidates = BinaryHeap::from([(totals[ROOT], ROOT)]);
-    let mut taken = Vec::with_capacity(k);
+    let mut candidates = BinaryHeap::from([(tree.total(ROOT), ROOT)]);
+    let (mut threshold, mut taken, mut above) = (tree.total(ROOT), 0, 0);
     let mut children = Vec::new();
-    while taken.len() < k {
+    while taken < k {
         let Some((total, id)) = candidates.pop() else {
             break;
         };
-        taken.push(total);
+        if total < threshold {
+            (threshold, above) = (total, taken);
+        }
+        let (last, len) = tree.chain(id);
+        taken += len;
         children.clear();
-        tree.children_into(id, &mut children);
-        candidates.extend(children.iter().map(|&c| (totals[c], c)));
+        tree.children_into(last, &mut children);
+        candidates.extend(children.iter().map(|&c| (tree.total(c), c)));
     }
-    let threshold = *taken.last().expect("the root is taken");
-    (threshold, taken.partition_point(|&t| t > threshold))
+    (threshold, above)
 }
 
 /// [`truncate_tree`]'s best-first choice, in pre-order of the built tree for ties: what
 /// negative values need, since a child may then outweigh its parent. Orders every node.
 fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
-    let totals = tree.totals();
-    let mut preorder = vec![0usize; totals.len()];
+    let mut preorder = vec![0usize; tree.bound()];
     let mut stack = vec![ROOT];
     let mut next = 0;
     let mut children = Vec::new();
@@ -579,7 +586,7 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
         stack.extend(children.iter().rev());
     }
     let mut kept = Vec::with_capacity(k);
-    let mut candidates = BinaryHeap::from([(totals[ROOT], Reverse(0usize), ROOT)]);
+    let mut candidates = BinaryHeap::from([(tree.total(ROOT), Reverse(0usize), ROOT)]);
     for _ in 0..k {
         let Some((_, _, id)) = candidates.pop() else {
             break;
@@ -587,7 +594,7 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
         children.clear();
         tree.children_into(id, &mut children);
         kept.push(Kept::with_children(tree, id, &children));
-        candidates.extend(children.iter().map(|&c| (totals[c], Reverse(preorder[c]), c)));
+        candidates.extend(children.iter().map(|&c| (tree.total(c), Reverse(preorder[c]), c)));
     }
     kept
 }
@@ -598,7 +605,6 @@ fn keep_best_first<T: RankedTree>(tree: &T, k: usize) -> Vec<Kept> {
 /// their parent's total leaves over.
 /// `parents` tells where each kept node's parent is in `kept`, which starts with the root.
 fn arrange<'t, T: RankedTree>(tree: &'t T, kept: &[Kept], parents: &[usize]) -> Cut<'t> {
-    let totals = tree.totals();
     let mut children = Children::of(parents.iter().copied());
     for at in 0..kept.len() {
         let below = children.get_mut(at);
@@ -632,10 +638,10 @@ fn arrange<'t, T: RankedTree>(tree: &'t T, kept: &[Kept], parents: &[usize]) -> 
             children: in_tree,
             self_value,
         } = kept[at];
-        let total = totals[id];
+        let total = tree.total(id);
         let below = children.get(at);
         let folded = (below.len() < in_tree)
-            .then(|| total - self_value - below.iter().map(|&c| totals[kept[c].id]).sum::<i64>());
+            .then(|| total - self_value - below.iter().map(|&c| tree.total(kept[c].id)).sum::<i64>());
         nodes.push(CutNode {
             name: tree.name(id),
             self_value,
@@ -646,7 +652,7 @@ fn arrange<'t, T: RankedTree>(tree: &'t T, kept: &[Kept], parents: &[usize]) -> 
         // those it ties with: it is added last and that sort is stable.
         let other_at = folded.map(|folded| {
             below.partition_point(|&c| {
-                let t = totals[kept[c].id];
+                let t = tree.total(kept[c].id);
                 t > folded || t == folded && tree.name(kept[c].id) <= OTHER_NAME
             })
         });
@@ -725,10 +731,11 @@ impl Cut<'_> {
         for n in &self.nodes {
             out.extend_from_slice(b"{\"name\":");
             json_string(n.name, out);
+            let mut digits = itoa::Buffer::new();
             out.extend_from_slice(b",\"self\":");
-            json_value(&n.self_value, out);
+            out.extend_from_slice(digits.format(n.self_value).as_bytes());
             out.extend_from_slice(b",\"total\":");
-            json_value(&n.total, out);
+            out.extend_from_slice(digits.format(n.total).as_bytes());
             out.extend_from_slice(b",\"children\":[");
             if n.children > 0 {
                 left.push(n.children);
@@ -751,7 +758,11 @@ impl Cut<'_> {
 /// `s` as a JSON string: copied as it is when nothing in it needs escaping (frame names
 /// rarely do), else escaped by `serde_json`.
 fn json_string(s: &str, out: &mut Vec<u8>) {
-    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+    // A fold without an early exit: the compiler checks many bytes per instruction.
+    let plain = s
+        .bytes()
+        .fold(true, |plain, b| plain & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    if !plain {
         json_value(s, out);
     } else {
         out.push(b'"');
@@ -777,8 +788,12 @@ impl RankedTree for Ranked<'_> {
         self.totals.len()
     }
 
-    fn totals(&self) -> &[i64] {
-        self.totals
+    fn bound(&self) -> usize {
+        self.totals.len()
+    }
+
+    fn total(&self, id: usize) -> i64 {
+        self.totals[id]
     }
 
     fn contains(&self, _: usize) -> bool {

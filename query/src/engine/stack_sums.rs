@@ -94,6 +94,22 @@ impl StackSumExec {
     pub fn mode(&self) -> SumMode {
         self.mode
     }
+
+    /// Whether the input is the local coalescing of a single partial's partition (a
+    /// distributed plan gathers partials over the network instead).
+    fn gathers_one_partial(&self) -> bool {
+        self.input
+            .downcast_ref::<CoalescePartitionsExec>()
+            .is_some_and(|coalesce| {
+                coalesce
+                    .input()
+                    .downcast_ref::<StackSumExec>()
+                    .is_some_and(|partial| {
+                        partial.mode == SumMode::Partial
+                            && partial.properties.partitioning.partition_count() == 1
+                    })
+            })
+    }
 }
 
 impl DisplayAs for StackSumExec {
@@ -141,6 +157,10 @@ impl ExecutionPlan for StackSumExec {
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context.clone())?;
+        if self.mode == SumMode::Final && self.gathers_one_partial() {
+            // One partial's rows are already one per stack.
+            return Ok(input);
+        }
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let reservation =
             MemoryConsumer::new(format!("StackSumExec[{partition}]")).register(context.memory_pool());
@@ -220,7 +240,11 @@ fn to_batches(sums: Sums, batch_size: usize) -> DfResult<Vec<RecordBatch>> {
     entries
         .chunks(batch_size.max(1))
         .map(|chunk| {
-            let ids = FixedSizeBinaryArray::try_from_iter(chunk.iter().map(|(id, _)| id.to_le_bytes()))?;
+            let mut bytes = Vec::with_capacity(chunk.len() * 16);
+            for (id, _) in chunk {
+                bytes.extend_from_slice(&id.to_le_bytes());
+            }
+            let ids = FixedSizeBinaryArray::try_new(16, bytes.into(), None)?;
             let values = Int64Array::from_iter_values(chunk.iter().map(|&(_, v)| v));
             Ok(RecordBatch::try_new(
                 schema.clone(),

@@ -119,6 +119,10 @@ pub(crate) async fn ingest_windows(
 }
 
 /// Measurements 1 and 2, then the flamegraph measurement over the same compacted store.
+/// The ingest row compares the best of three passes of ours (the lowest total CPU, each
+/// pass into a fresh store) with the best of three prost decodes: symmetric treatment of
+/// both sides, not a discount for ours; the notes give the three totals, so the spread
+/// is in sight.
 pub async fn ingest_measurements(
     plan: &Plan,
     workload: &Workload,
@@ -152,11 +156,29 @@ pub async fn ingest_measurements(
     // (validation included), then the group-commit writer (Parquet and catalog commit).
     // Senders export every 5 s and the writer commits every second, so a request meets the
     // stacks and locations the tenant's earlier ones stored: window by window, each one
-    // committed before the next is decoded.
-    let env = Env::open().await?;
-    let cached = ingest_windows(&env, &encoded, workload.processes(), true, None).await?;
+    // committed before the next is decoded. Best of three passes, each into a fresh store,
+    // as the baseline is: the same treatment on both sides of the ratio, so a pass slowed
+    // by the machine (the other core busy, a page-cache miss) does not decide either side.
+    // The store of the kept pass is the one the measurements after this read.
+    let mut passes = Vec::with_capacity(3);
+    for _ in 0..3 {
+        let env = Env::open().await?;
+        let run = ingest_windows(&env, &encoded, workload.processes(), true, None).await?;
+        passes.push((env, run));
+    }
+    let totals: Vec<Duration> = passes
+        .iter()
+        .map(|(_, r)| r.decode_cpu + r.normalize_cpu + r.write_cpu)
+        .collect();
+    let best = (0..passes.len())
+        .min_by_key(|&i| totals[i])
+        .context("no ingest pass")?;
+    let (env, cached) = passes.swap_remove(best);
+    // The other passes' stores are not read again.
+    drop(passes);
     // The same requests with every stack and location built from scratch, into a store of
-    // its own: the baseline of the lookup, in the same run.
+    // its own: the baseline of the lookup, in the same run. One pass: it is no row's
+    // figure, only the notes' comparison.
     let uncached = ingest_windows(&Env::open().await?, &encoded, workload.processes(), false, None).await?;
     for run in [&cached, &uncached] {
         if run.rows != samples {
@@ -182,10 +204,16 @@ pub async fn ingest_measurements(
         target: "≤ 2×".into(),
         pass: total.as_secs_f64() <= 2.0 * bare.as_secs_f64(),
     });
+    let spread = totals
+        .iter()
+        .map(|&t| format!("{:.0}", per_sample_ns(t, samples)))
+        .collect::<Vec<_>>()
+        .join(" / ");
     report.notes.push(format!(
-        "Ingest workload: {} requests, {samples} samples, {:.1} bytes/sample on the wire; CPU per sample: \
-         decode with layout detection {:.0} ns, validate + normalize {:.0} ns, writer (Parquet + SQLite \
-         commit) {:.0} ns ({:.2} s wall for the writer phase).",
+        "Ingest workload: {} requests, {samples} samples, {:.1} bytes/sample on the wire; CPU per sample \
+         (best of three passes, each into a fresh store, as the prost baseline is best of three; the \
+         passes' totals {spread} ns): decode with layout detection {:.0} ns, validate + normalize {:.0} ns, \
+         writer (Parquet + SQLite commit) {:.0} ns ({:.2} s wall for the writer phase).",
         encoded.len(),
         wire as f64 / samples as f64,
         per_sample_ns(decode_cpu, samples),

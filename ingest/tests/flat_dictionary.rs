@@ -11,6 +11,7 @@ use prost::encoding::{WireType, encode_key, encode_varint};
 use stackhouse_ingest::otlp::{AnySeries, Dictionary, Limits, Tenant, normalize, normalize_within};
 use stackhouse_ingest::otlp::{dictionary, layout};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
+use stackhouse_proto::otlp_profiles::ResourceProfiles;
 use stackhouse_storage::symbols::KnownSymbols;
 
 /// The flat decoder alone, held to prost's reading whenever it reads the bytes (`None`:
@@ -19,7 +20,10 @@ fn flat(bytes: &[u8]) -> Option<Dictionary> {
     let (request, dictionary) = dictionary::decode_request(bytes)?;
     let expected =
         ExportProfilesServiceRequest::decode(bytes).expect("prost reads what the flat decoder reads");
-    assert_eq!(request.resource_profiles, expected.resource_profiles);
+    assert_eq!(
+        resource_profiles(&request, &dictionary),
+        expected.resource_profiles
+    );
     assert_eq!(dictionary.to_proto(), expected.dictionary.unwrap_or_default());
     Some(dictionary)
 }
@@ -35,7 +39,10 @@ fn both(bytes: &[u8]) -> Result<(ExportProfilesServiceRequest, Dictionary), Stri
                 request.dictionary, None,
                 "the flat reading leaves no dictionary behind"
             );
-            assert_eq!(request.resource_profiles, expected.resource_profiles);
+            assert_eq!(
+                resource_profiles(&request, &dictionary),
+                expected.resource_profiles
+            );
             assert_eq!(dictionary.to_proto(), expected.dictionary.unwrap_or_default());
             Ok((request, dictionary))
         }
@@ -44,6 +51,24 @@ fn both(bytes: &[u8]) -> Result<(ExportProfilesServiceRequest, Dictionary), Stri
             Err(a.to_string())
         }
         (a, b) => panic!("prost and the flat decoder disagree: {a:?} vs {b:?}"),
+    }
+}
+
+/// The request's resource profiles with the samples it was decoded with, wherever they are.
+fn resource_profiles(
+    request: &ExportProfilesServiceRequest,
+    dictionary: &Dictionary,
+) -> Vec<ResourceProfiles> {
+    match dictionary.samples() {
+        Some(samples) => {
+            let profiles = request.resource_profiles.iter().flat_map(|r| &r.scope_profiles);
+            assert!(
+                profiles.flat_map(|s| &s.profiles).all(|p| p.samples.is_empty()),
+                "samples decoded flat are not decoded twice"
+            );
+            samples.restore(&request.resource_profiles)
+        }
+        None => request.resource_profiles.clone(),
     }
 }
 
@@ -271,4 +296,170 @@ fn malformed_dictionaries_are_refused_with_prosts_message() {
             "{what}: {message}"
         );
     }
+}
+
+/// A request of one profile holding `samples` (each an encoded `Sample`), with a
+/// dictionary and sample type enough for it to be valid.
+fn request_with_samples(samples: &[Vec<u8>]) -> Vec<u8> {
+    let value_type = message(|v| {
+        varint_field(v, 1, 1);
+        varint_field(v, 2, 2);
+    });
+    let profile = message(|p| {
+        len_field(p, 1, &value_type);
+        for s in samples {
+            len_field(p, 2, s);
+        }
+        // A field after the samples: the rest of the profile keeps its order.
+        encode_key(3, WireType::SixtyFourBit, p);
+        p.extend_from_slice(&7u64.to_le_bytes());
+    });
+    let scope = message(|s| len_field(s, 2, &profile));
+    let resource = message(|r| len_field(r, 2, &scope));
+    let dict = message(|d| {
+        for s in ["", "samples", "count"] {
+            len_field(d, 5, s.as_bytes());
+        }
+    });
+    message(|out| {
+        len_field(out, 1, &resource);
+        len_field(out, 2, &dict);
+    })
+}
+
+fn fixed64s(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn samples_in_every_wire_form_read_as_prost_reads_them() {
+    let mut packed_values = Vec::new();
+    for v in [3u64, (-2i64) as u64, 300] {
+        encode_varint(v, &mut packed_values);
+    }
+    let samples = vec![
+        // Packed, as real encoders write.
+        message(|s| {
+            varint_field(s, 1, 0);
+            len_field(s, 2, &[1, 2]);
+            len_field(s, 4, &packed_values);
+            len_field(s, 5, &fixed64s(&[10, 11, 12]));
+        }),
+        // Unpacked, a singular field twice (the last wins), a repeated one in two parts,
+        // unknown fields of every non-group wire type.
+        message(|s| {
+            varint_field(s, 1, 9);
+            varint_field(s, 1, 0);
+            varint_field(s, 4, 5);
+            varint_field(s, 2, 3);
+            len_field(s, 4, &[6]);
+            encode_key(5, WireType::SixtyFourBit, s);
+            s.extend_from_slice(&20u64.to_le_bytes());
+            len_field(s, 5, &fixed64s(&[21]));
+            varint_field(s, 3, 1);
+            varint_field(s, 9, 1);
+            len_field(s, 10, b"later");
+            encode_key(11, WireType::ThirtyTwoBit, s);
+            s.extend_from_slice(&[0; 4]);
+        }),
+        // Nothing but timestamps, and nothing at all.
+        message(|s| len_field(s, 5, &fixed64s(&[30]))),
+        Vec::new(),
+    ];
+    let bytes = request_with_samples(&samples);
+    // Unpacked fields make the layout ambiguous, so the receivers would refuse this
+    // request: the flat decoder alone is held to prost here.
+    flat(&bytes).expect("the flat decoder reads every form");
+    let (request, dictionary) = dictionary::decode_request(&bytes).unwrap();
+    let got = dictionary.samples().unwrap().restore(&request.resource_profiles);
+    let got = &got[0].scope_profiles[0].profiles[0];
+    assert_eq!(got.time_unix_nano, 7);
+    assert_eq!(got.samples.len(), 4);
+    assert_eq!(got.samples[0].values, [3, -2, 300]);
+    assert_eq!(got.samples[1].values, [5, 6]);
+    assert_eq!(got.samples[1].timestamps_unix_nano, [20, 21]);
+    assert_eq!(got.samples[1].link_index, 1);
+}
+
+#[test]
+fn malformed_samples_are_refused_with_prosts_message() {
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "packed timestamps of 7 bytes",
+            message(|s| len_field(s, 5, &[0; 7])),
+        ),
+        ("a timestamp as a varint", message(|s| varint_field(s, 5, 1))),
+        ("values as 64-bit", {
+            message(|s| {
+                encode_key(4, WireType::SixtyFourBit, s);
+                s.extend_from_slice(&[0; 8]);
+            })
+        }),
+        (
+            "a stack index as length-delimited",
+            message(|s| len_field(s, 1, &[1])),
+        ),
+        ("packed values cut short", message(|s| len_field(s, 4, &[0x80]))),
+    ];
+    for (what, sample) in cases {
+        let bytes = request_with_samples(&[sample]);
+        assert!(flat(&bytes).is_none(), "{what}: left to prost");
+        // The layout scan refuses some of them before any decoder runs; either way the
+        // receivers answer what they answered before.
+        both(&bytes).expect_err(what);
+    }
+    // A group is legal (skipped); prost reads it, as it reads every group.
+    let grouped = message(|s| {
+        varint_field(s, 1, 0);
+        encode_key(20, WireType::StartGroup, s);
+        varint_field(s, 1, 5);
+        encode_key(20, WireType::EndGroup, s);
+        len_field(s, 5, &fixed64s(&[1]));
+    });
+    let bytes = request_with_samples(&[grouped]);
+    assert!(flat(&bytes).is_none(), "groups are left to prost");
+    both(&bytes).unwrap();
+}
+
+/// prost refuses messages nested more than 100 deep; the parts above the samples are read
+/// by prost at the depth they have in the request, so the limit falls where it falls for
+/// prost reading the whole request.
+#[test]
+fn the_nesting_limit_is_prosts() {
+    use stackhouse_proto::otlp_common::{AnyValue, ArrayValue, KeyValue, any_value::Value};
+    use stackhouse_proto::otlp_profiles::{Profile, ScopeProfiles};
+    use stackhouse_proto::otlp_resource::Resource;
+    let (mut accepted, mut refused) = (0, 0);
+    for depth in 40..60 {
+        let mut value = AnyValue {
+            value: Some(Value::IntValue(1)),
+        };
+        for _ in 0..depth {
+            value = AnyValue {
+                value: Some(Value::ArrayValue(ArrayValue { values: vec![value] })),
+            };
+        }
+        let request = ExportProfilesServiceRequest {
+            resource_profiles: vec![ResourceProfiles {
+                resource: Some(Resource {
+                    attributes: vec![KeyValue {
+                        value: Some(value),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                scope_profiles: vec![ScopeProfiles {
+                    profiles: vec![Profile::default()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        match both(&request.encode_to_vec()) {
+            Ok(_) => accepted += 1,
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(accepted > 0 && refused > 0, "the depths straddle the limit");
 }

@@ -34,14 +34,19 @@ pub const ALL: [(&str, Target); 10] = [
 const DECLARED: [Option<Layout>; 4] = [None, Some(Layout::V1_8), Some(Layout::V1_9), Some(Layout::V1_10)];
 
 /// OTLP protobuf as sent: layout detection, then each declared layout, then normalization;
-/// the receivers' flat dictionary decode must accept and read exactly what prost does.
+/// the receivers' flat dictionary and sample decode must accept and read exactly what prost
+/// does.
 pub fn otlp_protobuf(data: &[u8]) {
     for declared in DECLARED {
         let decoded = layout::decode_protobuf(data, declared);
         let flat = layout::decode_protobuf_flat(data, declared);
         match (&decoded, &flat) {
             (Ok(request), Ok((profiles, dictionary))) => {
-                assert_eq!(profiles.resource_profiles, request.resource_profiles);
+                let flat = match dictionary.samples() {
+                    Some(samples) => samples.restore(&profiles.resource_profiles),
+                    None => profiles.resource_profiles.clone(),
+                };
+                assert_eq!(flat, request.resource_profiles);
                 assert_eq!(
                     dictionary.to_proto(),
                     request.dictionary.clone().unwrap_or_default()

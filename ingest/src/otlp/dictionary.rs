@@ -13,14 +13,15 @@ use prost::Message;
 use prost::encoding::WireType::{self, LengthDelimited as LEN, Varint as VARINT};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_proto::otlp_profiles::{
-    Function, KeyValueAndUnit, Line, Link, Location, Mapping, ProfilesDictionary, ResourceProfiles, Stack,
+    Function, KeyValueAndUnit, Line, Link, Location, Mapping, ProfilesDictionary, Stack,
 };
 
-use super::wire::{WireError, key, len_delimited, skip, varint};
+use super::samples::{Level, Samples, nested};
+use super::wire::{WireError, key, len_delimited, skip_field, unexpected, varint, varints};
 
 /// A range of one of the flat arrays.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Span {
+pub(crate) struct Span {
     start: u32,
     end: u32,
 }
@@ -30,8 +31,21 @@ impl Span {
         self.start as usize..self.end as usize
     }
 
-    fn of<T>(slice: &[T], span: Span) -> &[T] {
+    pub(crate) fn of<T>(slice: &[T], span: Span) -> &[T] {
         &slice[span.range()]
+    }
+
+    /// From `start` to the current end of `slice`; the decoders refuse requests of 4 GiB
+    /// and more, so every index fits.
+    pub(crate) fn since<T>(start: usize, slice: &[T]) -> Span {
+        Span {
+            start: start as u32,
+            end: slice.len() as u32,
+        }
+    }
+
+    pub(crate) fn len(self) -> usize {
+        (self.end - self.start) as usize
     }
 }
 
@@ -74,6 +88,10 @@ pub struct Dictionary {
     links: Vec<LinkEntry>,
     link_ids: Vec<u8>,
     attributes: Vec<KeyValueAndUnit>,
+    /// The request's samples when they were decoded flat with the dictionary (the
+    /// request's profiles then have none of their own): they travel together wherever a
+    /// decoded request goes.
+    samples: Option<Samples>,
 }
 
 impl Dictionary {
@@ -84,6 +102,11 @@ impl Dictionary {
             .as_ref()
             .map(Dictionary::from)
             .unwrap_or_default()
+    }
+
+    /// The samples decoded flat with the dictionary, if they were.
+    pub fn samples(&self) -> Option<&Samples> {
+        self.samples.as_ref()
     }
 
     pub fn strings_len(&self) -> usize {
@@ -269,9 +292,10 @@ impl From<&ProfilesDictionary> for Dictionary {
 
 // ---- the wire -------------------------------------------------------------------------
 
-/// An OTLP/protobuf request of the v1.10 layout with its dictionary decoded flat; the
-/// returned request has no dictionary. `None`: the bytes hold something only prost's
-/// decoder handles or reports, so decode them with it.
+/// An OTLP/protobuf request of the v1.10 layout with its dictionary and samples decoded
+/// flat; the returned request has no dictionary and its profiles no samples (see
+/// [`Dictionary::samples`]). `None`: the bytes hold something only prost's decoder handles
+/// or reports, so decode them with it.
 pub fn decode_request(bytes: &[u8]) -> Option<(ExportProfilesServiceRequest, Dictionary)> {
     // Spans are u32; a request this large is refused long before by the body limit.
     if u32::try_from(bytes.len()).is_err() {
@@ -281,37 +305,29 @@ pub fn decode_request(bytes: &[u8]) -> Option<(ExportProfilesServiceRequest, Dic
 }
 
 fn decode_flat(bytes: &[u8]) -> Result<(ExportProfilesServiceRequest, Dictionary), WireError> {
-    let mut request = ExportProfilesServiceRequest::default();
     let mut dictionary = Dictionary::default();
+    let mut samples = Samples::default();
+    // The resource profiles without their samples, for prost: the few fields above the
+    // samples are not worth a decoder of their own.
+    let mut rest = Vec::new();
+    let mut inner = Vec::new();
     let mut buf = bytes;
     while !buf.is_empty() {
         match key(&mut buf)? {
-            (1, LEN) => request
-                .resource_profiles
-                .push(ResourceProfiles::decode(len_delimited(&mut buf)?)?),
+            (1, LEN) => {
+                inner.clear();
+                samples.strip(Level::ResourceProfiles, len_delimited(&mut buf)?, &mut inner)?;
+                nested(&mut rest, 1, &inner);
+            }
             // A message field sent twice merges, and merging repeated fields appends.
             (2, LEN) => dictionary.decode(len_delimited(&mut buf)?)?,
             (number @ (1 | 2), wire) => return Err(unexpected(number, wire)),
             (number, wire) => skip_field(&mut buf, number, wire)?,
         }
     }
+    let request = ExportProfilesServiceRequest::decode(rest.as_slice())?;
+    dictionary.samples = Some(samples);
     Ok((request, dictionary))
-}
-
-/// Skips an unknown field; groups (deprecated, never sent by OTLP encoders) are left to
-/// prost.
-#[inline]
-fn skip_field(buf: &mut &[u8], number: u32, wire: WireType) -> Result<(), WireError> {
-    match wire {
-        WireType::StartGroup | WireType::EndGroup => Err(unexpected(number, wire)),
-        _ => skip(buf, number, wire),
-    }
-}
-
-/// A known field with a wire type this decoder does not read; prost will say what is wrong.
-#[cold]
-fn unexpected(number: u32, wire: WireType) -> WireError {
-    WireError(format!("field {number} has wire type {wire:?}"))
 }
 
 impl Dictionary {
@@ -427,19 +443,7 @@ fn link(mut buf: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
     Ok((trace_id, span_id))
 }
 
-/// A repeated int32, packed or (as decoders must also accept) one varint per field.
+/// A repeated int32.
 fn int32s(wire: WireType, buf: &mut &[u8], out: &mut Vec<i32>) -> Result<(), WireError> {
-    match wire {
-        VARINT => out.push(varint(buf)? as i32),
-        LEN => {
-            let mut packed = len_delimited(buf)?;
-            // Every varint takes at least a byte: room for all of them at once.
-            out.reserve(packed.len());
-            while !packed.is_empty() {
-                out.push(varint(&mut packed)? as i32);
-            }
-        }
-        _ => return Err(unexpected(0, wire)),
-    }
-    Ok(())
+    varints(wire, buf, out, |v| v as i32)
 }

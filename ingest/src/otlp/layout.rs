@@ -59,6 +59,7 @@ use stackhouse_proto::otlp_profiles::Profile;
 
 use super::decode::{self, DecodeError, JsonPath};
 use super::dictionary::{self, Dictionary};
+use super::samples::SampleList;
 use super::validate::Validator;
 use super::wire::{WireError, fields};
 
@@ -384,7 +385,12 @@ fn plausibility(
             for (p, profile) in sp.profiles.iter().enumerate() {
                 let comment_max = scan.comment_max.get(out.len()).copied().flatten();
                 let verdict = validator
-                    .check_profile(resource, sp.scope.as_ref(), profile)
+                    .check_profile(
+                        resource,
+                        sp.scope.as_ref(),
+                        profile,
+                        SampleList::Decoded(&profile.samples),
+                    )
                     .map_err(|e| e.to_string())
                     .and_then(|()| {
                         match profile

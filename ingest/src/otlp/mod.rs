@@ -7,10 +7,12 @@ pub mod dictionary;
 pub mod experimental;
 pub mod layout;
 pub mod normalize;
+mod samples;
 mod validate;
 mod wire;
 
 pub use decode::{DecodeError, decode_json, decode_protobuf};
 pub use dictionary::Dictionary;
 pub use normalize::{AnySeries, Normalized, SeriesAdmission, Tenant, normalize, normalize_within};
+pub use samples::Samples;
 pub use validate::{Limits, ProfileError, RequestError, TRUNCATED_FRAME, TimeWindow};

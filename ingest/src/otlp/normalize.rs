@@ -12,6 +12,7 @@ use stackhouse_storage::symbols::{KnownReader, KnownSymbols};
 
 use super::attributes::{dictionary_pair, key_value_pair, value_string};
 use super::dictionary::{Dictionary, LocationRef};
+use super::samples::{self, SampleList};
 pub use super::validate::RequestError;
 use super::validate::{Limits, ProfileError, TRUNCATED_FRAME, Validator, check_dictionary};
 
@@ -87,7 +88,8 @@ pub struct Tenant<'t> {
 /// [`normalize`] holding every profile to a tenant's limits and series admission, and
 /// leaving out the stack nodes the tenant has stored. `dict` is the request's dictionary
 /// ([`Dictionary::of`] the request, or as the receiver decoded it from the wire); the
-/// request's own `dictionary` field is not read.
+/// request's own `dictionary` field is not read, nor are its profiles' samples when `dict`
+/// holds them ([`Dictionary::samples`]).
 pub fn normalize_within(
     tenant: &str,
     request: &ExportProfilesServiceRequest,
@@ -106,6 +108,9 @@ pub fn normalize_within(
         errors: Vec::new(),
         truncated_stacks: 0,
     };
+    let flat = dict.samples();
+    // Profiles in request order, as the flat samples are counted.
+    let mut index = 0;
     for (r, resource_profiles) in request.resource_profiles.iter().enumerate() {
         let resource = resource_profiles
             .resource
@@ -117,16 +122,21 @@ pub fn normalize_within(
         for (s, scope_profiles) in resource_profiles.scope_profiles.iter().enumerate() {
             let scope = scope_profiles.scope.as_ref();
             for (p, profile) in scope_profiles.profiles.iter().enumerate() {
+                let samples = samples::of(flat, index, profile);
+                index += 1;
                 // Validating first keeps a rejected profile from adding anything at all.
-                let added = validator.check_profile(resource, scope, profile).and_then(|()| {
-                    interner.add_profile(
-                        &mut out.batch,
-                        &resource_labels,
-                        scope,
-                        profile,
-                        received_at_nanos,
-                    )
-                });
+                let added = validator
+                    .check_profile(resource, scope, profile, samples)
+                    .and_then(|()| {
+                        interner.add_profile(
+                            &mut out.batch,
+                            &resource_labels,
+                            scope,
+                            profile,
+                            samples,
+                            received_at_nanos,
+                        )
+                    });
                 match added {
                     Ok(()) => out.accepted_profiles += 1,
                     Err(e) => {
@@ -248,6 +258,7 @@ impl<'a, 'l> Interner<'a, 'l> {
         resource: &Labels,
         scope: Option<&InstrumentationScope>,
         profile: &'a Profile,
+        samples: SampleList<'a>,
         received_at_nanos: i64,
     ) -> Result<(), ProfileError> {
         let attributes = self.profile_attributes(profile)?;
@@ -278,7 +289,7 @@ impl<'a, 'l> Interner<'a, 'l> {
         // A refused profile leaves no rows and no series behind; symbols it interned are
         // content-addressed and harmless unreferenced.
         let added = self
-            .add_samples(batch, profile, series_id, profile_id, time)
+            .add_samples(batch, samples, series_id, profile_id, time)
             .and_then(|()| self.series.admit(&series).map_err(ProfileError::SeriesRefused));
         if let Err(e) = added {
             batch.samples.truncate(rows_before);
@@ -302,17 +313,17 @@ impl<'a, 'l> Interner<'a, 'l> {
     fn add_samples(
         &mut self,
         batch: &mut Batch,
-        profile: &'a Profile,
+        samples: SampleList<'a>,
         series_id: i64,
         profile_id: Option<[u8; 16]>,
         time: i64,
     ) -> Result<(), ProfileError> {
         // At least a row per sample: growing the batch's rows by doubling copied them
         // over and over.
-        batch.samples.reserve(profile.samples.len());
-        for sample in &profile.samples {
+        batch.samples.reserve(samples.len());
+        for sample in samples.iter() {
             let stack_id = self.stack(batch, sample.stack_index)?;
-            let attr_set_id = self.attr_set(batch, &sample.attribute_indices)?;
+            let attr_set_id = self.attr_set(batch, sample.attribute_indices)?;
             let (trace_id, span_id) = self.link(sample.link_index)?;
             let row = |time_nanos, value| SampleRow {
                 time_nanos,
@@ -328,7 +339,7 @@ impl<'a, 'l> Interner<'a, 'l> {
             match (sample.values.is_empty(), sample.timestamps_unix_nano.is_empty()) {
                 (false, false) => batch
                     .samples
-                    .extend(timestamps.zip(&sample.values).map(|(t, &v)| row(t, v))),
+                    .extend(timestamps.zip(sample.values).map(|(t, &v)| row(t, v))),
                 (true, false) => batch.samples.extend(timestamps.map(|t| row(t, 1))),
                 (false, true) => batch.samples.extend(sample.values.iter().map(|&v| row(time, v))),
                 (true, true) => {}

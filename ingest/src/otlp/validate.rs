@@ -3,6 +3,7 @@
 //! representable. Normalization relies on these checks and does not repeat them.
 
 use super::dictionary::{Dictionary, LocationRef};
+use super::samples::{SampleList, SampleRef};
 use stackhouse_proto::otlp_common::{AnyValue, InstrumentationScope, KeyValue, any_value::Value};
 use stackhouse_proto::otlp_profiles::{Function, KeyValueAndUnit, Mapping, Profile};
 
@@ -242,6 +243,7 @@ impl<'a> Validator<'a> {
         resource_attributes: &[KeyValue],
         scope: Option<&InstrumentationScope>,
         profile: &Profile,
+        samples: SampleList<'_>,
     ) -> Result<(), ProfileError> {
         for (i, kv) in resource_attributes.iter().enumerate() {
             self.key_value(kv).at(|| format!("resource.attributes[{i}]"))?;
@@ -279,21 +281,21 @@ impl<'a> Validator<'a> {
         }
         id_length("profile_id", &profile.profile_id, 16)?;
         self.attributes(&profile.attribute_indices)?;
-        for (n, sample) in profile.samples.iter().enumerate() {
+        for (n, sample) in samples.iter().enumerate() {
             self.sample(sample).at(|| format!("sample {n}"))?;
         }
         Ok(())
     }
 
-    fn sample(&mut self, sample: &stackhouse_proto::otlp_profiles::Sample) -> Result<(), ProfileError> {
+    fn sample(&mut self, sample: SampleRef<'_>) -> Result<(), ProfileError> {
         self.stack(sample.stack_index)?;
-        self.attributes(&sample.attribute_indices)?;
+        self.attributes(sample.attribute_indices)?;
         self.link(sample.link_index)?;
         let (values, timestamps) = (sample.values.len(), sample.timestamps_unix_nano.len());
         if values != 0 && timestamps != 0 && values != timestamps {
             return Err(ProfileError::ShapeMismatch { values, timestamps });
         }
-        for &t in &sample.timestamps_unix_nano {
+        for &t in sample.timestamps_unix_nano {
             self.window
                 .check("timestamps_unix_nano", time("timestamps_unix_nano", t)?)?;
         }

@@ -179,6 +179,47 @@ fn skip_group(rest: &mut &[u8], number: u32, depth: u32) -> Result<(), WireError
     }
 }
 
+/// Skips an unknown field; groups (deprecated, never sent by OTLP encoders) are left to
+/// prost.
+#[inline]
+pub(crate) fn skip_field(buf: &mut &[u8], number: u32, wire: WireType) -> Result<(), WireError> {
+    match wire {
+        WireType::StartGroup | WireType::EndGroup => Err(unexpected(number, wire)),
+        _ => skip(buf, number, wire),
+    }
+}
+
+/// A known field with a wire type the flat decoders do not read; prost will say what is
+/// wrong.
+#[cold]
+pub(crate) fn unexpected(number: u32, wire: WireType) -> WireError {
+    WireError(format!("field {number} has wire type {wire:?}"))
+}
+
+/// A repeated varint field, packed or (as decoders must also accept) one varint per field,
+/// each converted as prost converts it (`as i32`, `as i64`).
+#[inline]
+pub(crate) fn varints<T>(
+    wire: WireType,
+    buf: &mut &[u8],
+    out: &mut Vec<T>,
+    convert: fn(u64) -> T,
+) -> Result<(), WireError> {
+    match wire {
+        WireType::Varint => out.push(convert(varint(buf)?)),
+        WireType::LengthDelimited => {
+            let mut packed = len_delimited(buf)?;
+            // Every varint takes at least a byte: room for all of them at once.
+            out.reserve(packed.len());
+            while !packed.is_empty() {
+                out.push(convert(varint(&mut packed)?));
+            }
+        }
+        _ => return Err(unexpected(0, wire)),
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -812,7 +812,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(";")
         };
-        let mut stack = |b: &mut Batch, frames: &[usize]| {
+        let stack = |b: &mut Batch, frames: &[usize]| {
             let leaf_first: Vec<SymbolId> = frames.iter().rev().map(|&f| locations[f]).collect();
             b.add_stack(&leaf_first)
         };
@@ -847,11 +847,10 @@ mod tests {
         let mut cache = CallPaths::default();
 
         let first = [(s_deep, 5), (s_fork, 3), (s_other, 1), (s_deep, 2)];
-        let expected_first = vec![(path(&fork), 3), (path(&deep), 7), (path(&other), 1)];
+        let mut expected = vec![(path(&fork), 3), (path(&deep), 7), (path(&other), 1)];
+        expected.sort();
         let (tree, _) = tree_of(&mut cache, &index, &first);
-        let mut sorted = expected_first.clone();
-        sorted.sort();
-        assert_eq!(all_paths(&tree), sorted);
+        assert_eq!(all_paths(&tree), expected);
         assert_eq!(tree.total, 11);
         let layout = cache.layout.get().expect("summed densely");
         assert_eq!(

@@ -601,6 +601,16 @@ mod tests {
         })
     }
 
+    /// One location of one line per name.
+    fn locations_named(b: &mut Batch, names: impl Iterator<Item = String>) -> Vec<SymbolId> {
+        names
+            .map(|name| {
+                let line = function(b, &name);
+                location(b, vec![line])
+            })
+            .collect()
+    }
+
     /// Paths with non-zero self value, root-first, as `a;b;c`.
     fn paths(node: &Node, prefix: &str, out: &mut Vec<(String, i64)>) {
         for c in &node.children {
@@ -702,12 +712,7 @@ mod tests {
     #[test]
     fn large_and_small_queries_give_the_tree_of_their_own_stacks() {
         let mut b = Batch::new("t");
-        let locations: Vec<SymbolId> = (0..12)
-            .map(|i| {
-                let line = function(&mut b, &format!("f{i}"));
-                location(&mut b, vec![line])
-            })
-            .collect();
+        let locations = locations_named(&mut b, (0..12).map(|i| format!("f{i}")));
         // 1000 stacks 2-9 frames deep over 12 functions, each with its own value.
         let mut rows = Vec::new();
         let mut row_paths = Vec::new();
@@ -799,12 +804,7 @@ mod tests {
     #[test]
     fn chains_sum_as_their_nodes_would() {
         let mut b = Batch::new("t");
-        let locations: Vec<SymbolId> = (0..40)
-            .map(|i| {
-                let line = function(&mut b, &format!("f{i:02}"));
-                location(&mut b, vec![line])
-            })
-            .collect();
+        let locations = locations_named(&mut b, (0..40).map(|i| format!("f{i:02}")));
         let path = |frames: &[usize]| {
             frames
                 .iter()

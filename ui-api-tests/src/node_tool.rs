@@ -5,6 +5,7 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 
 use serde_json::Value;
 
@@ -28,6 +29,11 @@ pub fn run(cmd: &mut Command, what: &str) -> Vec<u8> {
 /// its dependencies installed; `installed` is a path (relative to it) that exists once
 /// npm has installed them.
 pub fn install(name: &str, files: &[&str], installed: &str) -> PathBuf {
+    // Tests of one binary run in parallel: without this, a second test sees `installed`
+    // as soon as the first one's npm has unpacked it and runs node against a half-installed
+    // package (seen on a fresh machine: "Cannot find package .../playwright-core/index.js").
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_dir().join("target"));

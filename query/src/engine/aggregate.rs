@@ -120,12 +120,7 @@ impl QueryEngine {
     pub(super) fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
         let mut frames = Vec::with_capacity(plan.scans.len());
         for scan in &plan.scans {
-            let table = SamplesTable::new(
-                &self.store,
-                &scan.source.segments,
-                scan.source.resolution,
-                self.split_rows,
-            )?;
+            let table = SamplesTable::new(&self.store, &scan.source.segments, scan.source.resolution)?;
             let df = self.ctx.read_table(Arc::new(table))?;
             frames.push(match &scan.filter {
                 Some(filter) => df.filter(filter.clone())?,

@@ -86,9 +86,6 @@ pub struct QueryEngine {
     pub(crate) rollups: bool,
     pub(crate) known_types: KnownTypes,
     memory_limit_bytes: Option<usize>,
-    /// Whether a scan may cut a file's rows between partitions: not when a cluster's
-    /// planner ships the scans (`scan::SamplesTable::new`).
-    split_rows: bool,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
     pub(crate) ctx: SessionContext,
 }
@@ -138,7 +135,6 @@ impl QueryEngine {
             rollups: config.rollups,
             known_types: KnownTypes::default(),
             memory_limit_bytes: config.memory_limit_bytes,
-            split_rows: config.cluster.is_none(),
             ctx,
         }
     }

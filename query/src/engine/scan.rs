@@ -15,14 +15,12 @@ use datafusion::catalog::Session;
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
-use datafusion::datasource::physical_plan::parquet::ParquetRowSelection;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::utils::disjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
-use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use object_store::ObjectMeta;
@@ -39,39 +37,24 @@ use super::selection::SeriesGroup;
 #[derive(Debug)]
 pub struct SamplesTable {
     object_store_url: ObjectStoreUrl,
-    /// Each file with its row count, as the catalog recorded it when the file was written.
-    files: Vec<(ObjectMeta, u64)>,
+    files: Vec<ObjectMeta>,
     schema: SchemaRef,
-    /// Whether a scan of fewer files than partitions may hand each partition a share of a
-    /// file's rows (see [`SamplesTable::row_slices`]).
-    split_rows: bool,
 }
 
 impl SamplesTable {
     /// Over the object of `resolution` of each segment (segments without one are skipped).
-    /// `split_rows` allows [`SamplesTable::row_slices`]; the distributed planner ships file
-    /// groups to workers without the row selections that slicing attaches, so a worker
-    /// would read every slice's file whole, and a cluster's scans must not slice.
-    pub fn new(
-        store: &Store,
-        segments: &[SegmentMeta],
-        resolution: Resolution,
-        split_rows: bool,
-    ) -> DfResult<SamplesTable> {
+    pub fn new(store: &Store, segments: &[SegmentMeta], resolution: Resolution) -> DfResult<SamplesTable> {
         let object_store_url = ObjectStoreUrl::parse(store.base_url().as_str())?;
         let files = segments
             .iter()
             .filter_map(|seg| seg.object(resolution.kind()))
-            .map(|object| {
-                let meta = ObjectMeta {
-                    location: store.path(&object.key),
-                    // Segments are immutable, so the catalog's size is the object's size.
-                    last_modified: Default::default(),
-                    size: object.size_bytes,
-                    e_tag: None,
-                    version: None,
-                };
-                (meta, object.rows)
+            .map(|object| ObjectMeta {
+                location: store.path(&object.key),
+                // Segments are immutable, so the catalog's size is the object's size.
+                last_modified: Default::default(),
+                size: object.size_bytes,
+                e_tag: None,
+                version: None,
             })
             .collect();
         Ok(SamplesTable {
@@ -81,25 +64,14 @@ impl SamplesTable {
                 Resolution::Raw => SAMPLES.clone(),
                 _ => ROLLUP.clone(),
             },
-            split_rows,
         })
-    }
-
-    /// The files spread over `partitions` groups: row slices when there are fewer files
-    /// than partitions (and slicing is allowed), else whole files.
-    fn file_groups(&self, partitions: usize) -> Vec<FileGroup> {
-        let partitions = partitions.max(1);
-        if self.split_rows && self.files.len() < partitions && self.files.iter().all(|(_, rows)| *rows > 0) {
-            return self.row_slices(partitions);
-        }
-        self.whole_files(partitions)
     }
 
     /// Spreads the files over at most `partitions` groups, largest first, so that the
     /// groups carry similar byte counts.
-    fn whole_files(&self, partitions: usize) -> Vec<FileGroup> {
+    fn file_groups(&self, partitions: usize) -> Vec<FileGroup> {
         let partitions = partitions.clamp(1, self.files.len().max(1));
-        let mut files: Vec<ObjectMeta> = self.files.iter().map(|(meta, _)| meta.clone()).collect();
+        let mut files = self.files.clone();
         files.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.location.cmp(&b.location)));
         let mut groups: Vec<(u64, Vec<PartitionedFile>)> = vec![(0, Vec::new()); partitions];
         for file in files {
@@ -113,43 +85,6 @@ impl SamplesTable {
         groups
             .into_iter()
             .map(|(_, files)| FileGroup::new(files))
-            .collect()
-    }
-
-    /// The files' rows, end to end, cut into `partitions` slices of nearly equal row
-    /// counts; a file cut between slices is read by each through a row selection. A
-    /// compacted block's 1h tier is one row group, which DataFusion would otherwise decode
-    /// on one core (it splits files by byte ranges, which never cut a row group).
-    fn row_slices(&self, partitions: usize) -> Vec<FileGroup> {
-        let total: u64 = self.files.iter().map(|(_, rows)| rows).sum();
-        let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); partitions];
-        // The first row of the whole, in the files' order, that each slice starts at.
-        let start_of = |slice: usize| total * slice as u64 / partitions as u64;
-        let mut first = 0;
-        for (meta, rows) in &self.files {
-            let end = first + rows;
-            for (slice, group) in groups.iter_mut().enumerate() {
-                let (from, to) = (start_of(slice).max(first), start_of(slice + 1).min(end));
-                if from >= to {
-                    continue;
-                }
-                let file = PartitionedFile::new_from_meta(meta.clone());
-                group.push(if from == first && to == end {
-                    file
-                } else {
-                    file.with_extension(ParquetRowSelection::new(RowSelection::from(vec![
-                        RowSelector::skip((from - first) as usize),
-                        RowSelector::select((to - from) as usize),
-                        RowSelector::skip((end - to) as usize),
-                    ])))
-                });
-            }
-            first = end;
-        }
-        groups
-            .into_iter()
-            .filter(|g| !g.is_empty())
-            .map(FileGroup::new)
             .collect()
     }
 }
@@ -299,116 +234,6 @@ mod tests {
                     samples: 1,
                 })
                 .collect(),
-        }
-    }
-
-    fn table(rows: &[u64], split_rows: bool) -> SamplesTable {
-        let files = rows
-            .iter()
-            .enumerate()
-            .map(|(i, &rows)| {
-                let meta = ObjectMeta {
-                    location: format!("f{i}").into(),
-                    last_modified: Default::default(),
-                    size: rows * 10,
-                    e_tag: None,
-                    version: None,
-                };
-                (meta, rows)
-            })
-            .collect();
-        SamplesTable {
-            object_store_url: ObjectStoreUrl::local_filesystem(),
-            files,
-            schema: SAMPLES.clone(),
-            split_rows,
-        }
-    }
-
-    /// Each group as (file, first row, rows) per piece, a whole file as its full range.
-    fn pieces(groups: &[FileGroup], rows: &[u64]) -> Vec<Vec<(String, usize, usize)>> {
-        groups
-            .iter()
-            .map(|g| {
-                g.iter()
-                    .map(|f| {
-                        let name = f.object_meta.location.to_string();
-                        let file_rows = rows[name[1..].parse::<usize>().unwrap()] as usize;
-                        let Some(selection) = f.extension::<ParquetRowSelection>() else {
-                            return (name, 0, file_rows);
-                        };
-                        let selectors: Vec<RowSelector> = selection.selection().iter().copied().collect();
-                        let covered: usize = selectors.iter().map(|s| s.row_count).sum();
-                        assert_eq!(covered, file_rows, "a selection covers its whole file");
-                        let chosen: Vec<_> = selectors.iter().filter(|s| !s.skip).collect();
-                        assert_eq!(chosen.len(), 1, "{selectors:?}");
-                        let first = selectors.iter().take_while(|s| s.skip).map(|s| s.row_count).sum();
-                        (name, first, chosen[0].row_count)
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn fewer_files_than_partitions_are_cut_into_row_slices() {
-        let rows = [81_027];
-        let groups = table(&rows, true).file_groups(2);
-        assert_eq!(
-            pieces(&groups, &rows),
-            [
-                vec![("f0".into(), 0, 40_513)],
-                vec![("f0".into(), 40_513, 40_514)]
-            ]
-        );
-
-        // 150 rows over 3 partitions: 50 each, the second file read whole.
-        let rows = [100, 50];
-        let groups = table(&rows, true).file_groups(3);
-        assert_eq!(
-            pieces(&groups, &rows),
-            [
-                vec![("f0".into(), 0, 50)],
-                vec![("f0".into(), 50, 50)],
-                vec![("f1".into(), 0, 50)]
-            ]
-        );
-
-        // A slice may end inside one file and go on into the next.
-        let rows = [3, 3];
-        let groups = table(&rows, true).file_groups(4);
-        let got = pieces(&groups, &rows);
-        let mut read: Vec<(String, usize, usize)> = got.iter().flatten().cloned().collect();
-        read.sort();
-        // Every row of every file is read by exactly one slice.
-        for (file, n) in [("f0", 3), ("f1", 3)] {
-            let mut next = 0;
-            for (_, first, len) in read.iter().filter(|(f, ..)| f == file) {
-                assert_eq!(*first, next, "{got:?}");
-                next += len;
-            }
-            assert_eq!(next, n, "{got:?}");
-        }
-        assert_eq!(got.len(), 4, "{got:?}");
-        assert!(
-            got.iter().all(|g| g.iter().map(|p| p.2).sum::<usize>() <= 2),
-            "{got:?}"
-        );
-    }
-
-    #[test]
-    fn files_stay_whole_when_enough_or_when_slicing_is_off() {
-        let rows = [10, 20, 30];
-        for (partitions, split) in [(2, true), (3, true), (4, false)] {
-            let groups = table(&rows, split).file_groups(partitions);
-            let got = pieces(&groups, &rows);
-            assert_eq!(got.len(), partitions.min(rows.len()), "{got:?}");
-            let mut files: Vec<_> = got.into_iter().flatten().collect();
-            files.sort();
-            assert_eq!(
-                files,
-                [("f0".into(), 0, 10), ("f1".into(), 0, 20), ("f2".into(), 0, 30)]
-            );
         }
     }
 

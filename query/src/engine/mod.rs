@@ -103,6 +103,12 @@ impl QueryEngine {
         let parquet = &mut session.options_mut().execution.parquet;
         parquet.pushdown_filters = true;
         parquet.reorder_filters = true;
+        // A scan of fewer files than partitions (a block's rollup tier is one file) is read
+        // by one thread either way. Dealing its batches round robin to every partition
+        // only spreads its stacks over one partial sum per core, each a map of every stack
+        // that the final sum then merges again: the whole-range flamegraph of one block
+        // took 10-15 % longer that way.
+        session.options_mut().optimizer.enable_round_robin_repartition = false;
         let mut runtime = RuntimeEnvBuilder::new();
         if let Some(limit) = config.memory_limit_bytes {
             runtime = runtime.with_memory_limit(limit, 1.0);

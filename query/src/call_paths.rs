@@ -212,17 +212,28 @@ impl CallPaths {
 /// the next end. Every node of a chain has the same total in any sum whose values land on
 /// chain ends only, so a dense sum adds up chains (a few per stack) instead of nodes (tens
 /// per stack), and a cut takes a chain at once.
+///
+/// Nodes are laid out in pre-order of the tree, numbered by their place in it (their
+/// position): the root is 0 and every subtree, a chain included, is one run of positions.
+/// Node numbers follow the order in which queries resolved stacks, which scatters a node's
+/// children and a chain's nodes over the whole cache; a cut's walk down from the root
+/// missed the cache at nearly every node it took.
 #[derive(Debug)]
 struct Layout {
-    /// Every node's children, in one array: read far faster than per-node links.
+    /// Per node, its position.
+    position: Vec<u32>,
+    /// Per position: its parent's position (the root is its own) and its node's name.
+    parents_at: Vec<u32>,
+    names_at: Vec<u32>,
+    /// Every position's children, in one array: read far faster than per-node links.
     children: Children,
-    /// Per node, its chain; chains are numbered in the order of their first nodes, so a
-    /// chain's parent chain has a lower number. The root is chain 0, alone.
+    /// Per position, its chain; chains are numbered in the order of their first positions,
+    /// so a chain's parent chain has a lower number. The root is chain 0, alone.
     chain_of: Vec<u32>,
-    /// Per chain: its first and last node, its length, and the chain its first node's
-    /// parent ends.
-    firsts: Vec<PathNode>,
-    lasts: Vec<PathNode>,
+    /// Per chain: its first and last position, its length, and the chain its first
+    /// position's parent ends.
+    firsts: Vec<u32>,
+    lasts: Vec<u32>,
     lens: Vec<u32>,
     parents: Vec<u32>,
 }
@@ -230,25 +241,40 @@ struct Layout {
 impl Layout {
     fn of(paths: &CallPaths) -> Layout {
         let nodes = paths.parents.len();
-        let children = Children::of(paths.parents.iter().map(|&p| p as usize));
+        let (position, parents_at, names_at) = {
+            let children = Children::of(paths.parents.iter().map(|&p| p as usize));
+            // Every node hangs from the root: `CallPaths::child` is the only way one is made.
+            let mut order = Vec::with_capacity(nodes);
+            let mut todo = vec![CallPaths::ROOT as usize];
+            while let Some(node) = todo.pop() {
+                order.push(node);
+                todo.extend(children.get(node).iter().rev());
+            }
+            let mut position = vec![0u32; nodes];
+            for (at, &node) in order.iter().enumerate() {
+                position[node] = u32::try_from(at).expect("fewer than 2^32 call path nodes");
+            }
+            let parents_at: Vec<u32> = order
+                .iter()
+                .map(|&node| position[paths.parents[node] as usize])
+                .collect();
+            let names_at = order.iter().map(|&node| paths.node_names[node]).collect();
+            (position, parents_at, names_at)
+        };
+        let children = Children::of(parents_at.iter().map(|&p| p as usize));
         let mut asked = vec![false; nodes];
         asked[CallPaths::ROOT as usize] = true;
         for &end in paths.asked.values() {
-            asked[end as usize] = true;
+            asked[position[end as usize] as usize] = true;
         }
         let ends_chain = |node: usize| asked[node] || children.get(node).len() != 1;
         let mut chain_of = vec![0u32; nodes];
-        let (mut firsts, mut lasts, mut lens, mut parents) = (
-            vec![CallPaths::ROOT],
-            vec![CallPaths::ROOT],
-            vec![1u32],
-            vec![0u32],
-        );
-        for (node, &parent) in paths.parents.iter().enumerate().skip(1) {
+        let (mut firsts, mut lasts, mut lens, mut parents) = (vec![0u32], vec![0u32], vec![1u32], vec![0u32]);
+        for (node, &parent) in parents_at.iter().enumerate().skip(1) {
             let parent = parent as usize;
             let chain = if ends_chain(parent) {
-                firsts.push(node as PathNode);
-                lasts.push(node as PathNode);
+                firsts.push(node as u32);
+                lasts.push(node as u32);
                 lens.push(0);
                 parents.push(chain_of[parent]);
                 u32::try_from(firsts.len() - 1).expect("fewer than 2^32 chains")
@@ -258,10 +284,13 @@ impl Layout {
             chain_of[node] = chain;
             lens[chain as usize] += 1;
             if ends_chain(node) {
-                lasts[chain as usize] = node as PathNode;
+                lasts[chain as usize] = node as u32;
             }
         }
         Layout {
+            position,
+            parents_at,
+            names_at,
             children,
             chain_of,
             firsts,
@@ -272,7 +301,8 @@ impl Layout {
     }
 
     fn ends_chain(&self, node: PathNode) -> bool {
-        self.lasts[self.chain_of[node as usize] as usize] == node
+        let at = self.position[node as usize];
+        self.lasts[self.chain_of[at as usize] as usize] == at
     }
 }
 
@@ -396,9 +426,9 @@ impl<'p> PathSums<'p> {
 }
 
 /// Ungrouped values summed over the whole cached tree: the nodes of the query's tree are
-/// the cached nodes its paths reach, numbered as in the cache. Only totals are kept, per
-/// chain of the [`Layout`]: a node's self value is what its total leaves over its
-/// children's (see `tree::cut`).
+/// the cached nodes its paths reach, numbered by their positions in the [`Layout`]. Only
+/// totals are kept, per chain of the layout: a node's self value is what its total leaves
+/// over its children's (see `tree::cut`).
 struct DenseSums<'p> {
     paths: &'p CallPaths,
     layout: &'p Layout,
@@ -417,7 +447,7 @@ impl<'p> DenseSums<'p> {
         reached[0] = true;
         let mut no_negative_values = true;
         for &(end, value) in values {
-            let chain = layout.chain_of[end as usize] as usize;
+            let chain = layout.chain_of[layout.position[end as usize] as usize] as usize;
             totals[chain] += value;
             reached[chain] = true;
             no_negative_values &= value >= 0;
@@ -461,11 +491,11 @@ impl RankedTree for DenseSums<'_> {
     }
 
     fn name(&self, id: usize) -> &str {
-        &self.paths.names.names()[self.paths.node_names[id] as usize]
+        &self.paths.names.names()[self.layout.names_at[id] as usize]
     }
 
     fn parent(&self, id: usize) -> usize {
-        self.paths.parents[id] as usize
+        self.layout.parents_at[id] as usize
     }
 
     fn children_into(&self, id: usize, out: &mut Vec<usize>) {

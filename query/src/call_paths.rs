@@ -405,13 +405,11 @@ impl<'p> PathSums<'p> {
     /// Hands the tree, cut to `max_nodes` when given, to `finish`.
     fn cut<R>(mut self, max_nodes: Option<usize>, finish: impl FnOnce(Cut<'_>) -> R) -> R {
         let max_nodes = max_nodes.unwrap_or(usize::MAX);
-        if self.group_names.is_empty() && self.dense() {
-            let layout = self.paths.layout();
-            // A path that ended inside a chain had symbols missing: it was not asked.
-            if self.at_root.iter().all(|&(end, _)| layout.ends_chain(end)) {
-                let dense = DenseSums::new(self.paths, layout, &self.at_root);
-                return finish(cut(&dense, max_nodes));
-            }
+        if self.group_names.is_empty()
+            && self.dense()
+            && let Some(dense) = DenseSums::new(self.paths, self.paths.layout(), &self.at_root)
+        {
+            return finish(cut(&dense, max_nodes));
         }
         for (end, value) in std::mem::take(&mut self.at_root) {
             let node = self.output_node(Self::ROOT, end);
@@ -439,15 +437,21 @@ struct DenseSums<'p> {
 }
 
 impl<'p> DenseSums<'p> {
-    /// `values` end at chain ends only.
-    fn new(paths: &'p CallPaths, layout: &'p Layout, values: &[(PathNode, i64)]) -> DenseSums<'p> {
+    /// `None` when a value ends inside a chain: its path had symbols missing, so it was not
+    /// asked, and chains do not sum it.
+    fn new(paths: &'p CallPaths, layout: &'p Layout, values: &[(PathNode, i64)]) -> Option<DenseSums<'p>> {
         let chains = layout.firsts.len();
         let mut totals = vec![0i64; chains];
         let mut reached = vec![false; chains];
         reached[0] = true;
         let mut no_negative_values = true;
         for &(end, value) in values {
-            let chain = layout.chain_of[layout.position[end as usize] as usize] as usize;
+            // The position and chain are looked up once, for the check and the sum.
+            let at = layout.position[end as usize];
+            let chain = layout.chain_of[at as usize] as usize;
+            if layout.lasts[chain] != at {
+                return None;
+            }
             totals[chain] += value;
             reached[chain] = true;
             no_negative_values &= value >= 0;
@@ -462,14 +466,14 @@ impl<'p> DenseSums<'p> {
             reached[parent] |= reached[chain];
             len += usize::from(reached[chain]) * layout.lens[chain] as usize;
         }
-        DenseSums {
+        Some(DenseSums {
             paths,
             layout,
             totals,
             reached,
             len,
             no_negative_values,
-        }
+        })
     }
 }
 

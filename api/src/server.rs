@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use stackhouse_ingest::limits::{RateLimiter, SeriesCounter};
 use stackhouse_ingest::pipeline::Pipeline;
+use stackhouse_query::debuginfo::DebugInfoConfig;
 use stackhouse_query::{QueryConfig, QueryEngine};
 use stackhouse_storage::catalog::{open_catalog, redact_password};
 use stackhouse_storage::clock::{self, SharedClock};
@@ -194,6 +195,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             flush_timeout: args.flush_timeout,
             max_pending_samples: args.max_pending_samples,
             max_buffered_bytes: args.ingest_memory_budget,
+            clock: clock.clone(),
         },
     ));
     let engine = Arc::new(QueryEngine::new(
@@ -203,7 +205,10 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
         QueryConfig {
             limits: args.query_limits.limits(),
             memory_limit_bytes: Some(args.query_memory_budget),
-            debuginfo: args.debuginfo.config(),
+            debuginfo: DebugInfoConfig {
+                clock: clock.clone(),
+                ..args.debuginfo.config()
+            },
             cluster: args.cluster.config().await?,
             ..QueryConfig::default()
         },

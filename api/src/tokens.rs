@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use stackhouse_storage::catalog::{Catalog, open_catalog, redact_password};
+use stackhouse_storage::clock::{self, Clock};
 
 use crate::auth;
 
@@ -55,13 +56,13 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<bool> {
     let catalog = open_catalog(&url)
         .await
         .with_context(|| format!("opening catalog {}", redact_password(&url)))?;
+    let clock = clock::system();
     match args.command {
-        TokenCommand::Create { tenant, name } => create(catalog.as_ref(), &tenant, &name).await,
+        TokenCommand::Create { tenant, name } => create(catalog.as_ref(), &*clock, &tenant, &name).await,
         TokenCommand::List { tenant } => list(catalog.as_ref(), tenant.as_deref()).await,
         TokenCommand::Revoke { id } => {
-            let now = chrono::Utc::now().timestamp_millis();
             if catalog
-                .revoke_token(&id, now)
+                .revoke_token(&id, clock.now_millis())
                 .await
                 .context("revoking the token")?
             {
@@ -75,9 +76,9 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<bool> {
     }
 }
 
-async fn create(catalog: &dyn Catalog, tenant: &str, name: &str) -> anyhow::Result<bool> {
+async fn create(catalog: &dyn Catalog, clock: &dyn Clock, tenant: &str, name: &str) -> anyhow::Result<bool> {
     crate::tenant::parse(Some(tenant.as_bytes())).map_err(|e| anyhow::anyhow!(e))?;
-    let issued = auth::issue(tenant, name, chrono::Utc::now().timestamp_millis())?;
+    let issued = auth::issue(tenant, name, clock.now_millis())?;
     catalog
         .create_token(&issued.token, &issued.sha256_hex)
         .await

@@ -16,6 +16,7 @@ use stackhouse_query::{
     folded,
 };
 use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
+use stackhouse_storage::clock::system_now_nanos;
 use stackhouse_storage::model::{
     AttributeSet, Batch, Function, Labels, Line, Location, Mapping, ProfileType, SampleRow, Series, SymbolId,
     TimeRange,
@@ -244,7 +245,9 @@ async fn fixture_with(limits: QueryLimits) -> Fixture {
 
 /// Writes `batch` as segment `segment_id` and commits it.
 async fn commit(store: &Store, catalog: &dyn Catalog, batch: &Batch, segment_id: &str) {
-    let WrittenSegment { segment, symbols } = write_segment(store, batch, segment_id, 0).await.unwrap();
+    let WrittenSegment { segment, symbols } = write_segment(store, batch, segment_id, 0, system_now_nanos())
+        .await
+        .unwrap();
     let mut sample_labels: Vec<(String, String)> = batch
         .attr_sets
         .values()

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use common::paths;
 use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, QueryLimits, ScanStats, Scope};
 use stackhouse_storage::catalog::{Catalog, SegmentCommit, open_catalog};
+use stackhouse_storage::clock::system_now_nanos;
 use stackhouse_storage::model::{
     Batch, Function, Labels, Line, Location, ProfileType, SampleRow, Series, SymbolId, TimeRange,
 };
@@ -216,7 +217,9 @@ async fn fixture() -> Fixture {
         samples_total += batch.samples.len();
         let segment_id = format!("{s:08}-trace-lookup");
         let WrittenSegment { segment, symbols } =
-            write_segment(&store, &batch, &segment_id, 0).await.unwrap();
+            write_segment(&store, &batch, &segment_id, 0, system_now_nanos())
+                .await
+                .unwrap();
         let commit = SegmentCommit {
             segment,
             symbols,

@@ -1,5 +1,7 @@
-//! The one clock the server reads: ingest's accepted time window, retention cutoffs,
-//! lease and deletion times. Injected, so tests move time instead of sleeping.
+//! The one clock the server reads for "now": ingest's accepted time window, when segments
+//! are created, retention cutoffs, lease and deletion times, when tokens and debug files
+//! are recorded. Injected, so tests move time instead of sleeping. Durations (timeouts,
+//! cache ages, rate buckets, metrics) stay on the monotonic clock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -7,6 +9,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
     /// Nanoseconds since the Unix epoch.
     fn now_nanos(&self) -> i64;
+
+    /// Milliseconds since the Unix epoch, as tokens and debug files record times.
+    fn now_millis(&self) -> i64 {
+        self.now_nanos().div_euclid(1_000_000)
+    }
 }
 
 /// The shared handle every component holds.
@@ -75,8 +82,12 @@ mod tests {
         assert_eq!(clock.now_nanos(), 1_500);
         clock.set(7);
         assert_eq!(clock.now_nanos(), 7);
+        clock.set(1_999_999);
+        assert_eq!(clock.now_millis(), 1);
+        clock.set(-1);
+        assert_eq!(clock.now_millis(), -1, "millis before the epoch round down");
         let shared: SharedClock = clock;
-        assert_eq!(shared.now_nanos(), 7);
+        assert_eq!(shared.now_nanos(), -1);
         assert!(system().now_nanos() > 1_700_000_000_000_000_000);
     }
 }

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use arrow::compute::concat_batches;
 
-use crate::catalog::common::now_nanos;
 use crate::catalog::{SegmentMeta, SegmentSeries};
 use crate::compaction::merge::{filter_times, read_sorted, relist, write_block};
 use crate::compaction::{CompactionError, CompactionReport, Compactor};
@@ -273,7 +272,15 @@ pub async fn expire_tiers(
                         })
                         .map(|(s, _)| s)
                         .collect();
-                    let split = split(compactor.store(), segment, *cutoff, &cutoffs, &candidates).await?;
+                    let split = split(
+                        compactor.store(),
+                        segment,
+                        *cutoff,
+                        &cutoffs,
+                        &candidates,
+                        compactor.clock().now_nanos(),
+                    )
+                    .await?;
                     absorbed_ids.extend(split.absorbed.iter().map(|s| s.id.as_str()));
                     let mut gone = vec![segment.clone()];
                     gone.extend(split.absorbed.into_iter().cloned());
@@ -281,7 +288,16 @@ pub async fn expire_tiers(
                 }
                 Fate::Relist { kept, computed } => (
                     vec![segment.clone()],
-                    vec![relist(compactor.store(), segment, kept, computed).await?],
+                    vec![
+                        relist(
+                            compactor.store(),
+                            segment,
+                            compactor.clock().now_nanos(),
+                            kept,
+                            computed,
+                        )
+                        .await?,
+                    ],
                 ),
                 Fate::Keep | Fate::Remove => unreachable!("handled above"),
             };
@@ -314,15 +330,16 @@ struct Split<'a> {
     added: Vec<SegmentMeta>,
 }
 
-/// Splits `segment` at the raw `cutoff`. Of `candidates` (rollup segments of its hour that
-/// retention keeps as they are), those with the tiers the part before the cutoff keeps are
-/// summed into that part's rollup segment.
+/// Splits `segment` at the raw `cutoff` into segments created at `created_at_nanos`. Of
+/// `candidates` (rollup segments of its hour that retention keeps as they are), those with
+/// the tiers the part before the cutoff keeps are summed into that part's rollup segment.
 async fn split<'a>(
     store: &Store,
     segment: &SegmentMeta,
     cutoff: i64,
     cutoffs: &Cutoffs,
     candidates: &[&'a SegmentMeta],
+    created_at_nanos: i64,
 ) -> Result<Split<'a>, StoreError> {
     let table = read_sorted(store, std::slice::from_ref(segment)).await?;
     let (before, after) = (
@@ -333,7 +350,17 @@ async fn split<'a>(
     let tenant = &segment.tenant;
     let mut split = Split {
         absorbed: Vec::new(),
-        added: vec![write_block(store, tenant, segment.level, after, &Resolution::ROLLUPS).await?],
+        added: vec![
+            write_block(
+                store,
+                tenant,
+                segment.level,
+                created_at_nanos,
+                after,
+                &Resolution::ROLLUPS,
+            )
+            .await?,
+        ],
     };
     let Some((min_time, max_time, series)) = extents(&before) else {
         return Ok(split);
@@ -369,7 +396,7 @@ async fn split<'a>(
         min_time: absorbed().map(|s| s.min_time).fold(min_time, i64::min),
         max_time: absorbed().map(|s| s.max_time).fold(max_time, i64::max),
         level: segment.level,
-        created_at_nanos: now_nanos(),
+        created_at_nanos,
         objects,
         series: merged_series(series.iter().chain(absorbed().flat_map(|s| &s.series))),
     };

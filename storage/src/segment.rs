@@ -102,19 +102,21 @@ pub struct WrittenSegment {
 }
 
 /// Writes `batch.samples` (sorted by series, time, stack) and every non-empty symbol table
-/// of `batch` as Parquet objects, and returns their metadata (not yet committed).
+/// of `batch` as Parquet objects, and returns their metadata (not yet committed), created at
+/// `created_at_nanos` by the writer's clock.
 pub async fn write_segment(
     store: &Store,
     batch: &Batch,
     segment_id: &str,
     level: i32,
+    created_at_nanos: i64,
 ) -> Result<WrittenSegment, StoreError> {
     if batch.samples.is_empty() {
         return Err(StoreError::EmptySegment);
     }
     let table = samples_batch(&batch.samples, &sorted_rows(&batch.samples))?;
     let (segment, symbols) = futures::future::try_join(
-        write_samples(store, &batch.tenant, segment_id, level, table),
+        write_samples(store, &batch.tenant, segment_id, level, created_at_nanos, table),
         write_symbols(
             store,
             &batch.tenant,
@@ -134,6 +136,7 @@ pub async fn write_samples(
     tenant: &str,
     segment_id: &str,
     level: i32,
+    created_at_nanos: i64,
     table: RecordBatch,
 ) -> Result<SegmentMeta, StoreError> {
     let (min_time, max_time, series) = extents(&table).ok_or(StoreError::EmptySegment)?;
@@ -145,7 +148,7 @@ pub async fn write_samples(
         min_time,
         max_time,
         level,
-        created_at_nanos: now_nanos(),
+        created_at_nanos,
         objects: vec![object],
         series,
     })
@@ -266,8 +269,6 @@ pub fn open_table(
     }
     Ok(builder)
 }
-
-use crate::catalog::common::now_nanos;
 
 /// Time extent and per-series extents of a samples table sorted by (series, time); `None`
 /// when it has no rows.

@@ -12,6 +12,7 @@ use tokio::task::{Id, JoinSet};
 use tokio::time::MissedTickBehavior;
 
 use crate::catalog::{Catalog, CommitOutcome, SegmentCommit};
+use crate::clock::{self, SharedClock};
 use crate::model::{AttributeSet, Batch, IdMap, ProfileKey, ProfileRecord};
 use crate::segment::{WrittenSegment, write_segment};
 use crate::store::Store;
@@ -34,6 +35,9 @@ pub struct WriterConfig {
     /// get [`WriteError::Unavailable`]: with the object store or catalog unreachable,
     /// senders hear so and retry instead of waiting out every retry of the store client.
     pub flush_timeout: Duration,
+    /// What segments are stamped as created at: compaction merges level-0 segments older
+    /// than its `l0_max_age` by its own clock, so both must read the same one.
+    pub clock: SharedClock,
 }
 
 impl Default for WriterConfig {
@@ -43,6 +47,7 @@ impl Default for WriterConfig {
             max_pending_samples: 1_000_000,
             max_buffered_bytes: 512 << 20,
             flush_timeout: Duration::from_secs(30),
+            clock: clock::system(),
         }
     }
 }
@@ -192,6 +197,7 @@ impl Writer {
             store,
             catalog,
             symbols: symbols.clone(),
+            clock: config.clock.clone(),
         });
         tokio::spawn(async move {
             WriterTask::new(flusher, config).run(rx).await;
@@ -618,6 +624,7 @@ struct Flusher {
     store: Store,
     catalog: Arc<dyn Catalog>,
     symbols: Arc<SymbolCache>,
+    clock: SharedClock,
 }
 
 /// What a flush stored.
@@ -670,9 +677,11 @@ impl Flusher {
                 });
             }
             let segment_id = uuid::Uuid::now_v7().to_string();
-            let WrittenSegment { segment, symbols } = write_segment(&self.store, &batch, &segment_id, 0)
-                .await
-                .map_err(|e| fail(format!("writing segment: {e}")))?;
+            let created_at = self.clock.now_nanos();
+            let WrittenSegment { segment, symbols } =
+                write_segment(&self.store, &batch, &segment_id, 0, created_at)
+                    .await
+                    .map_err(|e| fail(format!("writing segment: {e}")))?;
             metrics::histogram!("stackhouse_segment_bytes")
                 .record(segment.objects.iter().map(|o| o.size_bytes as f64).sum::<f64>());
             let series = segment

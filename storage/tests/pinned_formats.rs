@@ -174,7 +174,9 @@ async fn segment_still_reads(name: &str) {
     let batch = common::sample_batch(TENANT);
     if name == NEWEST && std::env::var_os("STACKHOUSE_REGENERATE_FIXTURES").is_some() {
         let _ = std::fs::remove_dir_all(&dir);
-        write_segment(&store, &batch, SEGMENT, 0).await.unwrap();
+        write_segment(&store, &batch, SEGMENT, 0, common::CREATED_AT)
+            .await
+            .unwrap();
     }
 
     let samples = object(&dir, TableKind::Samples, samples_key(TENANT, SEGMENT));

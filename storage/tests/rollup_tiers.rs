@@ -17,7 +17,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use stackhouse_storage::catalog::{Catalog, SegmentCommit, SegmentMeta, TableKind};
 use stackhouse_storage::cleanup;
-use stackhouse_storage::clock::ManualClock;
+use stackhouse_storage::clock::{Clock, ManualClock};
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor, TOP_LEVEL};
 use stackhouse_storage::model::{Batch, SampleRow, SymbolId, TimeRange};
 use stackhouse_storage::per_tenant::PerTenant;
@@ -99,7 +99,9 @@ impl World {
             self.rows.push(row);
         }
         let id = uuid::Uuid::now_v7().to_string();
-        let written = write_segment(&self.store, &batch, &id, 0).await.unwrap();
+        let written = write_segment(&self.store, &batch, &id, 0, self.clock.now_nanos())
+            .await
+            .unwrap();
         let commit = SegmentCommit {
             series: batch.series.values().cloned().collect(),
             segment: written.segment,

@@ -141,7 +141,9 @@ async fn segments_round_trip_on_s3() {
     );
 
     let batch = sample_batch("acme");
-    let written = write_segment(&store, &batch, "seg-s3", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-s3", 0, CREATED_AT)
+        .await
+        .unwrap();
     let seg = &written.segment;
 
     let listed: Vec<String> = store

@@ -55,7 +55,9 @@ async fn samples_are_sorted_compressed_and_versioned() {
     let (_dir, store) = local_store();
     let batch = sample_batch("acme");
     let (a, b) = (series("a").id, series("b").id);
-    let written = write_segment(&store, &batch, "seg-1", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-1", 0, CREATED_AT)
+        .await
+        .unwrap();
     let seg = written.segment;
 
     assert_eq!(
@@ -79,10 +81,7 @@ async fn samples_are_sorted_compressed_and_versioned() {
     ];
     expected_series.sort_by_key(|s| s.series_id);
     assert_eq!(seg.series, expected_series);
-    assert!(
-        seg.created_at_nanos > 1_600_000_000_000_000_000,
-        "a wall-clock time"
-    );
+    assert_eq!(seg.created_at_nanos, CREATED_AT, "the time the writer gave");
 
     let samples = seg.object(TableKind::Samples).unwrap();
     assert_eq!(samples.key, samples_key("acme", "seg-1"));
@@ -158,7 +157,7 @@ async fn samples_are_sorted_compressed_and_versioned() {
 #[tokio::test]
 async fn compacted_levels_are_zstd_with_page_statistics() {
     let (_dir, store) = local_store();
-    let written = write_segment(&store, &sample_batch("acme"), "seg-2", 1)
+    let written = write_segment(&store, &sample_batch("acme"), "seg-2", 1, CREATED_AT)
         .await
         .unwrap();
     let mut objects = vec![written.segment.object(TableKind::Samples).unwrap().clone()];
@@ -193,7 +192,7 @@ async fn compacted_levels_are_zstd_with_page_statistics() {
 #[tokio::test]
 async fn id_columns_have_bloom_filters() {
     let (_dir, store) = local_store();
-    let seg = write_segment(&store, &sample_batch("acme"), "seg-bloom", 0)
+    let seg = write_segment(&store, &sample_batch("acme"), "seg-bloom", 0, CREATED_AT)
         .await
         .unwrap()
         .segment;
@@ -231,7 +230,9 @@ async fn id_columns_have_bloom_filters() {
 async fn symbols_round_trip() {
     let (_dir, store) = local_store();
     let batch = sample_batch("acme");
-    let written = write_segment(&store, &batch, "seg-sym", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-sym", 0, CREATED_AT)
+        .await
+        .unwrap();
 
     let object = |kind| {
         written
@@ -283,7 +284,9 @@ async fn tables_without_rows_get_no_object() {
     let mut batch = sample_batch("acme");
     batch.mappings.clear();
     batch.attr_sets.clear();
-    let written = write_segment(&store, &batch, "seg-partial", 1).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-partial", 1, CREATED_AT)
+        .await
+        .unwrap();
     let mut kinds: Vec<_> = written.symbols.iter().map(|o| o.kind.as_str()).collect();
     kinds.sort();
     assert_eq!(kinds, ["functions", "locations", "stacks"]);
@@ -293,7 +296,7 @@ async fn tables_without_rows_get_no_object() {
     assert!(index.mappings.is_empty() && index.attr_sets.is_empty());
     assert_eq!(index.functions.len(), FUNCTIONS);
 
-    let empty = write_segment(&store, &Batch::new("acme"), "seg-empty", 0).await;
+    let empty = write_segment(&store, &Batch::new("acme"), "seg-empty", 0, CREATED_AT).await;
     // `WrittenSegment` is not `Debug`: show the error or say a segment came back.
     let empty = empty.map(|w| w.segment);
     assert!(matches!(empty, Err(StoreError::EmptySegment)), "{empty:?}");
@@ -321,7 +324,9 @@ async fn large_segments_split_into_row_groups_in_order() {
             profile_id: None,
         })
         .collect();
-    let written = write_segment(&store, &batch, "seg-big", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-big", 0, CREATED_AT)
+        .await
+        .unwrap();
     assert!(written.symbols.is_empty(), "no symbols");
     let seg = written.segment;
     assert_eq!(seg.objects.len(), 1, "samples only");
@@ -355,7 +360,9 @@ async fn large_segments_split_into_row_groups_in_order() {
 async fn unversioned_symbol_objects_are_refused() {
     let (_dir, store) = local_store();
     let batch = sample_batch("acme");
-    let written = write_segment(&store, &batch, "seg-bad", 0).await.unwrap();
+    let written = write_segment(&store, &batch, "seg-bad", 0, CREATED_AT)
+        .await
+        .unwrap();
     // Replace the functions object by one with the right schema but no version metadata.
     let table = RecordBatch::new_empty(schema::FUNCTIONS.clone());
     let mut buf = Vec::new();
@@ -429,7 +436,7 @@ async fn repeated_ids_are_stored_once_per_row_group() {
         .collect();
 
     for level in [0, 1] {
-        let written = write_segment(&store, &batch, &format!("seg-{level}"), level)
+        let written = write_segment(&store, &batch, &format!("seg-{level}"), level, CREATED_AT)
             .await
             .unwrap();
         let bytes = read_object(&store, &written.segment, TableKind::Samples).await;

@@ -13,6 +13,8 @@ use stackhouse_storage::catalog::{
     CatalogError, CatalogResult, CatalogStats, CommitOutcome, DebugFile, ObjectMeta, SegmentCommit,
     SegmentMeta, SegmentReplacement, Setting, TableKind, TenantToken,
 };
+use stackhouse_storage::clock::{Clock, ManualClock};
+use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor};
 use stackhouse_storage::model::{Batch, ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
 use stackhouse_storage::segment::symbols_key;
 use stackhouse_storage::store::Store;
@@ -302,6 +304,66 @@ async fn the_size_bound_flushes_early() {
     writer.shutdown().await;
 }
 
+/// `batch` with its samples and profiles moved `by` nanoseconds later.
+fn shifted(mut batch: Batch, by: i64) -> Batch {
+    for sample in &mut batch.samples {
+        sample.time_nanos += by;
+    }
+    for profile in &mut batch.profiles {
+        profile.start_nanos += by;
+        profile.end_nanos += by;
+    }
+    batch
+}
+
+/// The writer stamps segments by the clock it is given, the one compaction ages level-0
+/// segments by: a minute that is still open is merged once its segments are `l0_max_age`
+/// old on that clock, without waiting for it.
+#[tokio::test]
+async fn level_0_segments_age_by_the_clock_the_writer_and_compactor_share() {
+    const SEC: i64 = 1_000_000_000;
+    // Half a minute into a minute of 2024: the minute stays open (it closes a settle period
+    // after its end) for the whole test.
+    let minute = 475_000 * 3_600 * SEC;
+    let clock = ManualClock::at(minute + 30 * SEC);
+    let env = env().await;
+    let config = WriterConfig {
+        clock: clock.clone(),
+        ..config(20)
+    };
+    let writer = writer_on(&env, env.catalog.clone(), config);
+    for n in 1..=2 {
+        writer
+            .write(shifted(numbered_batch("acme", n), minute + 20 * SEC))
+            .await
+            .unwrap();
+    }
+    writer.shutdown().await;
+    let written = segments(env.catalog.as_ref(), "acme").await;
+    assert_eq!(written.len(), 2, "one flush per write: {written:?}");
+    assert!(written.iter().all(|s| s.created_at_nanos == clock.now_nanos()));
+
+    let compaction = CompactionConfig::default();
+    let l0_max_age = compaction.policy.l0_max_age;
+    let compactor = Compactor::new(env.store.clone(), env.catalog.clone(), compaction, clock.clone());
+    let report = compactor.compact_tenant("acme", CompactMode::Due).await.unwrap();
+    assert_eq!(
+        report.segments_removed, 0,
+        "young segments of an open minute wait: {report:?}"
+    );
+    clock.advance(l0_max_age);
+    let report = compactor.compact_tenant("acme", CompactMode::Due).await.unwrap();
+    assert_eq!(report.segments_removed, 2, "{report:?}");
+    let merged = segments(env.catalog.as_ref(), "acme").await;
+    assert_eq!(merged.len(), 1, "{merged:?}");
+    assert_eq!(merged[0].level, 1);
+    assert_eq!(
+        merged[0].created_at_nanos,
+        clock.now_nanos(),
+        "stamped by the compactor's clock"
+    );
+}
+
 #[tokio::test]
 async fn empty_batches_are_acknowledged_without_a_segment() {
     let env = env().await;
@@ -473,8 +535,8 @@ impl ProfileCatalog for FailingCatalog {
 
 #[async_trait]
 impl LeaseCatalog for FailingCatalog {
-    async fn acquire_lease(&self, name: &str, holder: &str, ttl: Duration) -> CatalogResult<bool> {
-        self.inner.acquire_lease(name, holder, ttl).await
+    async fn acquire_lease(&self, name: &str, holder: &str, now: i64, ttl: Duration) -> CatalogResult<bool> {
+        self.inner.acquire_lease(name, holder, now, ttl).await
     }
     async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
         self.inner.release_lease(name, holder).await

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 use stackhouse_storage::catalog::{self, Catalog, CatalogError};
+use stackhouse_storage::clock::{self, SharedClock};
 use stackhouse_storage::store::{Store, StoreError};
 use stackhouse_storage::symbols::SymbolIndex;
 use url::Url;
@@ -43,6 +44,8 @@ pub struct DebugInfoConfig {
     /// How long a build id no debuginfod server has is not asked for again.
     pub debuginfod_negative_ttl: Duration,
     pub debuginfod_timeout: Duration,
+    /// What uploads are stamped with: the process's one clock, so a test can set it.
+    pub clock: SharedClock,
 }
 
 impl Default for DebugInfoConfig {
@@ -53,6 +56,7 @@ impl Default for DebugInfoConfig {
             debuginfod_urls: Vec::new(),
             debuginfod_negative_ttl: Duration::from_secs(600),
             debuginfod_timeout: Duration::from_secs(60),
+            clock: clock::system(),
         }
     }
 }
@@ -165,7 +169,7 @@ impl DebugInfo {
             object_key: key,
             file_name: file_name.to_string(),
             size_bytes: size as i64,
-            uploaded_at_millis: chrono::Utc::now().timestamp_millis(),
+            uploaded_at_millis: self.config.clock.now_millis(),
         };
         self.catalog.put_debug_file(tenant, &row).await?;
         self.forget_list(tenant);

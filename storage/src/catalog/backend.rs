@@ -97,7 +97,7 @@ pub(crate) struct SegmentSwap<'a> {
 /// A [`super::SymbolCatalog::replace_symbols`] call.
 pub(crate) struct SymbolSwap<'a> {
     pub(crate) tenant: &'a str,
-    /// Distinct and sorted.
+    /// Distinct, sorted and not empty: `added` takes the place of the oldest of them.
     pub(crate) removed: &'a [String],
     pub(crate) added: &'a [ObjectMeta],
     /// The keys of `added`: an object merged again into itself must not be deleted.

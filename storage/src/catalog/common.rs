@@ -284,15 +284,6 @@ pub(crate) fn symbols_gone(tenant: &str, expected: &[String], found: usize) -> C
     ))
 }
 
-/// Lease expiry uses the process clock of whoever acquires (not the database clock), so
-/// replicas must keep their clocks roughly in sync; ttls are minutes, skew is milliseconds.
-pub(crate) fn now_nanos() -> i64 {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(since_epoch.as_nanos()).unwrap_or(i64::MAX)
-}
-
 pub(crate) fn duration_nanos(ttl: std::time::Duration) -> i64 {
     i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
 }

@@ -6,13 +6,22 @@ use async_trait::async_trait;
 
 use super::CatalogResult;
 use super::backend::{SqlCatalog, on_either};
-use super::common::{duration_nanos, now_nanos};
+use super::common::duration_nanos;
 
 #[async_trait]
 pub trait LeaseCatalog: Send + Sync {
-    /// Takes or renews the lease `name` for `holder` until `now + ttl`. False while another
-    /// holder's lease has not expired.
-    async fn acquire_lease(&self, name: &str, holder: &str, ttl: Duration) -> CatalogResult<bool>;
+    /// Takes or renews the lease `name` for `holder` until `now_nanos + ttl`. False while
+    /// another holder's lease has not expired at `now_nanos`.
+    ///
+    /// `now_nanos` is the asker's clock, not the database's, so replicas must keep their
+    /// clocks roughly in sync: ttls are seconds to minutes, skew is milliseconds.
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now_nanos: i64,
+        ttl: Duration,
+    ) -> CatalogResult<bool>;
 
     /// Gives a lease up early; a lease held by someone else is left alone.
     async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()>;
@@ -27,8 +36,7 @@ const RELEASE_LEASE: &str = "DELETE FROM leases WHERE name = $1 AND holder = $2"
 
 #[async_trait]
 impl LeaseCatalog for SqlCatalog {
-    async fn acquire_lease(&self, name: &str, holder: &str, ttl: Duration) -> CatalogResult<bool> {
-        let now = now_nanos();
+    async fn acquire_lease(&self, name: &str, holder: &str, now: i64, ttl: Duration) -> CatalogResult<bool> {
         let held: Option<String> = on_either!(self, |pool| sqlx::query_scalar(ACQUIRE_LEASE)
             .bind(name)
             .bind(holder)

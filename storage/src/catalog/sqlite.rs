@@ -14,8 +14,8 @@ use sqlx::{Row, Sqlite, Transaction};
 
 use super::backend::{Backend, Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
-    distinct_sample_labels, encode_labels, now_nanos, outcome, over_limit, profiles_heir, same_identity,
-    segments_gone, series_from_columns, symbols_gone, to_i64,
+    distinct_sample_labels, encode_labels, outcome, over_limit, profiles_heir, same_identity, segments_gone,
+    series_from_columns, symbols_gone, to_i64,
 };
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
@@ -458,7 +458,8 @@ impl Dialect for SqlitePool {
             return Err(symbols_gone(tenant, removed, deleted as usize));
         }
         // Merged objects take the place of what they replace in the tenant's order.
-        insert_symbols(&mut tx, tenant, added, oldest.unwrap_or_else(now_nanos)).await?;
+        let oldest = oldest.ok_or_else(|| symbols_gone(tenant, removed, 0))?;
+        insert_symbols(&mut tx, tenant, added, oldest).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use super::backend::{Dialect, PerDialect, SqlCatalog, SymbolSwap, on_either};
 use super::common::{ObjectColumns, distinct_sorted};
-use super::{CatalogResult, ObjectMeta};
+use super::{CatalogError, CatalogResult, ObjectMeta};
 
 #[async_trait]
 pub trait SymbolCatalog: Send + Sync {
@@ -14,7 +14,9 @@ pub trait SymbolCatalog: Send + Sync {
 
     /// Swaps symbol objects of `tenant` for merged ones in one transaction. Every key in
     /// `removed` must still be listed, else [`super::CatalogError::Conflict`]; the removed
-    /// objects are queued for deletion after `delete_after_nanos`.
+    /// objects are queued for deletion after `delete_after_nanos`. The merged objects take
+    /// the place of the oldest one they replace in the tenant's order, so adding objects
+    /// without removing any is refused.
     async fn replace_symbols(
         &self,
         tenant: &str,
@@ -48,6 +50,14 @@ impl SymbolCatalog for SqlCatalog {
         added: &[ObjectMeta],
         delete_after_nanos: i64,
     ) -> CatalogResult<()> {
+        if removed.is_empty() {
+            return match added {
+                [] => Ok(()),
+                _ => Err(CatalogError::Corrupt(format!(
+                    "symbol replacement for tenant {tenant:?} adds objects but removes none, so they have no place in the tenant's order"
+                ))),
+            };
+        }
         let removed = distinct_sorted(removed);
         let kept_keys: Vec<String> = added.iter().map(|o| o.key.clone()).collect();
         let swap = SymbolSwap {

@@ -2,6 +2,10 @@
 //! on a heartbeat for as long as the pass runs, so the TTL only has to outlast a few missed
 //! renewals, not the longest rewrite: a killed holder's tenant is free again one TTL after
 //! its last heartbeat. A pass commits only while it knows the lease is still its own.
+//!
+//! Two clocks: the catalog row expires by the injected wall clock, which every replica
+//! compares against, while the holder's own certainty is measured on the monotonic clock
+//! from before each renewal, so a wall clock that steps cannot make it overestimate.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +16,7 @@ use tokio::time::Instant;
 
 use super::CompactionError;
 use crate::catalog::{Catalog, CatalogError};
+use crate::clock::{Clock, SharedClock};
 
 /// The shortest lease TTL: the holder renews every [`heartbeat_period`], and a renewal is a
 /// catalog round trip that may be slow under load, so a shorter TTL would let a live holder
@@ -33,6 +38,7 @@ pub fn tenant_lease(tenant: &str) -> String {
 /// Dropping it without releasing stops the heartbeat and leaves the lease to expire.
 pub struct Lease {
     catalog: Arc<dyn Catalog>,
+    clock: SharedClock,
     tenant: String,
     name: String,
     holder: String,
@@ -47,19 +53,24 @@ impl Lease {
     /// Takes the lease on `tenant` for `holder`; `None` while another holder has it.
     pub async fn acquire(
         catalog: Arc<dyn Catalog>,
+        clock: SharedClock,
         tenant: &str,
         holder: &str,
         ttl: Duration,
     ) -> Result<Option<Lease>, CatalogError> {
         let name = tenant_lease(tenant);
         let started = Instant::now();
-        if !catalog.acquire_lease(&name, holder, ttl).await? {
+        if !catalog
+            .acquire_lease(&name, holder, clock.now_nanos(), ttl)
+            .await?
+        {
             return Ok(None);
         }
         let held = Arc::new(Held(Mutex::new(Some(started + ttl))));
         let (stop, stopped) = oneshot::channel();
         let heartbeat = tokio::spawn(heartbeat(
             catalog.clone(),
+            clock.clone(),
             name.clone(),
             holder.to_string(),
             ttl,
@@ -68,6 +79,7 @@ impl Lease {
         ));
         Ok(Some(Lease {
             catalog,
+            clock,
             tenant: tenant.to_string(),
             name,
             holder: holder.to_string(),
@@ -87,7 +99,7 @@ impl Lease {
     pub async fn renew(&self) -> Result<(), CompactionError> {
         if self
             .held
-            .renew(&*self.catalog, &self.name, &self.holder, self.ttl)
+            .renew(&*self.catalog, &*self.clock, &self.name, &self.holder, self.ttl)
             .await?
         {
             Ok(())
@@ -141,12 +153,15 @@ impl Held {
     async fn renew(
         &self,
         catalog: &dyn Catalog,
+        clock: &dyn Clock,
         name: &str,
         holder: &str,
         ttl: Duration,
     ) -> Result<bool, CatalogError> {
         let started = Instant::now();
-        let renewed = catalog.acquire_lease(name, holder, ttl).await?;
+        let renewed = catalog
+            .acquire_lease(name, holder, clock.now_nanos(), ttl)
+            .await?;
         let mut until = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match (renewed, *until) {
             // Renewals may finish out of order; the latest expiry counts.
@@ -166,6 +181,7 @@ impl Held {
 /// renewal is retried at the next beat; if none succeeds for a TTL, the lease has lapsed.
 async fn heartbeat(
     catalog: Arc<dyn Catalog>,
+    clock: SharedClock,
     name: String,
     holder: String,
     ttl: Duration,
@@ -179,7 +195,7 @@ async fn heartbeat(
             _ = &mut stop => return,
             _ = tokio::time::sleep(period) => {}
         }
-        match held.renew(&*catalog, &name, &holder, ttl).await {
+        match held.renew(&*catalog, &*clock, &name, &holder, ttl).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(lease = %name, "the lease lapsed or another compactor holds it; this pass commits nothing more");

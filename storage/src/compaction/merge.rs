@@ -8,7 +8,6 @@ use arrow::datatypes::Int64Type;
 use futures::{StreamExt, TryStreamExt};
 
 use super::plan::TOP_LEVEL;
-use crate::catalog::common::now_nanos;
 use crate::catalog::{ObjectMeta, SegmentMeta, TableKind};
 use crate::rollup::{Resolution, write_rollups};
 use crate::schema::{self, samples as col};
@@ -18,13 +17,15 @@ use crate::store::{Store, StoreError, blocking};
 /// Samples objects fetched at once while merging.
 const READ_CONCURRENCY: usize = 4;
 
-/// Reads the samples of `segments` and writes them sorted as one new segment of `level`,
-/// an hour block ([`TOP_LEVEL`]) with its rollups. `None` when they hold no samples.
+/// Reads the samples of `segments` and writes them sorted as one new segment of `level`
+/// created at `created_at_nanos`, an hour block ([`TOP_LEVEL`]) with its rollups. `None`
+/// when they hold no samples.
 pub async fn rewrite(
     store: &Store,
     tenant: &str,
     segments: &[SegmentMeta],
     level: i32,
+    created_at_nanos: i64,
 ) -> Result<Option<SegmentMeta>, StoreError> {
     let table = read_sorted(store, segments).await?;
     if table.num_rows() == 0 {
@@ -35,7 +36,9 @@ pub async fn rewrite(
     } else {
         &[]
     };
-    write_block(store, tenant, level, table, rollups).await.map(Some)
+    write_block(store, tenant, level, created_at_nanos, table, rollups)
+        .await
+        .map(Some)
 }
 
 /// The samples of `segments` as one table sorted by (series, time, stack).
@@ -71,17 +74,18 @@ pub(crate) fn filter_times(
 }
 
 /// Writes a non-empty samples table sorted by (series, time, stack) as a new segment of
-/// `level`, with the rollups of `rollups` beside it.
+/// `level` created at `created_at_nanos`, with the rollups of `rollups` beside it.
 pub(crate) async fn write_block(
     store: &Store,
     tenant: &str,
     level: i32,
+    created_at_nanos: i64,
     table: RecordBatch,
     rollups: &[Resolution],
 ) -> Result<SegmentMeta, StoreError> {
     let id = uuid::Uuid::now_v7().to_string();
     let (mut segment, rollups) = futures::future::try_join(
-        write_samples(store, tenant, &id, level, table.clone()),
+        write_samples(store, tenant, &id, level, created_at_nanos, table.clone()),
         write_rollups(store, tenant, &id, &table, rollups),
     )
     .await?;
@@ -89,12 +93,13 @@ pub(crate) async fn write_block(
     Ok(segment)
 }
 
-/// `segment` as a new segment of the same extent, level and series: its objects of the
-/// resolutions in `kept` are listed again (not rewritten), and the rollups of `computed`
-/// are computed from its samples and written.
+/// `segment` as a new segment of the same extent, level and series, created at
+/// `created_at_nanos`: its objects of the resolutions in `kept` are listed again (not
+/// rewritten), and the rollups of `computed` are computed from its samples and written.
 pub(crate) async fn relist(
     store: &Store,
     segment: &SegmentMeta,
+    created_at_nanos: i64,
     kept: &[Resolution],
     computed: &[Resolution],
 ) -> Result<SegmentMeta, StoreError> {
@@ -120,7 +125,7 @@ pub(crate) async fn relist(
     objects.sort_by_key(|o| Resolution::of_kind(o.kind));
     Ok(SegmentMeta {
         id,
-        created_at_nanos: now_nanos(),
+        created_at_nanos,
         objects,
         ..segment.clone()
     })

@@ -98,7 +98,8 @@ pub struct Compactor {
     config: CompactionConfig,
     /// This process's name in leases.
     holder: String,
-    /// The time plans, deletion deadlines and retention cutoffs are taken from.
+    /// The time plans, new segments, leases, deletion deadlines and retention cutoffs are
+    /// taken from.
     clock: SharedClock,
 }
 
@@ -160,9 +161,15 @@ impl Compactor {
     /// Takes this compactor's lease on `tenant`; [`CompactionError::Busy`] while another
     /// compactor holds it.
     pub(crate) async fn lease(&self, tenant: &str) -> Result<Lease, CompactionError> {
-        Lease::acquire(self.catalog.clone(), tenant, &self.holder, self.config.lease_ttl)
-            .await?
-            .ok_or_else(|| CompactionError::Busy(tenant.to_string()))
+        Lease::acquire(
+            self.catalog.clone(),
+            self.clock.clone(),
+            tenant,
+            &self.holder,
+            self.config.lease_ttl,
+        )
+        .await?
+        .ok_or_else(|| CompactionError::Busy(tenant.to_string()))
     }
 
     async fn compact_leased(
@@ -192,11 +199,12 @@ impl Compactor {
         group: &Group,
         lease: &Lease,
     ) -> Result<CompactionReport, CompactionError> {
+        let now = self.clock.now_nanos();
         let added = match group.segments.as_slice() {
             [block] if block.level == TOP_LEVEL && group.level == TOP_LEVEL => {
-                Some(merge::relist(&self.store, block, &[Resolution::Raw], &Resolution::ROLLUPS).await?)
+                Some(merge::relist(&self.store, block, now, &[Resolution::Raw], &Resolution::ROLLUPS).await?)
             }
-            segments => rewrite(&self.store, tenant, segments, group.level).await?,
+            segments => rewrite(&self.store, tenant, segments, group.level, now).await?,
         };
         self.replace(tenant, &group.segments, added.into_iter().collect(), None, lease)
             .await

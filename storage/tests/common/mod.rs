@@ -16,6 +16,8 @@ use stackhouse_storage::store::Store;
 pub const TRACE: [u8; 16] = *b"trace-id-0000001";
 pub const SPAN: [u8; 8] = *b"span-001";
 pub const PROFILE: [u8; 16] = *b"profile-id-00001";
+/// When the segments the tests write directly are created, by the writer's clock.
+pub const CREATED_AT: i64 = 1_700_000_000_000_000_000;
 
 /// What [`sample_batch`] put in, counted by hand.
 pub const STACK_NODES: usize = 3; // main, main;work, main;work;0x1234

@@ -207,7 +207,7 @@ pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: 
                 error.into_connect()
             } else if path.starts_with("/v1development/") || path.starts_with("/v1experimental/") {
                 let protobuf =
-                    crate::http::body::content_type_essence(request.headers()) != "application/json";
+                    crate::wire::body::content_type_essence(request.headers()) != "application/json";
                 error.into_rpc_status(protobuf)
             } else {
                 error.into_response()

@@ -52,7 +52,7 @@ async fn upload(client: &reqwest::Client, args: &UploadArgs, path: &Path) -> any
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let url = format!("{}/api/v1/debuginfo/{build_id}", args.url.trim_end_matches('/'));
-    let body = crate::http::body::gzip(&bytes, flate2::Compression::fast());
+    let body = crate::wire::body::gzip(&bytes, flate2::Compression::fast());
     let mut request = client
         .put(&url)
         .query(&[("name", name)])

@@ -2,16 +2,17 @@
 
 pub mod auth;
 pub mod config;
-pub mod connect;
 pub mod debuginfo_upload;
 pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod import;
 pub mod monitoring;
+pub mod read;
 pub mod server;
+pub mod state;
 pub mod telemetry;
 pub mod tenant;
-pub mod time_param;
 pub mod tls;
 pub mod tokens;
+pub mod wire;

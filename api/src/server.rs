@@ -163,7 +163,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 /// What a server process serves, built from its flags; the listeners come on top.
 pub struct Services {
-    pub state: http::AppState,
+    pub state: crate::state::AppState,
     /// The group-commit writer, to flush and acknowledge pending data on shutdown.
     pub writer: Arc<Writer>,
     /// The one clock of the process: query times, retention, compaction and cleanup read
@@ -198,21 +198,24 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             clock: clock.clone(),
         },
     ));
-    let engine = Arc::new(QueryEngine::new(
-        store.clone(),
-        catalog.clone(),
-        symbols,
-        QueryConfig {
-            limits: args.query_limits.limits(),
-            memory_limit_bytes: Some(args.query_memory_budget),
-            debuginfo: DebugInfoConfig {
-                clock: clock.clone(),
-                ..args.debuginfo.config()
+    let engine = Arc::new(
+        QueryEngine::new(
+            store.clone(),
+            catalog.clone(),
+            symbols,
+            QueryConfig {
+                limits: args.query_limits.limits(),
+                memory_limit_bytes: Some(args.query_memory_budget),
+                debuginfo: DebugInfoConfig {
+                    clock: clock.clone(),
+                    ..args.debuginfo.config()
+                },
+                cluster: args.cluster.config().await?,
+                ..QueryConfig::default()
             },
-            cluster: args.cluster.config().await?,
-            ..QueryConfig::default()
-        },
-    ));
+        )
+        .with_clock(clock.clone()),
+    );
     let limiter = Arc::new(RateLimiter::new(args.rate_limits.limits()));
     let pipeline = Arc::new(
         Pipeline::new(writer.clone(), clock.clone())
@@ -222,7 +225,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             .with_limits(args.ingest_limits.limits(), SeriesCounter::new(catalog.clone())),
     );
     let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
-    let state = http::AppState {
+    let state = crate::state::AppState {
         pipeline,
         engine,
         catalog,

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prost::Message;
-use stackhouse_api::time_param::now_nanos;
 use stackhouse_ingest::convert::{RequestBuilder, Source};
 use stackhouse_ingest::folded;
 use stackhouse_ingest::formats::{self, Body, Params};
@@ -15,6 +14,7 @@ use stackhouse_ingest::pipeline::{Payload, Pipeline};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_query::{FlamegraphQuery, QueryConfig, QueryEngine, Scope};
 use stackhouse_storage::catalog::open_catalog;
+use stackhouse_storage::clock::system_now_nanos as now_nanos;
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor};
 use stackhouse_storage::model::{ProfileType, SymbolId, TimeRange};
 use stackhouse_storage::store::Store;

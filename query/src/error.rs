@@ -11,6 +11,9 @@ pub enum QueryError {
     /// The request is malformed (bad range, bad selector…): report 400.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A request parameter is malformed; the message names it and is the whole answer.
+    #[error("{0}")]
+    BadRequest(String),
     #[error(transparent)]
     Selector(#[from] SelectorError),
     /// The query needed more memory than the budget (shared by all running queries) had
@@ -47,11 +50,17 @@ pub enum QueryError {
 }
 
 impl QueryError {
+    /// A malformed request parameter, `message` naming it.
+    pub fn bad_request(message: impl Into<String>) -> QueryError {
+        QueryError::BadRequest(message.into())
+    }
+
     /// Whether the caller can fix the error by changing the request (HTTP 4xx).
     pub fn is_client_error(&self) -> bool {
         matches!(
             self,
             QueryError::InvalidArgument(_)
+                | QueryError::BadRequest(_)
                 | QueryError::Selector(_)
                 | QueryError::LimitExceeded { .. }
                 | QueryError::Timeout(_)

@@ -20,9 +20,9 @@ use super::measure::{cpu, cpu_time, peak_rss, quantile, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{Plan, query};
-use stackhouse_api::time_param::now_nanos;
 use stackhouse_ingest::formats::{self, Body, Params};
 use stackhouse_ingest::pipeline::{Payload, Pipeline};
+use stackhouse_storage::clock::system_now_nanos as now_nanos;
 
 /// Requests handed to the writer at once, as concurrent receivers would.
 const IN_FLIGHT: usize = 64;

@@ -115,7 +115,7 @@ impl Plan {
     pub fn new(scale: Scale, seed: u64) -> Plan {
         // Whole hours before now, so that every store's data lies in closed hour windows
         // inside the default 30-day retention.
-        let now = stackhouse_api::time_param::now_nanos();
+        let now = stackhouse_storage::clock::system_now_nanos();
         let this_hour = now.div_euclid(HOUR_NANOS) * HOUR_NANOS;
         let start = this_hour - 2 * HOUR_NANOS;
         let (days, hour_hz) = match scale {

@@ -20,7 +20,7 @@ use super::report::{Report, Row, mib, ms};
 use super::workload::{EXPORT_NANOS, Workload};
 use super::{HOUR_NANOS, Plan};
 use super::{api, duckdb};
-use stackhouse_api::time_param::now_nanos;
+use stackhouse_storage::clock::system_now_nanos as now_nanos;
 
 const BARE_SQL: &str = "SELECT stack_id, SUM(value) FROM samples GROUP BY stack_id";
 

@@ -10,10 +10,11 @@ use stackhouse_query::debuginfo::DebugInfoError;
 use stackhouse_storage::catalog;
 use utoipa::ToSchema;
 
-use super::AppState;
-use super::body::{inflate, read_limited};
-use super::query::params::{QueryMap, TenantHeader, tenant_of};
 use crate::error::ApiError;
+use crate::read::params::{TenantHeader, tenant_of};
+use crate::state::AppState;
+use crate::wire::body::{inflate, read_limited};
+use crate::wire::query_string::QueryMap;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DebugFiles {

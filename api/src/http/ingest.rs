@@ -11,11 +11,11 @@ use stackhouse_ingest::formats::{self, Body, Params};
 use stackhouse_ingest::pipeline::{Exported, Payload};
 use stackhouse_ingest::pyroscope::parse_query;
 
-use super::AppState;
-use super::body::{content_type_essence, inflate_bytes, read_limited};
 use crate::error::{ApiError, ErrorKind};
 use crate::monitoring::{self, Protocol};
+use crate::state::AppState;
 use crate::tenant;
+use crate::wire::body::{content_type_essence, inflate_bytes, read_limited};
 
 pub async fn ingest(State(state): State<AppState>, request: Request) -> Response {
     let result = try_ingest(&state, request).await;

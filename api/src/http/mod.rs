@@ -1,65 +1,43 @@
 //! The HTTP server: OTLP/HTTP, Pyroscope ingest, the query API and health endpoints on one
 //! listener.
 
-pub(crate) mod body;
 pub mod debuginfo;
 mod ingest;
 pub mod openapi;
 mod ops;
 mod otlp;
 mod push;
-pub mod query;
 mod ui;
-
-use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{MethodRouter, get, post, put};
-use stackhouse_ingest::pipeline::Pipeline;
-use stackhouse_query::QueryEngine;
-use stackhouse_storage::catalog::Catalog;
-use stackhouse_storage::clock::SharedClock;
-use stackhouse_storage::store::Store;
 
-use crate::auth::{self, Auth};
+use crate::auth;
 use crate::config::Roles;
+use crate::read;
+use crate::state::AppState;
 
-#[derive(Clone)]
-pub struct AppState {
-    pub pipeline: Arc<Pipeline>,
-    pub engine: Arc<QueryEngine>,
-    pub catalog: Arc<dyn Catalog>,
-    pub store: Store,
-    pub max_message_bytes: usize,
-    pub auth: Arc<Auth>,
-    pub clock: SharedClock,
-}
-
-/// Every route under `/api/v1`; a test checks each is in the OpenAPI document.
-pub fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
-    use query::{diff, events, flamegraph, labels, profiles, timeseries, top, traces};
-    vec![
-        ("/api/v1/profile-types", get(labels::profile_types)),
-        ("/api/v1/labels", get(labels::label_names)),
-        ("/api/v1/labels/{name}/values", get(labels::label_values)),
-        ("/api/v1/flamegraph", get(flamegraph::flamegraph)),
-        ("/api/v1/profiles/{profile_id}", get(profiles::profile)),
-        (
-            "/api/v1/traces/{trace_id}/flamegraph",
-            get(traces::trace_flamegraph),
-        ),
-        ("/api/v1/timeseries", get(timeseries::timeseries)),
-        ("/api/v1/top", get(top::top)),
-        ("/api/v1/diff", get(diff::diff)),
-        ("/api/v1/events", get(events::events)),
-        ("/api/v1/stats", get(labels::stats)),
+/// Every route of the query role: the reads (REST, Connect, Pyroscope's render), debug
+/// files and the OpenAPI document.
+fn query_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    let mut routes = read::routes();
+    routes.extend([
         ("/api/v1/debuginfo", get(debuginfo::list)),
         (
             "/api/v1/debuginfo/{build_id}",
             put(debuginfo::put).get(debuginfo::get).delete(debuginfo::delete),
         ),
         ("/api/v1/openapi.json", get(openapi::openapi_json)),
-    ]
+    ]);
+    routes
+}
+
+/// Every route under `/api/v1`; a test checks each is in the OpenAPI document.
+pub fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    query_routes()
+        .into_iter()
+        .filter(|(path, _)| path.starts_with("/api/v1/"))
+        .collect()
 }
 
 /// Every route of a process running all roles.
@@ -88,7 +66,7 @@ pub fn router_for(state: AppState, roles: &Roles) -> Router {
         }
     }
     if roles.query {
-        for (path, route) in api_routes().into_iter().chain(crate::connect::routes()) {
+        for (path, route) in query_routes() {
             router = router.route(path, route);
         }
     }

@@ -10,8 +10,8 @@ use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::debuginfo;
-use super::query::{diff, events, flamegraph, labels, params, profiles, timeseries, top, traces};
 use crate::error::{ErrorBody, ErrorKind};
+use crate::read::{diff, events, flamegraph, labels, params, profiles, timeseries, top};
 
 /// How every query endpoint can fail.
 const QUERY_ERRORS: [ErrorKind; 4] = [
@@ -79,7 +79,7 @@ impl Modify for ErrorResponses {
     paths(
         flamegraph::flamegraph,
         profiles::profile,
-        traces::trace_flamegraph,
+        flamegraph::trace_flamegraph,
         timeseries::timeseries,
         top::top,
         diff::diff,

@@ -12,11 +12,11 @@ use stackhouse_ingest::otlp::layout;
 use stackhouse_ingest::pipeline::{Exported, Payload};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceResponse;
 
-use super::AppState;
-use super::body::{content_type_essence, inflate_bytes, read_limited};
 use crate::error::ApiError;
 use crate::monitoring::{self, Protocol};
+use crate::state::AppState;
 use crate::tenant;
+use crate::wire::body::{content_type_essence, inflate_bytes, read_limited};
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";

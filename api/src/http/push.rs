@@ -12,11 +12,11 @@ use stackhouse_ingest::formats::{self, Body, Params};
 use stackhouse_ingest::pipeline::{Exported, Payload};
 use stackhouse_proto::pyroscope_push::{PushRequest, PushResponse};
 
-use super::AppState;
-use crate::connect::codec::{read_request, respond};
 use crate::error::ApiError;
 use crate::monitoring::{self, Protocol};
+use crate::state::AppState;
 use crate::tenant;
+use crate::wire::connect::{read_request, respond};
 
 pub async fn push(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
@@ -74,7 +74,7 @@ mod tests {
     use stackhouse_proto::pyroscope_types::LabelPair;
 
     use super::*;
-    use crate::connect::codec::Codec;
+    use crate::wire::connect::Codec;
 
     fn sample_request() -> PushRequest {
         PushRequest {

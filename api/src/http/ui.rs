@@ -11,8 +11,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 
-use super::AppState;
-use super::body::{accepts_gzip, gzip};
+use crate::state::AppState;
+use crate::wire::body::{accepts_gzip, gzip};
 
 /// `(name, content type, body)` of every file served.
 const FILES: &[(&str, &str, &[u8])] = &[

@@ -21,6 +21,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use stackhouse_storage::catalog::{Catalog, CatalogError};
+use stackhouse_storage::clock::{self, SharedClock};
 use stackhouse_storage::model::TimeRange;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
@@ -86,6 +87,8 @@ pub struct QueryEngine {
     pub(crate) rollups: bool,
     pub(crate) known_types: KnownTypes,
     memory_limit_bytes: Option<usize>,
+    /// "now" of every query: default ranges and relative times (`now-1h`).
+    clock: SharedClock,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
     pub(crate) ctx: SessionContext,
 }
@@ -141,8 +144,20 @@ impl QueryEngine {
             rollups: config.rollups,
             known_types: KnownTypes::default(),
             memory_limit_bytes: config.memory_limit_bytes,
+            clock: clock::system(),
             ctx,
         }
+    }
+
+    /// The engine reading `clock` for "now" instead of the system clock.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Nanoseconds since the Unix epoch by the injected clock.
+    pub fn now_nanos(&self) -> i64 {
+        self.clock.now_nanos()
     }
 
     pub fn limits(&self) -> &QueryLimits {
@@ -168,7 +183,24 @@ impl QueryEngine {
     /// A memory error is told the budget here, where it is known. Every endpoint, data
     /// query or listing, runs through here, so each is timed and counted the same way
     /// under its `endpoint` name.
+    ///
+    /// An endpoint that runs others (a Pyroscope method listing series and label names, a
+    /// request resolving its profile type) is one request: the inner ones run inside the
+    /// outer one's timeout and are neither timed nor counted again.
     pub(crate) async fn bounded<T>(
+        &self,
+        endpoint: &'static str,
+        query: impl Future<Output = Result<T, QueryError>>,
+    ) -> Result<T, QueryError> {
+        if IN_ENDPOINT.try_with(|_| ()).is_ok() {
+            return query.await;
+        }
+        IN_ENDPOINT
+            .scope((), self.bounded_outermost(endpoint, query))
+            .await
+    }
+
+    async fn bounded_outermost<T>(
         &self,
         endpoint: &'static str,
         query: impl Future<Output = Result<T, QueryError>>,
@@ -219,6 +251,11 @@ impl QueryEngine {
         })
         .await
     }
+}
+
+tokio::task_local! {
+    /// Set while an endpoint runs, so endpoints it calls are part of it (see `bounded`).
+    static IN_ENDPOINT: ();
 }
 
 /// Whether a DataFusion "resources exhausted" message is the memory pool's refusal

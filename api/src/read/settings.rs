@@ -8,10 +8,20 @@ use stackhouse_proto::pyroscope_settings::{
 };
 use stackhouse_storage::catalog;
 
-use super::Call;
-use super::querier::NANOS_PER_MILLI;
+use axum::routing::MethodRouter;
+use stackhouse_query::pyroscope::{Caller, NANOS_PER_MILLI};
+
+use super::connect::rpc;
 use crate::error::ApiError;
-use crate::http::AppState;
+use crate::state::AppState;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/settings.v1.SettingsService/Get", rpc(get)),
+        ("/settings.v1.SettingsService/Set", rpc(set)),
+        ("/settings.v1.SettingsService/Delete", rpc(delete)),
+    ]
+}
 
 fn to_wire(s: catalog::Setting) -> Setting {
     Setting {
@@ -23,7 +33,7 @@ fn to_wire(s: catalog::Setting) -> Setting {
 
 pub async fn get(
     state: AppState,
-    call: Call,
+    call: Caller,
     _: GetSettingsRequest,
 ) -> Result<GetSettingsResponse, ApiError> {
     let settings = state.engine.settings(&call.tenant).await?;
@@ -36,7 +46,7 @@ pub async fn get(
 /// stored value does not replace it, and the answer carries what is stored.
 pub async fn set(
     state: AppState,
-    call: Call,
+    call: Caller,
     r: SetSettingsRequest,
 ) -> Result<SetSettingsResponse, ApiError> {
     let Some(setting) = r.setting else {
@@ -67,7 +77,7 @@ pub async fn set(
 
 pub async fn delete(
     state: AppState,
-    call: Call,
+    call: Caller,
     r: DeleteSettingsRequest,
 ) -> Result<DeleteSettingsResponse, ApiError> {
     state.catalog.delete_setting(&call.tenant, &r.name).await?;

@@ -3,13 +3,25 @@
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use axum::routing::{MethodRouter, get};
+use stackhouse_query::pyroscope;
 use stackhouse_query::render::flamebearer::flamebearer_diff;
 use stackhouse_query::render::folded_diff;
-use stackhouse_query::{DiffQuery, PprofQuery};
+use stackhouse_query::request::TreeAnswer;
 
-use super::params::{DiffParams, Format, QueryMap, TenantHeader, TreeParams, tenant_of};
-use super::{AppState, DiffBody, folded, json, pprof};
+use super::connect::{querier, querier_method};
+use super::encode::{DiffBody, folded, json, pprof};
+use super::params::{DiffParams, Format, TenantHeader, TreeParams, tenant_of};
 use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/api/v1/diff", get(diff)),
+        (querier!("Diff"), querier_method!(pyroscope::diff)),
+    ]
+}
 
 /// Two selections of one profile type merged into one tree carrying both sides' values.
 #[utoipa::path(
@@ -33,27 +45,12 @@ pub async fn diff(
     let tenant = tenant_of(&headers)?;
     let sides = DiffParams::from_query(&q)?;
     let tree = TreeParams::from_query(&q)?;
-
-    let max_nodes = tree.max_nodes(&state.engine)?;
     let format = tree.format()?;
-    let (baseline, comparison) = sides.scopes(&state, &tenant).await?;
-    let engine = &state.engine;
-    let run = |baseline, comparison| async move {
-        let query = DiffQuery {
-            baseline,
-            comparison,
-            max_nodes,
-            baseline_stacks: Default::default(),
-            comparison_stacks: Default::default(),
-        };
-        engine.diff(&query).await
-    };
-    Ok(match format {
-        Format::Pprof => return pprof(&state, &PprofQuery::Diff { baseline, comparison }).await,
-        Format::Json => json(DiffBody::Diff(Box::new(run(baseline, comparison).await?))),
-        Format::Folded => folded(folded_diff(&run(baseline, comparison).await?)),
-        Format::Flamebearer => json(DiffBody::Flamebearer(flamebearer_diff(
-            &run(baseline, comparison).await?,
-        ))),
+    let request = sides.request(tenant, tree.asked_max_nodes()?, tree.output()?);
+    Ok(match state.engine.read_diff(&request).await? {
+        TreeAnswer::Pprof(profile) => pprof(&profile),
+        TreeAnswer::Json(diff) => json(DiffBody::Diff(Box::new(diff))),
+        TreeAnswer::Tree(diff) if format == Format::Folded => folded(folded_diff(&diff)),
+        TreeAnswer::Tree(diff) => json(DiffBody::Flamebearer(flamebearer_diff(&diff))),
     })
 }

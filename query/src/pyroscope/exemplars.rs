@@ -14,25 +14,24 @@
 
 use std::collections::BTreeSet;
 
-use stackhouse_proto::pyroscope_querier::SelectSeriesRequest;
-use stackhouse_proto::pyroscope_types::{self, ExemplarType, LabelPair, Point, Series};
-use stackhouse_query::{
+use crate::{
     EXEMPLARS_PER_POINT, Exemplar, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery, QueryError,
     StackFilter, TimeseriesGroup, TimeseriesQuery,
 };
+use stackhouse_proto::pyroscope_querier::SelectSeriesRequest;
+use stackhouse_proto::pyroscope_types::{self, ExemplarType, LabelPair, Point, Series};
 
-use super::Call;
-use super::labels;
+use super::Caller;
+use super::names;
 use super::querier::NANOS_PER_MILLI;
-use crate::error::ApiError;
-use crate::http::AppState;
+use crate::engine::QueryEngine;
 
 const NANOS_PER_SECOND: f64 = 1e9;
 
 /// A Connect `step` (seconds, a double) in nanoseconds; Pyroscope refuses less than 1 ms.
-pub(super) fn step_nanos(step: f64) -> Result<i64, ApiError> {
+pub(super) fn step_nanos(step: f64) -> Result<i64, QueryError> {
     if step.is_nan() || step < 0.001 {
-        return Err(ApiError::invalid(format!(
+        return Err(QueryError::bad_request(format!(
             "step must be at least 0.001 s, got {step}"
         )));
     }
@@ -52,14 +51,14 @@ pub(super) fn kind(exemplar_type: i32) -> Option<ExemplarKind> {
 /// Puts on each point of `series` (built in order from `groups`) the largest profile or
 /// span of its bucket, when the request's `exemplar_type` asks for them.
 pub(super) async fn attach(
-    state: &AppState,
-    call: &Call,
+    engine: &QueryEngine,
+    call: &Caller,
     r: &SelectSeriesRequest,
     query: &TimeseriesQuery,
     stacks: &StackFilter,
     groups: &[TimeseriesGroup],
     series: &mut [Series],
-) -> Result<(), ApiError> {
+) -> Result<(), QueryError> {
     let wire_group_by = &r.group_by;
     let Some(kind) = kind(r.exemplar_type) else {
         return Ok(());
@@ -73,10 +72,10 @@ pub(super) async fn attach(
         group_by: query.group_by.clone(),
         kind,
     };
-    let found = match state.engine.exemplars(&q, stacks).await {
+    let found = match engine.exemplars(&q, stacks).await {
         Ok(found) => found,
         Err(QueryError::RawGone(_)) => return Ok(()),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     for (group, wire) in groups.iter().zip(series.iter_mut()) {
         let key: Vec<String> = query
@@ -144,7 +143,7 @@ pub(super) fn to_wire(
 fn exemplar_labels(e: &Exemplar, found: &Exemplars, wire_group_by: &[String], utf8: bool) -> Vec<LabelPair> {
     let mut common: Option<BTreeSet<(String, String)>> = None;
     for s in e.series_ids.iter().filter_map(|id| found.series.get(id)) {
-        let set: BTreeSet<(String, String)> = labels::series_labels(s, utf8).into_iter().collect();
+        let set: BTreeSet<(String, String)> = names::series_labels(s, utf8).into_iter().collect();
         common = Some(match common {
             None => set,
             Some(c) => c.intersection(&set).cloned().collect(),

@@ -5,89 +5,22 @@
 //! that the names read and the names documented are the same. Converting the raw values
 //! (validation, defaults, limits) is separate, so every name is read before any error.
 
+#[cfg(test)]
 use std::collections::BTreeSet;
 
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
 use serde::Serialize;
-use stackhouse_query::{Aggregation, GroupKey, QueryEngine, Scope, parse_group_by, parse_selector};
-use stackhouse_storage::model::{ProfileType, TimeRange};
+use stackhouse_query::request::{
+    DiffRequest, ListingRequest, RangeRequest, ScopeRequest, SideRequest, TreeOutput,
+};
+use stackhouse_query::{Aggregation, GroupKey, parse_group_by};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
-use crate::http::AppState;
-use crate::time_param::{now_nanos, parse_range};
+use crate::wire::query_string::QueryMap;
 
 /// Functions listed by `top` without `limit`.
 pub const DEFAULT_TOP_LIMIT: usize = 100;
-/// Buckets a time series gets at most when no `step` is given.
-const DEFAULT_BUCKETS: i64 = 1000;
 const NANOS_PER_SEC: i64 = 1_000_000_000;
-
-/// The query string as name/value pairs in order; a name may repeat.
-#[derive(Debug, Default)]
-pub struct QueryMap {
-    pairs: Vec<(String, String)>,
-    /// Names looked up, so tests can compare them with the documented parameters.
-    #[cfg(test)]
-    read: std::sync::Mutex<BTreeSet<String>>,
-}
-
-impl QueryMap {
-    pub fn parse(raw: Option<&str>) -> QueryMap {
-        QueryMap {
-            pairs: url::form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-            #[cfg(test)]
-            read: Default::default(),
-        }
-    }
-
-    fn values<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a str> {
-        #[cfg(test)]
-        self.read.lock().unwrap().insert(name.to_string());
-        self.pairs
-            .iter()
-            .filter(move |(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// A parameter given at most once; an empty value counts as absent.
-    pub fn one(&self, name: &str) -> Result<Option<String>, ApiError> {
-        let mut values = self.values(name).filter(|v| !v.trim().is_empty());
-        let first = values.next();
-        if values.next().is_some() {
-            return Err(ApiError::invalid(format!(
-                "parameter {name} given more than once"
-            )));
-        }
-        Ok(first.map(str::to_string))
-    }
-
-    /// A list parameter: every occurrence, each split at commas, empty items dropped.
-    pub fn list(&self, name: &str) -> Vec<String> {
-        self.values(name)
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
-            .collect()
-    }
-
-    #[cfg(test)]
-    pub fn names_read(&self) -> BTreeSet<String> {
-        self.read.lock().unwrap().clone()
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for QueryMap {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(QueryMap::parse(parts.uri.query()))
-    }
-}
 
 /// Output format of a tree (flamegraph, profile, diff).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, ToSchema)]
@@ -150,13 +83,15 @@ impl RangeParams {
         })
     }
 
-    pub fn range(&self) -> Result<TimeRange, ApiError> {
-        range(self.from.as_deref(), self.to.as_deref())
+    pub fn request(self, tenant: String) -> ListingRequest {
+        ListingRequest {
+            tenant,
+            range: RangeRequest {
+                from: self.from,
+                to: self.to,
+            },
+        }
     }
-}
-
-fn range(from: Option<&str>, to: Option<&str>) -> Result<TimeRange, ApiError> {
-    parse_range(from, to, now_nanos()).map_err(ApiError::invalid)
 }
 
 /// What a query selects: profile type, series, time range, span and profile ids.
@@ -201,26 +136,20 @@ impl ScopeParams {
         })
     }
 
-    /// The scope these parameters select, plus the given trace ids. The profile type must
-    /// be one the tenant stored.
-    pub async fn scope(
-        &self,
-        state: &AppState,
-        tenant: &str,
-        trace_ids: Vec<[u8; 16]>,
-    ) -> Result<Scope, ApiError> {
-        let range = range(self.from.as_deref(), self.to.as_deref())?;
-        let selector = selector("selector", self.selector.as_deref())?;
-        let span_ids = hex_ids::<8>("span_id", &self.span_id)?;
-        let profile_ids = hex_ids::<16>("profile_id", &self.profile_id)?;
-        let profile_type = known_profile_type(state, tenant, self.profile_type.as_deref()).await?;
-        Ok(Scope {
-            selector,
+    /// The scope these parameters select, plus the given trace ids (hex).
+    pub fn request(self, tenant: String, trace_ids: Vec<String>) -> ScopeRequest {
+        ScopeRequest {
+            tenant,
+            profile_type: self.profile_type,
+            selector: self.selector,
+            range: RangeRequest {
+                from: self.from,
+                to: self.to,
+            },
             trace_ids,
-            span_ids,
-            profile_ids,
-            ..Scope::new(tenant, profile_type, range)
-        })
+            span_ids: self.span_id,
+            profile_ids: self.profile_id,
+        }
     }
 }
 
@@ -241,10 +170,6 @@ impl TraceIdParams {
             trace_id: q.list("trace_id"),
         })
     }
-
-    pub fn trace_ids(&self) -> Result<Vec<[u8; 16]>, ApiError> {
-        hex_ids::<16>("trace_id", &self.trace_id)
-    }
 }
 
 /// The profile type of `/profiles/{profile_id}`, optional there.
@@ -261,10 +186,6 @@ impl ProfileTypeParams {
         Ok(ProfileTypeParams {
             profile_type: q.one("profile_type")?,
         })
-    }
-
-    pub fn profile_type(&self) -> Result<Option<ProfileType>, ApiError> {
-        self.profile_type.as_deref().map(parse_profile_type).transpose()
     }
 }
 
@@ -317,14 +238,9 @@ impl TreeParams {
         })
     }
 
-    /// The node budget asked for, checked by the engine against `--query-max-nodes` before
-    /// anything else is looked at.
-    pub fn max_nodes(&self, engine: &QueryEngine) -> Result<usize, ApiError> {
-        Ok(engine.max_nodes(self.asked_max_nodes()?)?)
-    }
-
-    /// `max_nodes` as given; 0 when absent.
-    fn asked_max_nodes(&self) -> Result<usize, ApiError> {
+    /// `max_nodes` as given; 0 when absent. The engine checks it against
+    /// `--query-max-nodes` before anything else is looked at.
+    pub fn asked_max_nodes(&self) -> Result<usize, ApiError> {
         self.max_nodes
             .as_deref()
             .map_or(Ok(0), |value| positive("max_nodes", value))
@@ -332,6 +248,15 @@ impl TreeParams {
 
     pub fn format(&self) -> Result<Format, ApiError> {
         Format::parse(self.format.as_deref())
+    }
+
+    /// What the engine answers for the format asked for.
+    pub fn output(&self) -> Result<TreeOutput, ApiError> {
+        Ok(match self.format()? {
+            Format::Json => TreeOutput::Json,
+            Format::Pprof => TreeOutput::Pprof,
+            Format::Folded | Format::Flamebearer => TreeOutput::Tree,
+        })
     }
 }
 
@@ -364,7 +289,7 @@ impl TimeseriesParams {
         })
     }
 
-    /// The step in nanoseconds, when given; without one, see [`default_step_nanos`].
+    /// The step in nanoseconds, when given; without one the engine picks it from the range.
     pub fn step_nanos(&self) -> Result<Option<i64>, ApiError> {
         self.step.as_deref().map(parse_step).transpose()
     }
@@ -408,15 +333,6 @@ pub fn parse_step(value: &str) -> Result<i64, ApiError> {
         return Err(invalid());
     }
     Ok(nanos)
-}
-
-/// The smallest whole number of seconds, at least one, that divides `range` into at most
-/// [`DEFAULT_BUCKETS`] buckets.
-pub fn default_step_nanos(range: TimeRange) -> i64 {
-    let span = (range.end as i128 - range.start as i128).max(0) as u128;
-    let per_bucket = span.div_ceil(DEFAULT_BUCKETS as u128);
-    let secs = per_bucket.div_ceil(NANOS_PER_SEC as u128).max(1);
-    i64::try_from(secs * NANOS_PER_SEC as u128).unwrap_or(i64::MAX / NANOS_PER_SEC * NANOS_PER_SEC)
 }
 
 /// Size of the top table.
@@ -464,14 +380,9 @@ impl EventsParams {
         })
     }
 
-    /// The page size asked for, checked by the engine against `--query-max-events` before
-    /// anything else is looked at.
-    pub fn limit(&self, engine: &QueryEngine) -> Result<usize, ApiError> {
-        Ok(engine.events_limit(self.asked_limit()?)?)
-    }
-
-    /// `limit` as given; 0 when absent.
-    fn asked_limit(&self) -> Result<usize, ApiError> {
+    /// `limit` as given; 0 when absent. The engine checks it against `--query-max-events`
+    /// before anything else is looked at.
+    pub fn asked_limit(&self) -> Result<usize, ApiError> {
         self.limit
             .as_deref()
             .map_or(Ok(0), |value| positive("limit", value))
@@ -520,29 +431,21 @@ impl DiffParams {
         })
     }
 
-    /// `(baseline, comparison)`.
-    pub async fn scopes(&self, state: &AppState, tenant: &str) -> Result<(Scope, Scope), ApiError> {
-        let baseline_range = range(self.baseline_from.as_deref(), self.baseline_to.as_deref())
-            .map_err(|e| ApiError::invalid(format!("baseline: {}", e.message)))?;
-        let comparison_range = range(self.comparison_from.as_deref(), self.comparison_to.as_deref())
-            .map_err(|e| ApiError::invalid(format!("comparison: {}", e.message)))?;
-        let baseline_selector = selector("baseline_selector", self.baseline_selector.as_deref())?;
-        let comparison_selector = selector("comparison_selector", self.comparison_selector.as_deref())?;
-        let profile_type = known_profile_type(state, tenant, self.profile_type.as_deref()).await?;
-        let baseline = Scope {
-            selector: baseline_selector,
-            ..Scope::new(tenant, profile_type.clone(), baseline_range)
+    /// Both sides as one request.
+    pub fn request(self, tenant: String, max_nodes: usize, output: TreeOutput) -> DiffRequest {
+        let side = |selector, from, to| SideRequest {
+            selector,
+            range: RangeRequest { from, to },
         };
-        let comparison = Scope {
-            selector: comparison_selector,
-            ..Scope::new(tenant, profile_type, comparison_range)
-        };
-        Ok((baseline, comparison))
+        DiffRequest {
+            tenant,
+            profile_type: self.profile_type,
+            baseline: side(self.baseline_selector, self.baseline_from, self.baseline_to),
+            comparison: side(self.comparison_selector, self.comparison_from, self.comparison_to),
+            max_nodes,
+            output,
+        }
     }
-}
-
-fn selector(name: &str, value: Option<&str>) -> Result<stackhouse_query::Selector, ApiError> {
-    parse_selector(value.unwrap_or("")).map_err(|e| ApiError::invalid(format!("invalid {name}: {e}")))
 }
 
 fn positive(name: &str, value: &str) -> Result<usize, ApiError> {
@@ -552,61 +455,6 @@ fn positive(name: &str, value: &str) -> Result<usize, ApiError> {
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| ApiError::invalid(format!("invalid {name} {value:?}: expected a positive integer")))
-}
-
-fn parse_profile_type(value: &str) -> Result<ProfileType, ApiError> {
-    ProfileType::parse(value).ok_or_else(|| {
-        ApiError::invalid(format!(
-            "invalid profile_type {value:?}: expected sample_type:sample_unit:period_type:period_unit"
-        ))
-    })
-}
-
-/// A required profile type the tenant has stored; otherwise 400 listing the stored ones.
-async fn known_profile_type(
-    state: &AppState,
-    tenant: &str,
-    value: Option<&str>,
-) -> Result<ProfileType, ApiError> {
-    let value = value
-        .ok_or_else(|| ApiError::invalid("missing parameter profile_type (see /api/v1/profile-types)"))?;
-    let profile_type = parse_profile_type(value)?;
-    if let Err(stored) = state.engine.stored_profile_type(tenant, &profile_type).await? {
-        let ids: Vec<String> = stored.iter().map(ProfileType::id).collect();
-        return Err(ApiError::invalid(format!(
-            "unknown profile_type {value:?}; stored types: {}",
-            if ids.is_empty() {
-                "none".to_string()
-            } else {
-                ids.join(", ")
-            }
-        )));
-    }
-    Ok(profile_type)
-}
-
-/// Ids of `N` bytes written as `2N` hex characters; duplicates dropped, order kept.
-pub fn hex_ids<const N: usize>(name: &str, values: &[String]) -> Result<Vec<[u8; N]>, ApiError> {
-    let mut seen = BTreeSet::new();
-    let mut ids = Vec::new();
-    for value in values {
-        let id = hex_id::<N>(name, value)?;
-        if seen.insert(id) {
-            ids.push(id);
-        }
-    }
-    Ok(ids)
-}
-
-pub fn hex_id<const N: usize>(name: &str, value: &str) -> Result<[u8; N], ApiError> {
-    let mut id = [0u8; N];
-    hex::decode_to_slice(value, &mut id).map_err(|_| {
-        ApiError::invalid(format!(
-            "invalid {name} {value:?}: expected {} hex characters",
-            2 * N
-        ))
-    })?;
-    Ok(id)
 }
 
 #[cfg(test)]
@@ -665,36 +513,6 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_hex_of_the_right_length() {
-        let trace = "0102030405060708090a0b0c0d0e0f10";
-        let ids = hex_ids::<16>("trace_id", &[trace.into(), trace.to_uppercase(), "ff".repeat(16)]).unwrap();
-        assert_eq!(ids.len(), 2, "duplicates (in any case) are dropped");
-        assert_eq!(ids[0][0], 1);
-        assert_eq!(ids[0][15], 16);
-        assert_eq!(ids[1], [0xff; 16]);
-        for bad in [
-            "0102",
-            "zz02030405060708090a0b0c0d0e0f10",
-            "0102030405060708090a0b0c0d0e0f1011",
-        ] {
-            let e = hex_ids::<16>("trace_id", &[bad.to_string()]).unwrap_err();
-            assert_eq!(e.status(), StatusCode::BAD_REQUEST);
-            assert!(
-                e.message.contains("trace_id") && e.message.contains(bad),
-                "{}",
-                e.message
-            );
-            assert!(e.message.contains("32 hex"), "{}", e.message);
-        }
-        let e = hex_ids::<8>("span_id", &["0102030405060708aa".to_string()]).unwrap_err();
-        assert!(
-            e.message.contains("span_id") && e.message.contains("16 hex"),
-            "{}",
-            e.message
-        );
-    }
-
-    #[test]
     fn steps() {
         assert_eq!(parse_step("15").unwrap(), 15 * NANOS_PER_SEC);
         assert_eq!(parse_step("0.5").unwrap(), NANOS_PER_SEC / 2);
@@ -706,30 +524,6 @@ mod tests {
             assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{bad}");
             assert!(e.message.contains("step"), "{}", e.message);
         }
-    }
-
-    #[test]
-    fn default_step_keeps_at_most_1000_buckets_in_whole_seconds() {
-        let hour = TimeRange {
-            start: 0,
-            end: 3600 * NANOS_PER_SEC,
-        };
-        // 3600 s / 1000 = 3.6 s, rounded up to whole seconds.
-        assert_eq!(default_step_nanos(hour), 4 * NANOS_PER_SEC);
-        let exact = TimeRange {
-            start: 5,
-            end: 5 + 2000 * NANOS_PER_SEC,
-        };
-        assert_eq!(default_step_nanos(exact), 2 * NANOS_PER_SEC);
-        let short = TimeRange { start: 0, end: 10 };
-        assert_eq!(default_step_nanos(short), NANOS_PER_SEC);
-        let all = TimeRange {
-            start: i64::MIN,
-            end: i64::MAX,
-        };
-        let step = default_step_nanos(all);
-        assert!(step > 0 && step % NANOS_PER_SEC == 0);
-        assert!((all.end as i128 - all.start as i128) / step as i128 <= 1000);
     }
 
     #[test]

@@ -14,12 +14,11 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
-use axum::http::{HeaderMap, header};
-use stackhouse_query::{MatchOp, Matcher, Selector, parse_promql_selector};
+use crate::error::QueryError;
+use crate::selector::{MatchOp, Matcher, Selector, parse_promql_selector};
 use stackhouse_storage::model::{ProfileType, Series};
 
 use super::profile_type;
-use crate::error::ApiError;
 
 pub const SERVICE_NAME: &str = "service_name";
 const OTEL_SERVICE_NAME: &str = "service.name";
@@ -38,16 +37,6 @@ const TYPE_LABELS: [&str; 6] = [
     "__period_type__",
     "__period_unit__",
 ];
-
-/// Whether the client reads label names outside `[A-Za-z0-9_]`.
-pub fn utf8_allowed(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split([',', ';']))
-        .any(|p| p.trim().eq_ignore_ascii_case("allow-utf8-labelnames=true"))
-}
 
 /// How one of our label names is served.
 pub fn wire_name(name: &str, utf8: bool) -> Cow<'_, str> {
@@ -126,7 +115,7 @@ pub struct Matchers {
 }
 
 /// Every label name the selectors mention, as sent.
-pub fn mentioned(selectors: &[&str]) -> Result<Vec<String>, ApiError> {
+pub fn mentioned(selectors: &[&str]) -> Result<Vec<String>, QueryError> {
     let mut names = Vec::new();
     for s in selectors {
         names.extend(parse(s)?.matchers.into_iter().map(|m| m.name));
@@ -134,12 +123,12 @@ pub fn mentioned(selectors: &[&str]) -> Result<Vec<String>, ApiError> {
     Ok(names)
 }
 
-fn parse(selector: &str) -> Result<Selector, ApiError> {
-    parse_promql_selector(selector).map_err(|e| ApiError::invalid(format!("{e} in {selector:?}")))
+fn parse(selector: &str) -> Result<Selector, QueryError> {
+    parse_promql_selector(selector).map_err(|e| QueryError::bad_request(format!("{e} in {selector:?}")))
 }
 
 impl Matchers {
-    pub fn parse(selectors: &[&str], names: &Names) -> Result<Matchers, ApiError> {
+    pub fn parse(selectors: &[&str], names: &Names) -> Result<Matchers, QueryError> {
         let mut out = Matchers::default();
         for s in selectors {
             for m in parse(s)?.matchers {
@@ -259,10 +248,6 @@ mod tests {
         assert_eq!(wire_name("k8s.pod.name", true), "k8s.pod.name");
         assert_eq!(wire_name("1st", false), "_1st");
         assert_eq!(wire_name("plain_name", false), "plain_name");
-        let mut h = HeaderMap::new();
-        assert!(!utf8_allowed(&h));
-        h.insert(header::ACCEPT, "*/*; allow-utf8-labelnames=true".parse().unwrap());
-        assert!(utf8_allowed(&h));
     }
 
     #[test]

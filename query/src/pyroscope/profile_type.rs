@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use stackhouse_proto::pyroscope_types;
 use stackhouse_storage::model::ProfileType;
 
-use crate::error::ApiError;
+use crate::error::QueryError;
 
 /// The `__name__` Pyroscope would give the type, so that Grafana's per-type units and
 /// rate math and the Drilldown app's names apply:
@@ -75,7 +75,7 @@ pub fn to_wire(t: &ProfileType) -> pyroscope_types::ProfileType {
 pub struct Requested {
     pub profile_type: ProfileType,
     /// The id names a time type that counted samples are served as, so the scope
-    /// selects those too ([`stackhouse_query::Scope::in_time`]).
+    /// selects those too ([`crate::Scope::in_time`]).
     pub in_time: bool,
     /// False when the id's name is not the one we give its type: such an id names
     /// nothing stored, and the query answers empty, as Pyroscope's would.
@@ -84,9 +84,9 @@ pub struct Requested {
 
 /// Parses a 5-part id (a 6th part, Pyroscope's `:delta`, is ignored) or one of our own
 /// 4-part ids.
-pub fn parse(id: &str) -> Result<Requested, ApiError> {
+pub fn parse(id: &str) -> Result<Requested, QueryError> {
     let invalid = || {
-        ApiError::invalid(format!(
+        QueryError::bad_request(format!(
             "invalid profile type id {id:?}: expected name:sample_type:sample_unit:period_type:period_unit"
         ))
     };
@@ -179,9 +179,8 @@ mod tests {
         for bad in ["", "cpu", "a:b:c", "a:b:c:d:e:f:g", "x::count:cpu:nanoseconds"] {
             let err = parse(bad).unwrap_err();
             assert!(
-                err.message.contains("invalid profile type id"),
-                "{bad}: {}",
-                err.message
+                err.to_string().contains("invalid profile type id"),
+                "{bad}: {err}"
             );
         }
     }

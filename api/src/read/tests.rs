@@ -16,7 +16,8 @@ use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::{Writer, WriterConfig};
 use tower::ServiceExt;
 
-use crate::http::{AppState, router};
+use crate::http::router;
+use crate::state::AppState;
 
 struct Fixture {
     router: axum::Router,

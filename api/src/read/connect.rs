@@ -1,38 +1,32 @@
-//! Grafana's Pyroscope API on the HTTP port, so that Grafana's "Grafana Pyroscope"
-//! datasource and the Profiles Drilldown app work against Stackhouse unchanged:
-//! `querier.v1.QuerierService` and `settings.v1.SettingsService` over Connect (unary,
-//! `POST /<package>.<Service>/<Method>`), and the legacy `GET /pyroscope/render` and
-//! `/pyroscope/render-diff`. Every read runs on the same query engine as
-//! `/api/v1`; any other Connect method answers `unimplemented` (HTTP 501).
-
-pub mod codec;
-mod exemplars;
-mod heatmap;
-mod labels;
-mod pprof;
-mod profile_type;
-mod querier;
-mod render;
-mod settings;
+//! Connect's unary protocol for the read families: `POST /<package>.<Service>/<Method>`,
+//! the message in the request's codec, errors as Connect's `{code, message}` JSON, and
+//! `Connect-Timeout-Ms` honoured. Grafana's "Grafana Pyroscope" datasource and the
+//! Profiles Drilldown app call `querier.v1.QuerierService` and `settings.v1.SettingsService`
+//! this way; any other method answers `unimplemented` (HTTP 501).
 
 use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::{Path, Request, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, post};
 use prost::{Message, Name};
+use stackhouse_query::pyroscope::Caller;
 
 use crate::error::{ApiError, ErrorKind};
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::tenant;
+use crate::wire::connect as codec;
 
-/// What a method knows of its caller besides the message.
-pub struct Call {
-    pub tenant: String,
-    /// Whether label names may be served as stored (`allow-utf8-labelnames=true`).
-    pub utf8_names: bool,
+/// Whether the client reads label names outside `[A-Za-z0-9_]`.
+fn utf8_allowed(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split([',', ';']))
+        .any(|p| p.trim().eq_ignore_ascii_case("allow-utf8-labelnames=true"))
 }
 
 /// One unary method: decode, run, answer in the request's codec; errors as Connect's
@@ -41,16 +35,16 @@ async fn unary<Req, Resp, F, Fut>(state: AppState, request: Request, method: F) 
 where
     Req: Message + Default + Name,
     Resp: Message + Name,
-    F: FnOnce(AppState, Call, Req) -> Fut,
+    F: FnOnce(AppState, Caller, Req) -> Fut,
     Fut: Future<Output = Result<Resp, ApiError>>,
 {
     let (parts, body) = request.into_parts();
     let outcome = async {
         let (codec, message, _) =
             codec::read_request::<Req>(&parts.headers, body, state.max_message_bytes).await?;
-        let call = Call {
+        let call = Caller {
             tenant: tenant::from_headers(&parts.headers)?,
-            utf8_names: labels::utf8_allowed(&parts.headers),
+            utf8_names: utf8_allowed(&parts.headers),
         };
         let answer = match timeout(&parts.headers)? {
             Some(limit) => tokio::time::timeout(limit, method(state, call, message))
@@ -86,15 +80,27 @@ fn timeout(headers: &HeaderMap) -> Result<Option<Duration>, ApiError> {
     Ok(text.parse().ok().map(Duration::from_millis))
 }
 
-fn rpc<Req, Resp, F, Fut>(method: F) -> MethodRouter<AppState>
+pub(super) fn rpc<Req, Resp, F, Fut>(method: F) -> MethodRouter<AppState>
 where
     Req: Message + Default + Name + Send + 'static,
     Resp: Message + Name + 'static,
-    F: FnOnce(AppState, Call, Req) -> Fut + Clone + Send + Sync + 'static,
+    F: FnOnce(AppState, Caller, Req) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Resp, ApiError>> + Send + 'static,
 {
     post(move |State(state): State<AppState>, request: Request| unary(state, request, method))
 }
+
+/// A `querier.v1.QuerierService` method: one request of the Pyroscope dialect on the engine.
+macro_rules! querier_method {
+    ($method:path) => {
+        $crate::read::connect::rpc(
+            |state: $crate::state::AppState, call: stackhouse_query::pyroscope::Caller, r| async move {
+                Ok($method(&state.engine, &call, r).await?)
+            },
+        )
+    };
+}
+pub(super) use querier_method;
 
 /// The path of a `querier.v1.QuerierService` method.
 macro_rules! querier {
@@ -102,37 +108,12 @@ macro_rules! querier {
         concat!("/querier.v1.QuerierService/", $method)
     };
 }
+pub(super) use querier;
 
-/// The routes, for the router of the query role.
-pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
-    vec![
-        (querier!("ProfileTypes"), rpc(querier::profile_types)),
-        (querier!("LabelNames"), rpc(querier::label_names)),
-        (querier!("LabelValues"), rpc(querier::label_values)),
-        (querier!("Series"), rpc(querier::series)),
-        (
-            querier!("SelectMergeStacktraces"),
-            rpc(querier::select_merge_stacktraces),
-        ),
-        (
-            querier!("SelectMergeSpanProfile"),
-            rpc(querier::select_merge_span_profile),
-        ),
-        (querier!("SelectMergeProfile"), rpc(querier::select_merge_profile)),
-        (querier!("SelectSeries"), rpc(querier::select_series)),
-        (querier!("SelectHeatmap"), rpc(heatmap::select_heatmap)),
-        (querier!("Diff"), rpc(querier::diff)),
-        (querier!("GetProfileStats"), rpc(querier::get_profile_stats)),
-        (querier!("AnalyzeQuery"), rpc(querier::analyze_query)),
-        ("/settings.v1.SettingsService/Get", rpc(settings::get)),
-        ("/settings.v1.SettingsService/Set", rpc(settings::set)),
-        ("/settings.v1.SettingsService/Delete", rpc(settings::delete)),
-        ("/pyroscope/render", get(render::render)),
-        ("/pyroscope/render-diff", get(render::render_diff)),
-        // Every other `<package>.<Service>/<Method>`: Connect's answer for a method not
-        // served, which Grafana's clients take as "feature off".
-        ("/{service}/{method}", post(unimplemented)),
-    ]
+/// Every other `<package>.<Service>/<Method>`: Connect's answer for a method not served,
+/// which Grafana's clients take as "feature off".
+pub(super) fn unimplemented_route() -> (&'static str, MethodRouter<AppState>) {
+    ("/{service}/{method}", post(unimplemented))
 }
 
 async fn unimplemented(Path((service, method)): Path<(String, String)>) -> Response {
@@ -144,4 +125,17 @@ async fn unimplemented(Path((service, method)): Path<(String, String)>) -> Respo
         format!("{service}/{method} is not implemented"),
     )
     .into_connect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_label_names_are_asked_for_in_accept() {
+        let mut h = HeaderMap::new();
+        assert!(!utf8_allowed(&h));
+        h.insert(header::ACCEPT, "*/*; allow-utf8-labelnames=true".parse().unwrap());
+        assert!(utf8_allowed(&h));
+    }
 }

@@ -3,11 +3,18 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use stackhouse_query::{Top, TopQuery};
+use axum::routing::{MethodRouter, get};
+use stackhouse_query::Top;
+use stackhouse_query::request::TopRequest;
 
-use super::AppState;
-use super::params::{QueryMap, ScopeParams, TenantHeader, TopParams, TraceIdParams, tenant_of};
+use super::params::{ScopeParams, TenantHeader, TopParams, TraceIdParams, tenant_of};
 use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![("/api/v1/top", get(top))]
+}
 
 /// Functions of the selected samples by self value.
 #[utoipa::path(
@@ -25,12 +32,12 @@ pub async fn top(
     q: QueryMap,
 ) -> Result<Json<Top>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let scope_params = ScopeParams::from_query(&q)?;
+    let scope = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
     let top = TopParams::from_query(&q)?;
-
-    let trace_ids = trace.trace_ids()?;
-    let limit = top.limit()?;
-    let scope = scope_params.scope(&state, &tenant, trace_ids).await?;
-    Ok(Json(state.engine.top(&TopQuery { scope, limit }).await?))
+    let request = TopRequest {
+        limit: top.limit()?,
+        scope: scope.request(tenant, trace.trace_id),
+    };
+    Ok(Json(state.engine.read_top(&request).await?))
 }

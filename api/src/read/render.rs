@@ -6,34 +6,35 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
 use serde_json::{Value, json};
-use stackhouse_ingest::pyroscope;
+use stackhouse_ingest::pyroscope as ingest_params;
+use stackhouse_query::Aggregation;
+use stackhouse_query::pyroscope::{self, Caller, RenderQuery, RenderRequest, Rendered};
 use stackhouse_query::render::dot::dot;
 use stackhouse_query::render::flamebearer::{flamebearer, flamebearer_diff};
-use stackhouse_query::{Aggregation, DiffQuery, FlamegraphQuery, GroupKey, Scope, TimeseriesQuery};
+use stackhouse_query::request::parse_time;
 
-use super::labels::Names;
-use super::{Call, querier};
 use crate::error::ApiError;
-use crate::http::AppState;
-use crate::http::query::params::QueryMap;
+use crate::state::AppState;
 use crate::tenant;
-use crate::time_param::{now_nanos, parse_time};
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/pyroscope/render", get(render)),
+        ("/pyroscope/render-diff", get(render_diff)),
+    ]
+}
 
 const NANOS_PER_SECOND: i64 = 1_000_000_000;
-/// Time line points Pyroscope aims for over the range.
-const TIMELINE_POINTS: i64 = 1_500;
-/// Time line steps, smallest first: the first at least range / [`TIMELINE_POINTS`] is used.
-const NICE_STEPS_SECONDS: [i64; 14] = [
-    15, 30, 60, 300, 600, 900, 1_800, 3_600, 10_800, 21_600, 43_200, 86_400, 604_800, 2_592_000,
-];
 
 /// A graphite-style time: a unix time in s, ms, µs or ns (told apart by magnitude, as for
 /// Pyroscope ingest); else `now`, `now-1h`, or RFC 3339.
 fn parse_attime(value: &str, now: i64) -> Result<i64, ApiError> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        return match pyroscope::parse_time("time", value) {
+        return match ingest_params::parse_time("time", value) {
             Ok(Some(nanos)) => Ok(nanos),
             Ok(None) => Ok(now),
             Err(e) => Err(ApiError::invalid(e)),
@@ -43,46 +44,12 @@ fn parse_attime(value: &str, now: i64) -> Result<i64, ApiError> {
 }
 
 /// `[from, until)` in ms-or-seconds, `now-1h` to `now` by default.
-fn range(q: &QueryMap, from: &str, until: &str) -> Result<(i64, i64), ApiError> {
-    let now = now_nanos();
+fn range(q: &QueryMap, from: &str, until: &str, now: i64) -> Result<(i64, i64), ApiError> {
     let end = q.one(until)?.map_or(Ok(now), |v| parse_attime(&v, now))?;
     let start = q
         .one(from)?
         .map_or(Ok(end - 3_600 * NANOS_PER_SECOND), |v| parse_attime(&v, now))?;
     Ok((start, end))
-}
-
-/// `<profile type id>{matchers}` → the scope over `[start, end)` (nanoseconds).
-async fn query_scope(
-    state: &AppState,
-    call: &Call,
-    query: &str,
-    (start, end): (i64, i64),
-) -> Result<Scope, ApiError> {
-    let (id, selector) = match query.find('{') {
-        Some(i) => (query[..i].trim(), &query[i..]),
-        None => (query.trim(), "{}"),
-    };
-    if id.is_empty() {
-        return Err(ApiError::invalid(format!(
-            "invalid query {query:?}: expected <profile type id>{{<matchers>}}"
-        )));
-    }
-    // The Connect scope takes milliseconds; ranges here may be finer.
-    let mut scope = querier::select_scope(
-        state,
-        call,
-        id,
-        selector,
-        start / querier::NANOS_PER_MILLI,
-        (end + querier::NANOS_PER_MILLI - 1) / querier::NANOS_PER_MILLI,
-    )
-    .await?;
-    if scope.segments.is_none() {
-        scope.range.start = start;
-        scope.range.end = end;
-    }
-    Ok(scope)
 }
 
 fn max_nodes(q: &QueryMap) -> Result<usize, ApiError> {
@@ -99,22 +66,11 @@ fn max_nodes(q: &QueryMap) -> Result<usize, ApiError> {
     })
 }
 
-fn call(headers: &HeaderMap) -> Result<Call, ApiError> {
-    Ok(Call {
+fn call(headers: &HeaderMap) -> Result<Caller, ApiError> {
+    Ok(Caller {
         tenant: tenant::from_headers(headers)?,
         utf8_names: false,
     })
-}
-
-/// The smallest nice step giving at most [`TIMELINE_POINTS`] points, at least 15 s.
-fn timeline_step(start: i64, end: i64) -> i64 {
-    let wanted = (end - start) / TIMELINE_POINTS;
-    let seconds = NICE_STEPS_SECONDS
-        .iter()
-        .copied()
-        .find(|s| s * NANOS_PER_SECOND >= wanted)
-        .unwrap_or((wanted + NANOS_PER_SECOND - 1) / NANOS_PER_SECOND);
-    seconds * NANOS_PER_SECOND
 }
 
 pub async fn render(
@@ -128,7 +84,7 @@ pub async fn render(
         .ok_or_else(|| ApiError::invalid("query is required: <profile type id>{<matchers>}"))?;
     match q.one("format")?.as_deref() {
         None | Some("json") => {}
-        Some("dot") => return render_dot(&state, &call, &query, &q).await,
+        Some("dot") => return render_dot(&state, &call, query, &q).await,
         Some(other) => {
             return Err(ApiError::invalid(format!(
                 "format {other:?} is not served; use json or dot"
@@ -140,36 +96,20 @@ pub async fn render(
         Some(a) => Aggregation::parse(a)
             .ok_or_else(|| ApiError::invalid(format!("invalid aggregation {a:?}: use sum or avg")))?,
     };
-    let (start, end) = range(&q, "from", "until")?;
-    let mut scope = query_scope(&state, &call, &query, (start, end)).await?;
-    let step = timeline_step(start, end);
-    // The time line starts on a step boundary, as Pyroscope's does.
-    let timeline_start = start - start.rem_euclid(step);
-    let flamegraph_query = FlamegraphQuery {
-        scope: scope.clone(),
-        group_by: Vec::new(),
+    let (start, end) = range(&q, "from", "until", state.engine.now_nanos())?;
+    let request = RenderRequest {
+        query: RenderQuery { query, start, end },
         max_nodes: max_nodes(&q)?,
-    };
-    if scope.segments.is_none() {
-        scope.range.start = timeline_start;
-    }
-    let group_by: Vec<GroupKey> = match q.one("groupBy")? {
-        Some(name) => {
-            let names = Names::new(state.engine.label_names(&call.tenant, scope.range).await?);
-            vec![GroupKey::Label(names.resolve(&name))]
-        }
-        None => Vec::new(),
-    };
-    let timeseries_query = TimeseriesQuery {
-        scope,
-        step_nanos: step,
-        group_by: group_by.clone(),
         aggregation,
+        group_by: q.one("groupBy")?,
     };
-    let (flamegraph, timeseries) = futures::try_join!(
-        state.engine.flamegraph(&flamegraph_query),
-        state.engine.timeseries(&timeseries_query)
-    )?;
+    let Rendered {
+        flamegraph,
+        timeseries,
+        timeline_start,
+        step,
+        group_by,
+    } = pyroscope::render(&state.engine, &call, &request).await?;
     let buckets = usize::try_from((end - timeline_start + step - 1) / step).unwrap_or(0);
     let timeline = |points: &[(i64, f64)]| {
         let mut samples = vec![0i64; buckets];
@@ -192,17 +132,20 @@ pub async fn render(
     for series in &timeseries.series {
         total_points.extend(&series.points);
     }
-    let groups = if group_by.is_empty() {
-        Value::Null
-    } else {
-        let key = group_by[0].name();
-        Value::Object(
+    let groups = match &group_by {
+        None => Value::Null,
+        Some(key) => Value::Object(
             timeseries
                 .series
                 .iter()
-                .map(|s| (s.group.get(key).cloned().unwrap_or_default(), timeline(&s.points)))
+                .map(|s| {
+                    (
+                        s.group.get(key.name()).cloned().unwrap_or_default(),
+                        timeline(&s.points),
+                    )
+                })
                 .collect(),
-        )
+        ),
     };
     let mut body = serde_json::to_value(flamebearer(&flamegraph)).expect("a flamebearer serializes");
     body["metadata"]["name"] = json!(flamegraph.kind.sample_type);
@@ -218,16 +161,14 @@ pub async fn render(
 
 /// `format=dot`: the selection's call graph as Graphviz text, at most `max-nodes`
 /// functions (100 by default); an empty selection is an empty body, as Pyroscope's.
-async fn render_dot(state: &AppState, call: &Call, query: &str, q: &QueryMap) -> Result<Response, ApiError> {
-    let scope = query_scope(state, call, query, range(q, "from", "until")?).await?;
-    let flamegraph = state
-        .engine
-        .flamegraph(&FlamegraphQuery {
-            scope,
-            group_by: Vec::new(),
-            max_nodes: 0,
-        })
-        .await?;
+async fn render_dot(
+    state: &AppState,
+    call: &Caller,
+    query: String,
+    q: &QueryMap,
+) -> Result<Response, ApiError> {
+    let (start, end) = range(q, "from", "until", state.engine.now_nanos())?;
+    let flamegraph = pyroscope::render_graph(&state.engine, call, &RenderQuery { query, start, end }).await?;
     let body = if flamegraph.root.total == 0 && flamegraph.root.children.is_empty() {
         String::new()
     } else {
@@ -247,22 +188,24 @@ pub async fn render_diff(
             .ok_or_else(|| ApiError::invalid(format!("{name} is required: <profile type id>{{<matchers>}}")))
     };
     let (left, right) = (side("leftQuery")?, side("rightQuery")?);
+    let now = state.engine.now_nanos();
     let (left_range, right_range) = (
-        range(&q, "leftFrom", "leftUntil")?,
-        range(&q, "rightFrom", "rightUntil")?,
+        range(&q, "leftFrom", "leftUntil", now)?,
+        range(&q, "rightFrom", "rightUntil", now)?,
     );
-    let (baseline, comparison) = futures::try_join!(
-        query_scope(&state, &call, &left, left_range),
-        query_scope(&state, &call, &right, right_range)
-    )?;
-    let query = DiffQuery {
-        baseline,
-        comparison,
-        max_nodes: max_nodes(&q)?,
-        baseline_stacks: Default::default(),
-        comparison_stacks: Default::default(),
-    };
-    let diff = state.engine.diff(&query).await?;
+    let (left, right) = (
+        RenderQuery {
+            query: left,
+            start: left_range.0,
+            end: left_range.1,
+        },
+        RenderQuery {
+            query: right,
+            start: right_range.0,
+            end: right_range.1,
+        },
+    );
+    let diff = pyroscope::render_diff(&state.engine, &call, &left, &right, max_nodes(&q)?).await?;
     let mut body = serde_json::to_value(flamebearer_diff(&diff)).expect("a flamebearer serializes");
     body["metadata"]["name"] = json!(diff.kind.sample_type);
     Ok(Json(body))
@@ -284,13 +227,5 @@ mod tests {
             now - 3_600 * NANOS_PER_SECOND
         );
         assert!(parse_attime("yesterday", now).is_err());
-    }
-
-    #[test]
-    fn timeline_steps_are_nice() {
-        let hour = 3_600 * NANOS_PER_SECOND;
-        assert_eq!(timeline_step(0, hour), 15 * NANOS_PER_SECOND);
-        assert_eq!(timeline_step(0, 24 * hour), 60 * NANOS_PER_SECOND);
-        assert_eq!(timeline_step(0, 7 * 24 * hour), 600 * NANOS_PER_SECOND);
     }
 }

@@ -3,11 +3,18 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use stackhouse_query::{EventsPage, EventsQuery};
+use axum::routing::{MethodRouter, get};
+use stackhouse_query::EventsPage;
+use stackhouse_query::request::EventsRequest;
 
-use super::AppState;
-use super::params::{EventsParams, QueryMap, ScopeParams, TenantHeader, TraceIdParams, tenant_of};
+use super::params::{EventsParams, ScopeParams, TenantHeader, TraceIdParams, tenant_of};
 use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![("/api/v1/events", get(events))]
+}
 
 /// Individual samples in time order, one page at a time.
 #[utoipa::path(
@@ -25,17 +32,13 @@ pub async fn events(
     q: QueryMap,
 ) -> Result<Json<EventsPage>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let scope_params = ScopeParams::from_query(&q)?;
+    let scope = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
     let page = EventsParams::from_query(&q)?;
-
-    let trace_ids = trace.trace_ids()?;
-    let limit = page.limit(&state.engine)?;
-    let scope = scope_params.scope(&state, &tenant, trace_ids).await?;
-    let query = EventsQuery {
-        scope,
-        limit,
+    let request = EventsRequest {
+        limit: page.asked_limit()?,
         cursor: page.cursor,
+        scope: scope.request(tenant, trace.trace_id),
     };
-    Ok(Json(state.engine.events(&query).await?))
+    Ok(Json(state.engine.read_events(&request).await?))
 }

@@ -6,14 +6,42 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use axum::routing::{MethodRouter, get};
 use serde::Serialize;
+use stackhouse_query::pyroscope;
 use stackhouse_storage::catalog::{CatalogStats, TableStats};
 use stackhouse_storage::model::{ProfileType, Series};
 use utoipa::ToSchema;
 
-use super::AppState;
-use super::params::{QueryMap, RangeParams, TenantHeader, tenant_of};
+use super::connect::{querier, querier_method};
+use super::params::{RangeParams, TenantHeader, tenant_of};
 use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/api/v1/profile-types", get(profile_types)),
+        ("/api/v1/labels", get(label_names)),
+        ("/api/v1/labels/{name}/values", get(label_values)),
+        ("/api/v1/stats", get(stats)),
+        (
+            querier!("ProfileTypes"),
+            querier_method!(pyroscope::profile_types),
+        ),
+        (querier!("LabelNames"), querier_method!(pyroscope::label_names)),
+        (querier!("LabelValues"), querier_method!(pyroscope::label_values)),
+        (querier!("Series"), querier_method!(pyroscope::series)),
+        (
+            querier!("GetProfileStats"),
+            querier_method!(pyroscope::get_profile_stats),
+        ),
+        (
+            querier!("AnalyzeQuery"),
+            querier_method!(pyroscope::analyze_query),
+        ),
+    ]
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProfileTypes {
@@ -125,11 +153,8 @@ pub async fn profile_types(
     q: QueryMap,
 ) -> Result<Json<ProfileTypes>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let range = RangeParams::from_query(&q)?.range()?;
-    let (types, series) = futures::try_join!(
-        state.engine.profile_types(&tenant, range),
-        state.engine.series(&tenant, range)
-    )?;
+    let request = RangeParams::from_query(&q)?.request(tenant);
+    let (types, series) = state.engine.read_profile_types(&request).await?;
     Ok(Json(ProfileTypes {
         profile_types: types.iter().map(|t| ProfileTypeEntry::new(t, &series)).collect(),
     }))
@@ -151,8 +176,8 @@ pub async fn label_names(
     q: QueryMap,
 ) -> Result<Json<LabelNames>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let range = RangeParams::from_query(&q)?.range()?;
-    let names = state.engine.label_names(&tenant, range).await?;
+    let request = RangeParams::from_query(&q)?.request(tenant);
+    let names = state.engine.read_label_names(&request).await?;
     Ok(Json(LabelNames { names }))
 }
 
@@ -173,8 +198,8 @@ pub async fn label_values(
     q: QueryMap,
 ) -> Result<Json<LabelValues>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let range = RangeParams::from_query(&q)?.range()?;
-    let values = state.engine.label_values(&tenant, &name, range).await?;
+    let request = RangeParams::from_query(&q)?.request(tenant);
+    let values = state.engine.read_label_values(&request, &name).await?;
     Ok(Json(LabelValues { name, values }))
 }
 

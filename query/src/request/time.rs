@@ -47,13 +47,6 @@ pub fn parse_range(from: Option<&str>, to: Option<&str>, now_nanos: i64) -> Resu
     Ok(TimeRange { start, end })
 }
 
-/// The system clock's time, for code not yet handed the server's [`SharedClock`]
-/// (`AppState::clock`): the ingest time window in `export` and the query range parsers
-/// called without state. New code takes the shared clock instead.
-///
-/// [`SharedClock`]: stackhouse_storage::clock::SharedClock
-pub use stackhouse_storage::clock::system_now_nanos as now_nanos;
-
 #[cfg(test)]
 mod tests {
     use super::*;

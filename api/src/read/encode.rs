@@ -1,31 +1,16 @@
-//! The query API: flamegraphs, single profiles, traces, time series, top functions, diffs,
-//! events, and the catalog listings (profile types, labels, stats), all run by the engine.
-
-pub mod diff;
-pub mod events;
-pub mod flamegraph;
-pub mod labels;
-pub mod params;
-pub mod profiles;
-#[cfg(test)]
-mod tests;
-pub mod timeseries;
-pub mod top;
-pub mod traces;
+//! How the query API's answers are encoded: JSON and its bodies, folded text, gzipped
+//! pprof files, and the headers that tell which resolutions an answer read.
 
 use axum::Json;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use stackhouse_query::render::flamebearer::{FlamebearerProfile, flamebearer};
-use stackhouse_query::{Diff, Flamegraph, FlamegraphQuery, PprofQuery, ProfileDetail, ScanStats};
-
-use super::AppState;
-use crate::error::ApiError;
-use params::Format;
+use stackhouse_proto::pprof::Profile;
+use stackhouse_query::render::flamebearer::FlamebearerProfile;
+use stackhouse_query::{Diff, Flamegraph, ProfileDetail, ScanStats};
 
 /// `Content-Type` of JSON, as axum's `Json` sets it.
-const JSON_CONTENT_TYPE: &str = "application/json";
+pub(super) const JSON_CONTENT_TYPE: &str = "application/json";
 /// `Content-Type` of the folded format.
 pub const FOLDED_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
 /// `Content-Type` of the pprof format.
@@ -58,19 +43,19 @@ pub enum DiffBody {
     Flamebearer(FlamebearerProfile),
 }
 
-fn json<T: Serialize>(body: T) -> Response {
+pub(super) fn json<T: Serialize>(body: T) -> Response {
     Json(body).into_response()
 }
 
-fn folded(text: String) -> Response {
+pub(super) fn folded(text: String) -> Response {
     ([(header::CONTENT_TYPE, FOLDED_CONTENT_TYPE)], text).into_response()
 }
 
 /// The engine's profile, encoded and gzipped here, once; it goes out as a file, not with a
 /// `Content-Encoding`, so clients store exactly what `go tool pprof` reads.
-async fn pprof(state: &AppState, query: &PprofQuery) -> Result<Response, ApiError> {
-    let bytes = stackhouse_query::render::pprof::gzip(&state.engine.pprof(query).await?);
-    Ok((
+pub(super) fn pprof(profile: &Profile) -> Response {
+    let bytes = stackhouse_query::render::pprof::gzip(profile);
+    (
         [
             (header::CONTENT_TYPE, PPROF_CONTENT_TYPE),
             (
@@ -80,36 +65,7 @@ async fn pprof(state: &AppState, query: &PprofQuery) -> Result<Response, ApiErro
         ],
         bytes,
     )
-        .into_response())
-}
-
-/// A flamegraph query answered in any format; pprof exports the samples untruncated.
-async fn flamegraph_response(
-    state: &AppState,
-    format: Format,
-    query: &FlamegraphQuery,
-) -> Result<Response, ApiError> {
-    if format == Format::Pprof {
-        return pprof(state, &PprofQuery::Scope(query.scope.clone())).await;
-    }
-    if format == Format::Json {
-        // Written while the tree is cut: the same bytes as serializing the flamegraph.
-        let flamegraph = state.engine.flamegraph_json(query).await?;
-        let headers = scan_headers(flamegraph.stats());
-        let body = (
-            [(header::CONTENT_TYPE, HeaderValue::from_static(JSON_CONTENT_TYPE))],
-            flamegraph.to_json(),
-        );
-        return Ok((headers, body).into_response());
-    }
-    let flamegraph = state.engine.flamegraph(query).await?;
-    let headers = scan_headers(flamegraph.stats.as_ref());
-    let body = match format {
-        Format::Folded => folded(stackhouse_query::folded(&flamegraph)),
-        Format::Flamebearer => json(FlamegraphBody::Flamebearer(flamebearer(&flamegraph))),
-        _ => json(FlamegraphBody::Flamegraph(flamegraph)),
-    };
-    Ok((headers, body).into_response())
+        .into_response()
 }
 
 /// What the body's stats tell of the resolutions read, as headers, for every format (the

@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use prost::{Message, Name};
 use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor, SerializeOptions};
 
+use super::body::{accepts_gzip, content_type_essence, gzip, inflate, read_limited};
 use crate::error::ApiError;
-use crate::http::body::{accepts_gzip, content_type_essence, gzip, inflate, read_limited};
 
 /// Answers smaller than this are sent as they are: gzip would save less than it costs.
 const GZIP_MIN_BYTES: usize = 1024;

@@ -1,0 +1,132 @@
+//! Flamegraphs: `GET /api/v1/flamegraph` and `/api/v1/traces/{trace_id}/flamegraph`, and
+//! Connect's `SelectMergeStacktraces`, `SelectMergeSpanProfile` and `SelectMergeProfile`.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
+use stackhouse_query::pyroscope;
+use stackhouse_query::render::flamebearer::flamebearer;
+use stackhouse_query::request::{FlamegraphRequest, TreeAnswer};
+
+use super::connect::{querier, querier_method};
+use super::encode::{FlamegraphBody, JSON_CONTENT_TYPE, folded, json, pprof, scan_headers};
+use super::params::{Format, GroupByParams, ScopeParams, TenantHeader, TraceIdParams, TreeParams, tenant_of};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/api/v1/flamegraph", get(flamegraph)),
+        ("/api/v1/traces/{trace_id}/flamegraph", get(trace_flamegraph)),
+        (
+            querier!("SelectMergeStacktraces"),
+            querier_method!(pyroscope::select_merge_stacktraces),
+        ),
+        (
+            querier!("SelectMergeSpanProfile"),
+            querier_method!(pyroscope::select_merge_span_profile),
+        ),
+        (
+            querier!("SelectMergeProfile"),
+            querier_method!(pyroscope::select_merge_profile),
+        ),
+    ]
+}
+
+/// The call tree of the selected samples, values summed per call path.
+#[utoipa::path(
+    get,
+    path = "/api/v1/flamegraph",
+    tag = "query",
+    params(TenantHeader, ScopeParams, TraceIdParams, GroupByParams, TreeParams),
+    responses(
+        (status = 200, description = "The flamegraph in the requested format", content(
+            (FlamegraphBody = "application/json"),
+            (String = "text/plain"),
+            ("application/octet-stream"),
+        )),
+    )
+)]
+pub async fn flamegraph(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    q: QueryMap,
+) -> Result<Response, ApiError> {
+    let tenant = tenant_of(&headers)?;
+    let scope = ScopeParams::from_query(&q)?;
+    let trace = TraceIdParams::from_query(&q)?;
+    let group = GroupByParams::from_query(&q)?;
+    let tree = TreeParams::from_query(&q)?;
+    let request = FlamegraphRequest {
+        group_by: group.group_by()?,
+        max_nodes: tree.asked_max_nodes()?,
+        output: tree.output()?,
+        scope: scope.request(tenant, trace.trace_id),
+    };
+    flamegraph_response(&state, tree.format()?, &request).await
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/traces/{trace_id}/flamegraph",
+    tag = "query",
+    params(
+        ("trace_id" = String, Path, description = "Trace id, 32 hex characters"),
+        TenantHeader, ScopeParams, GroupByParams, TreeParams,
+    ),
+    responses(
+        (status = 200, description = "The trace's flamegraph in the requested format", content(
+            (FlamegraphBody = "application/json"),
+            (String = "text/plain"),
+            ("application/octet-stream"),
+        )),
+    )
+)]
+pub async fn trace_flamegraph(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(trace_id): Path<String>,
+    q: QueryMap,
+) -> Result<Response, ApiError> {
+    let tenant = tenant_of(&headers)?;
+    let scope = ScopeParams::from_query(&q)?;
+    let group = GroupByParams::from_query(&q)?;
+    let tree = TreeParams::from_query(&q)?;
+    let request = FlamegraphRequest {
+        group_by: group.group_by()?,
+        max_nodes: tree.asked_max_nodes()?,
+        output: tree.output()?,
+        scope: scope.request(tenant, vec![trace_id]),
+    };
+    flamegraph_response(&state, tree.format()?, &request).await
+}
+
+/// A flamegraph read answered in any format; pprof exports the samples untruncated.
+async fn flamegraph_response(
+    state: &AppState,
+    format: Format,
+    request: &FlamegraphRequest,
+) -> Result<Response, ApiError> {
+    Ok(match state.engine.read_flamegraph(request).await? {
+        TreeAnswer::Pprof(profile) => pprof(&profile),
+        // Written while the tree is cut: the same bytes as serializing the flamegraph.
+        TreeAnswer::Json(flamegraph) => {
+            let headers = scan_headers(flamegraph.stats());
+            let body = (
+                [(header::CONTENT_TYPE, HeaderValue::from_static(JSON_CONTENT_TYPE))],
+                flamegraph.to_json(),
+            );
+            (headers, body).into_response()
+        }
+        TreeAnswer::Tree(flamegraph) => {
+            let headers = scan_headers(flamegraph.stats.as_ref());
+            let body = match format {
+                Format::Folded => folded(stackhouse_query::folded(&flamegraph)),
+                _ => json(FlamegraphBody::Flamebearer(flamebearer(&flamegraph))),
+            };
+            (headers, body).into_response()
+        }
+    })
+}

@@ -1,0 +1,49 @@
+//! Every read, one module per family, each holding its REST handlers (`/api/v1`) and its
+//! Connect methods (Grafana's `querier.v1`) side by side. A handler reads its request
+//! (query string or Connect message), makes one engine request (`stackhouse_query::request`
+//! for REST, `stackhouse_query::pyroscope` for Connect) and encodes the answer.
+
+pub(crate) mod connect;
+pub(crate) mod diff;
+mod encode;
+pub(crate) mod events;
+pub(crate) mod flamegraph;
+pub(crate) mod labels;
+pub mod params;
+pub(crate) mod profiles;
+mod render;
+mod settings;
+#[cfg(test)]
+mod tests;
+pub(crate) mod timeseries;
+pub(crate) mod top;
+
+use axum::routing::MethodRouter;
+
+pub use encode::{
+    ANSWERED_RANGE_HEADER, DiffBody, FOLDED_CONTENT_TYPE, FlamegraphBody, PPROF_CONTENT_TYPE, ProfileBody,
+    TIERS_HEADER,
+};
+
+use crate::state::AppState;
+
+/// Every read route: the query API's, Connect's methods, Pyroscope's legacy render, and
+/// Connect's answer for the methods not served.
+pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    let mut routes = Vec::new();
+    for family in [
+        flamegraph::routes,
+        profiles::routes,
+        timeseries::routes,
+        top::routes,
+        diff::routes,
+        events::routes,
+        labels::routes,
+        settings::routes,
+        render::routes,
+    ] {
+        routes.extend(family());
+    }
+    routes.push(connect::unimplemented_route());
+    routes
+}

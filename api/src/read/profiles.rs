@@ -1,0 +1,63 @@
+//! `GET /api/v1/profiles/{profile_id}`.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::{MethodRouter, get};
+use stackhouse_query::render::flamebearer::flamebearer;
+use stackhouse_query::request::{ProfileRequest, TreeAnswer};
+
+use super::encode::{ProfileBody, folded, json, pprof};
+use super::params::{Format, ProfileTypeParams, TenantHeader, TreeParams, tenant_of};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![("/api/v1/profiles/{profile_id}", get(profile))]
+}
+
+/// One stored profile: its metadata and flamegraph (JSON), or the flamegraph alone in the
+/// other formats.
+#[utoipa::path(
+    get,
+    path = "/api/v1/profiles/{profile_id}",
+    tag = "query",
+    params(
+        ("profile_id" = String, Path, description = "Profile id, 32 hex characters"),
+        TenantHeader, ProfileTypeParams, TreeParams,
+    ),
+    responses(
+        (status = 200, description = "The profile in the requested format", content(
+            (ProfileBody = "application/json"),
+            (String = "text/plain"),
+            ("application/octet-stream"),
+        )),
+    )
+)]
+pub async fn profile(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(profile_id): Path<String>,
+    q: QueryMap,
+) -> Result<Response, ApiError> {
+    let tenant = tenant_of(&headers)?;
+    let type_params = ProfileTypeParams::from_query(&q)?;
+    let tree = TreeParams::from_query(&q)?;
+    let format = tree.format()?;
+    let request = ProfileRequest {
+        tenant,
+        profile_id,
+        profile_type: type_params.profile_type,
+        max_nodes: tree.asked_max_nodes()?,
+        output: tree.output()?,
+    };
+    Ok(match state.engine.read_profile(&request).await? {
+        TreeAnswer::Pprof(profile) => pprof(&profile),
+        TreeAnswer::Json(detail) => json(ProfileBody::Profile(Box::new(detail))),
+        TreeAnswer::Tree(flamegraph) if format == Format::Folded => {
+            folded(stackhouse_query::folded(&flamegraph))
+        }
+        TreeAnswer::Tree(flamegraph) => json(ProfileBody::Flamebearer(flamebearer(&flamegraph))),
+    })
+}

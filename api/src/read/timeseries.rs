@@ -1,0 +1,58 @@
+//! `GET /api/v1/timeseries`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::{MethodRouter, get};
+use stackhouse_query::request::TimeseriesRequest;
+use stackhouse_query::{Timeseries, pyroscope};
+
+use super::connect::{querier, querier_method};
+use super::encode::scan_headers;
+use super::params::{ScopeParams, TenantHeader, TimeseriesParams, TraceIdParams, tenant_of};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/api/v1/timeseries", get(timeseries)),
+        (
+            querier!("SelectSeries"),
+            querier_method!(pyroscope::select_series),
+        ),
+        (
+            querier!("SelectHeatmap"),
+            querier_method!(pyroscope::select_heatmap),
+        ),
+    ]
+}
+
+/// Values of the selected samples bucketed by `step`, one series per group.
+#[utoipa::path(
+    get,
+    path = "/api/v1/timeseries",
+    tag = "query",
+    params(TenantHeader, ScopeParams, TraceIdParams, TimeseriesParams),
+    responses(
+        (status = 200, description = "The series", body = Timeseries),
+    )
+)]
+pub async fn timeseries(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    q: QueryMap,
+) -> Result<(HeaderMap, Json<Timeseries>), ApiError> {
+    let tenant = tenant_of(&headers)?;
+    let scope = ScopeParams::from_query(&q)?;
+    let trace = TraceIdParams::from_query(&q)?;
+    let series = TimeseriesParams::from_query(&q)?;
+    let request = TimeseriesRequest {
+        group_by: series.group_by()?,
+        aggregation: series.aggregation()?,
+        step_nanos: series.step_nanos()?,
+        scope: scope.request(tenant, trace.trace_id),
+    };
+    let timeseries = state.engine.read_timeseries(&request).await?;
+    Ok((scan_headers(timeseries.stats.as_ref()), Json(timeseries)))
+}

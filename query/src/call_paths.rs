@@ -14,6 +14,7 @@ use stackhouse_storage::model::{FastMap, IdMap, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::debuginfo::NativeFiles;
+use crate::render::json::write_cut;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, walk_up};
 use crate::tree::{Children, Cut, Interner, NameTable, Node, PathTree, ROOT_NAME, RankedTree, cut};
 
@@ -394,10 +395,10 @@ impl<'p> PathSums<'p> {
     }
 
     /// Appends the tree as JSON, as `serde_json` writes its [`Node`], and returns its
-    /// total: see [`Cut::write_json`].
+    /// total: see [`write_cut`].
     pub fn write_json(self, max_nodes: Option<usize>, out: &mut Vec<u8>) -> i64 {
         self.cut(max_nodes, |cut| {
-            cut.write_json(out);
+            write_cut(&cut, out);
             cut.total()
         })
     }

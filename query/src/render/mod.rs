@@ -1,155 +1,21 @@
-//! Output formats of a flamegraph.
+//! Output formats of a flamegraph; every byte a query answers with is written here.
 //!
-//! - JSON, through `serde` (the types derive `Serialize` and `ToSchema`): `{"profile_type":
-//!   "samples:count:cpu:nanoseconds", "sample_type", "sample_unit", "period_type",
-//!   "period_unit", "unit", "period", "total", "max_nodes" (when a budget was applied),
-//!   "root": {"name", "self", "total", "children"}}`.
+//! - JSON ([`json`]): `serde` for the result types, and the tree written straight from a
+//!   cut for a flamegraph cut while it is built ([`json::FlamegraphJson`]).
 //! - Flamebearer ([`flamebearer`]), the `names` + `levels` layout Pyroscope's flamegraph
 //!   components render.
-//! - pprof ([`pprof`]), a gzipped `perftools.profiles.Profile`.
+//! - pprof ([`pprof`]), a gzipped `perftools.profiles.Profile`, and [`pprof_cut`], which cuts
+//!   one down as a flamegraph is cut.
 //! - Pyroscope's tree serialization ([`tree_bytes`]) and a Graphviz call graph ([`dot`]).
-//! - Folded stacks ([`folded`]), as Brendan Gregg's `flamegraph.pl` and speedscope read;
+//! - Folded stacks ([`folded()`]), as Brendan Gregg's `flamegraph.pl` and speedscope read;
 //!   for a diff ([`folded_diff`]), the two-value lines of `difffolded.pl`.
 
 pub mod dot;
 pub mod flamebearer;
+pub mod folded;
+pub mod json;
 pub mod pprof;
 pub mod pprof_cut;
 pub mod tree_bytes;
 
-use crate::endpoints::diff::{Diff, DiffNode};
-use crate::tree::{Flamegraph, Node};
-
-/// Folded stacks: one line `frame1;frame2;...;leaf VALUE` per call path with a non-zero
-/// self value, root-first without the synthetic root, lines sorted.
-///
-/// Samples with an empty stack have no frames to write; they count in the JSON `total`
-/// (as the root's `self`) but not here, so the lines may sum to less than the total.
-/// Frame names are written as they are: a name containing `;` or a newline cannot be
-/// told apart from several frames or lines in this format.
-pub fn folded(flamegraph: &Flamegraph) -> String {
-    let mut lines = Vec::new();
-    let mut path = Vec::new();
-    for child in &flamegraph.root.children {
-        folded_lines(child, &mut path, &mut lines);
-    }
-    join_lines(lines)
-}
-
-fn folded_lines<'n>(node: &'n Node, path: &mut Vec<&'n str>, lines: &mut Vec<String>) {
-    path.push(&node.name);
-    if node.self_value != 0 {
-        lines.push(format!("{} {}", path.join(";"), node.self_value));
-    }
-    for child in &node.children {
-        folded_lines(child, path, lines);
-    }
-    path.pop();
-}
-
-/// Folded diff: one line `frame1;...;leaf BASELINE COMPARISON` per call path where either
-/// side has a non-zero self value, as `difffolded.pl` writes and `flamegraph.pl` reads for
-/// a differential flamegraph; lines sorted. The same caveats as [`folded`] apply.
-pub fn folded_diff(diff: &Diff) -> String {
-    let mut lines = Vec::new();
-    let mut path = Vec::new();
-    for child in &diff.root.children {
-        folded_diff_lines(child, &mut path, &mut lines);
-    }
-    join_lines(lines)
-}
-
-fn folded_diff_lines<'n>(node: &'n DiffNode, path: &mut Vec<&'n str>, lines: &mut Vec<String>) {
-    path.push(&node.name);
-    if node.baseline_self != 0 || node.comparison_self != 0 {
-        lines.push(format!(
-            "{} {} {}",
-            path.join(";"),
-            node.baseline_self,
-            node.comparison_self
-        ));
-    }
-    for child in &node.children {
-        folded_diff_lines(child, path, lines);
-    }
-    path.pop();
-}
-
-/// Sorts `lines` and writes each followed by a newline.
-fn join_lines(mut lines: Vec<String>) -> String {
-    lines.sort_unstable();
-    let mut out = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-    for line in lines {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-    use stackhouse_storage::model::ProfileType;
-
-    use super::*;
-    use crate::tree::TreeBuilder;
-
-    fn flamegraph() -> Flamegraph {
-        let mut b = TreeBuilder::new();
-        b.add_path(&["main", "work", "leaf"], 10);
-        b.add_path(&["main", "work"], 3);
-        b.add_path(&["main", "idle"], 5);
-        b.add_path(&["gc"], 1);
-        b.add_path::<&str>(&[], 4);
-        let pt = ProfileType::parse("samples:count:cpu:nanoseconds").unwrap();
-        Flamegraph::new(pt, 10_000_000, b.build())
-    }
-
-    #[test]
-    fn folded_lists_paths_with_self_value() {
-        assert_eq!(
-            folded(&flamegraph()),
-            "gc 1\nmain;idle 5\nmain;work 3\nmain;work;leaf 10\n"
-        );
-        assert_eq!(folded(&Flamegraph::empty(ProfileType::default(), 0)), "");
-    }
-
-    #[test]
-    fn folded_diff_lists_paths_with_self_on_either_side() {
-        let mut comparison = TreeBuilder::new();
-        comparison.add_path(&["main", "work", "leaf"], 7);
-        comparison.add_path(&["main", "new"], 2);
-        comparison.add_path::<&str>(&[], 9);
-        let comparison = Flamegraph::new(flamegraph().profile_type(), 10_000_000, comparison.build());
-        let diff = Diff::new(&flamegraph(), &comparison);
-        assert_eq!(
-            folded_diff(&diff),
-            "gc 1 0\nmain;idle 5 0\nmain;new 0 2\nmain;work 3 0\nmain;work;leaf 10 7\n"
-        );
-        let empty = Flamegraph::empty(ProfileType::default(), 0);
-        assert_eq!(folded_diff(&Diff::new(&empty, &empty)), "");
-    }
-
-    #[test]
-    fn json_names_every_field() {
-        let mut fg = flamegraph();
-        let value = serde_json::to_value(&fg).unwrap();
-        assert_eq!(value["profile_type"], "samples:count:cpu:nanoseconds");
-        assert_eq!(value["sample_type"], "samples");
-        assert_eq!(value["sample_unit"], "count");
-        assert_eq!(value["period_type"], "cpu");
-        assert_eq!(value["period_unit"], "nanoseconds");
-        assert_eq!(value["unit"], "count");
-        assert_eq!(value["period"], 10_000_000);
-        assert_eq!(value["total"], 23);
-        assert!(value.get("max_nodes").is_none());
-        assert_eq!(value["root"]["name"], "total");
-        assert_eq!(value["root"]["self"], 4);
-        assert_eq!(
-            value["root"]["children"][1],
-            json!({"name": "gc", "self": 1, "total": 1, "children": []})
-        );
-        fg.truncate(100);
-        assert_eq!(serde_json::to_value(&fg).unwrap()["max_nodes"], 100);
-    }
-}
+pub use folded::{folded, folded_diff};

@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use sha2::{Digest, Sha256};
-use stackhouse_storage::catalog::{Catalog, TenantToken};
+use stackhouse_storage::catalog::{TenantToken, TokenCatalog};
 
 pub use crate::config::AuthMode;
 use crate::error::{ApiError, ErrorKind};
@@ -101,7 +101,7 @@ fn credentials(authorization: &[u8]) -> Result<Credentials, ApiError> {
 /// Decides the tenant of each request.
 pub struct Auth {
     mode: AuthMode,
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn TokenCatalog>,
     /// How long a token found valid is trusted without asking the catalog: a revocation
     /// takes effect within this time.
     cache_ttl: Duration,
@@ -109,7 +109,7 @@ pub struct Auth {
 }
 
 impl Auth {
-    pub fn new(mode: AuthMode, catalog: Arc<dyn Catalog>, cache_ttl: Duration) -> Auth {
+    pub fn new(mode: AuthMode, catalog: Arc<dyn TokenCatalog>, cache_ttl: Duration) -> Auth {
         Auth {
             mode,
             catalog,
@@ -119,7 +119,7 @@ impl Auth {
     }
 
     /// No authentication: the tenant header decides, as in tests and on a laptop.
-    pub fn off(catalog: Arc<dyn Catalog>) -> Auth {
+    pub fn off(catalog: Arc<dyn TokenCatalog>) -> Auth {
         Auth::new(AuthMode::Off, catalog, Duration::ZERO)
     }
 

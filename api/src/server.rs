@@ -44,6 +44,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(stackhouse_storage::maintenance::run(
             state.store.clone(),
             state.catalog.clone(),
+            state.catalog.clone(),
             args.lifecycle.maintenance(),
             clock,
             stop_rx.clone(),

@@ -2,10 +2,11 @@
 //! written straight to the catalog the server uses.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use stackhouse_storage::catalog::{Catalog, open_catalog, redact_password};
+use stackhouse_storage::catalog::{TokenCatalog, open_catalog, redact_password};
 use stackhouse_storage::clock::{self, Clock};
 
 use crate::auth;
@@ -53,7 +54,7 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<bool> {
         std::fs::create_dir_all(&args.data_dir)
             .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
     }
-    let catalog = open_catalog(&url)
+    let catalog: Arc<dyn TokenCatalog> = open_catalog(&url)
         .await
         .with_context(|| format!("opening catalog {}", redact_password(&url)))?;
     let clock = clock::system();
@@ -76,7 +77,12 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<bool> {
     }
 }
 
-async fn create(catalog: &dyn Catalog, clock: &dyn Clock, tenant: &str, name: &str) -> anyhow::Result<bool> {
+async fn create(
+    catalog: &dyn TokenCatalog,
+    clock: &dyn Clock,
+    tenant: &str,
+    name: &str,
+) -> anyhow::Result<bool> {
     crate::tenant::parse(Some(tenant.as_bytes())).map_err(|e| anyhow::anyhow!(e))?;
     let issued = auth::issue(tenant, name, clock.now_millis())?;
     catalog
@@ -90,7 +96,7 @@ async fn create(catalog: &dyn Catalog, clock: &dyn Clock, tenant: &str, name: &s
     Ok(true)
 }
 
-async fn list(catalog: &dyn Catalog, tenant: Option<&str>) -> anyhow::Result<bool> {
+async fn list(catalog: &dyn TokenCatalog, tenant: Option<&str>) -> anyhow::Result<bool> {
     let tokens = catalog.tokens(tenant).await.context("listing tokens")?;
     let time = |millis: i64| {
         chrono::DateTime::from_timestamp_millis(millis)

@@ -376,7 +376,7 @@ async fn compaction_to_one_block_keeps_every_answer() {
 
     // Replaced objects are readable until cleanup deletes them.
     assert_eq!(answers(&w.engine).await, before, "answers right after the swap");
-    let deleted = cleanup::delete_due(&w.store, &w.catalog, &SystemClock)
+    let deleted = cleanup::delete_due(&w.store, &*w.catalog, &SystemClock)
         .await
         .unwrap();
     assert!(deleted >= segments_before, "{deleted} objects deleted");
@@ -454,7 +454,7 @@ async fn ingest_queries_and_compaction_at_once_never_lose_or_double_count() {
             let mut merges = 0;
             while !done.load(Ordering::SeqCst) {
                 merges += compactor.run_once().await.unwrap().merges;
-                cleanup::delete_due(&w.store, &w.catalog, &SystemClock)
+                cleanup::delete_due(&w.store, &*w.catalog, &SystemClock)
                     .await
                     .unwrap();
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -546,7 +546,7 @@ async fn retention_removes_exactly_the_expired_samples() {
     for s in w.catalog.segments(TENANT, TimeRange::ALL).await.unwrap() {
         assert!(s.min_time >= cutoff, "segment {} starts at {}", s.id, s.min_time);
     }
-    cleanup::delete_due(&w.store, &w.catalog, &SystemClock)
+    cleanup::delete_due(&w.store, &*w.catalog, &SystemClock)
         .await
         .unwrap();
     assert_eq!(
@@ -602,12 +602,12 @@ async fn orphaned_objects_are_removed_and_committed_ones_kept() {
             .unwrap();
     }
     // Younger than the grace period: kept, a writer may be about to commit them.
-    let removed = cleanup::delete_orphans(&w.store, &w.catalog, Duration::from_secs(3600), &SystemClock)
+    let removed = cleanup::delete_orphans(&w.store, &*w.catalog, Duration::from_secs(3600), &SystemClock)
         .await
         .unwrap();
     assert!(removed.is_empty(), "{removed:?}");
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let mut removed = cleanup::delete_orphans(&w.store, &w.catalog, Duration::from_secs(1), &SystemClock)
+    let mut removed = cleanup::delete_orphans(&w.store, &*w.catalog, Duration::from_secs(1), &SystemClock)
         .await
         .unwrap();
     removed.sort();

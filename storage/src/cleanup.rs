@@ -1,12 +1,11 @@
 //! Deleting objects nothing refers to: those compaction and retention replaced (after their
 //! grace period), and orphans a crash left between writing an object and committing it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
 
-use crate::catalog::{Catalog, CatalogError};
+use crate::catalog::{CatalogError, DeletionQueue};
 use crate::clock::Clock;
 use crate::store::{Store, StoreError};
 
@@ -30,7 +29,7 @@ impl From<object_store::Error> for CleanupError {
 /// Deletes the queued objects whose grace period is over; returns how many.
 pub async fn delete_due(
     store: &Store,
-    catalog: &Arc<dyn Catalog>,
+    catalog: &dyn DeletionQueue,
     clock: &dyn Clock,
 ) -> Result<usize, CleanupError> {
     let mut deleted = 0;
@@ -54,7 +53,7 @@ pub async fn delete_due(
 /// The grace period covers a writer between its upload and its commit.
 pub async fn delete_orphans(
     store: &Store,
-    catalog: &Arc<dyn Catalog>,
+    catalog: &dyn DeletionQueue,
     grace: Duration,
     clock: &dyn Clock,
 ) -> Result<Vec<String>, CleanupError> {
@@ -88,7 +87,7 @@ pub async fn delete_orphans(
 
 async fn remove_unreferenced(
     store: &Store,
-    catalog: &Arc<dyn Catalog>,
+    catalog: &dyn DeletionQueue,
     keys: Vec<String>,
 ) -> Result<Vec<String>, CleanupError> {
     if keys.is_empty() {

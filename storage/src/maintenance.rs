@@ -7,10 +7,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
-use crate::catalog::Catalog;
+use crate::catalog::DeletionQueue;
 use crate::cleanup;
 use crate::clock::SharedClock;
-use crate::compaction::{CompactionConfig, Compactor};
+use crate::compaction::{CompactionCatalog, CompactionConfig, Compactor};
 use crate::retention::{self, RetentionConfig};
 use crate::store::Store;
 
@@ -39,20 +39,17 @@ impl Default for MaintenanceConfig {
     }
 }
 
-/// Runs until `shutdown` turns true.
+/// Runs until `shutdown` turns true: compaction and retention on `catalog`, cleanup of
+/// what they replaced through `deletions`.
 pub async fn run(
     store: Store,
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn CompactionCatalog>,
+    deletions: Arc<dyn DeletionQueue>,
     config: MaintenanceConfig,
     clock: SharedClock,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let compactor = Compactor::new(
-        store.clone(),
-        catalog.clone(),
-        config.compaction.clone(),
-        clock.clone(),
-    );
+    let compactor = Compactor::new(store.clone(), catalog, config.compaction.clone(), clock.clone());
     let ticker = |period: Duration| {
         let mut t = tokio::time::interval(period.max(Duration::from_millis(10)));
         t.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -87,12 +84,12 @@ pub async fn run(
                 }
             }
             _ = clean.tick() => {
-                if let Err(e) = cleanup::delete_due(&store, &catalog, &*clock).await {
+                if let Err(e) = cleanup::delete_due(&store, &*deletions, &*clock).await {
                     tracing::warn!(error = %e, "deleting replaced objects failed");
                 }
             }
             _ = orphans.tick() => {
-                if let Err(e) = cleanup::delete_orphans(&store, &catalog, config.orphan_grace, &*clock).await {
+                if let Err(e) = cleanup::delete_orphans(&store, &*deletions, config.orphan_grace, &*clock).await {
                     tracing::warn!(error = %e, "orphan cleanup failed");
                 }
             }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
-use crate::catalog::{Catalog, ObjectMeta};
+use crate::catalog::{ObjectMeta, SymbolCatalog};
 use crate::model::{AttributeSet, Batch, FastMap, Function, IdMap, Location, Mapping, StackNode, SymbolId};
 use crate::segment::read_symbols;
 use crate::store::{Store, StoreError};
@@ -179,12 +179,12 @@ struct TenantSymbols {
 /// and kept up to date by the writer of this process.
 pub struct SymbolCache {
     store: Store,
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn SymbolCatalog>,
     tenants: Mutex<HashMap<String, Arc<TenantSymbols>>>,
 }
 
 impl SymbolCache {
-    pub fn new(store: Store, catalog: Arc<dyn Catalog>) -> SymbolCache {
+    pub fn new(store: Store, catalog: Arc<dyn SymbolCatalog>) -> SymbolCache {
         SymbolCache {
             store,
             catalog,

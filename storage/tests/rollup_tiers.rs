@@ -291,7 +291,7 @@ async fn raw_retention_keeps_the_rollups_and_cuts_samples_to_the_nanosecond() {
     .unwrap();
     assert_eq!(report.segments_removed, 3, "{report:?}");
     assert_eq!(report.segments_added, 4, "{report:?}");
-    cleanup::delete_due(&w.store, &w.catalog, &*w.clock)
+    cleanup::delete_due(&w.store, &*w.catalog, &*w.clock)
         .await
         .unwrap();
     store_matches_catalog(&w).await;
@@ -430,7 +430,7 @@ async fn rollup_tiers_expire_in_turn() {
         sums(&w.rows_at(Resolution::Hour).await, HOUR, T0, T0 + 3 * HOUR),
         sums(&all, HOUR, T0 + HOUR, T0 + 3 * HOUR)
     );
-    cleanup::delete_due(&w.store, &w.catalog, &*w.clock)
+    cleanup::delete_due(&w.store, &*w.catalog, &*w.clock)
         .await
         .unwrap();
     store_matches_catalog(&w).await;
@@ -488,7 +488,7 @@ async fn a_cutoff_crossing_an_hour_pass_by_pass_leaves_one_rollup_segment() {
     raw.sort_unstable();
     kept.sort_unstable();
     assert_eq!(raw, kept);
-    cleanup::delete_due(&w.store, &w.catalog, &*w.clock)
+    cleanup::delete_due(&w.store, &*w.catalog, &*w.clock)
         .await
         .unwrap();
     store_matches_catalog(&w).await;

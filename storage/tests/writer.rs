@@ -10,16 +10,16 @@ use async_trait::async_trait;
 use common::*;
 use stackhouse_storage::catalog::prelude::*;
 use stackhouse_storage::catalog::{
-    CatalogError, CatalogResult, CatalogStats, CommitOutcome, DebugFile, ObjectMeta, SegmentCommit,
-    SegmentMeta, SegmentReplacement, Setting, TableKind, TenantToken,
+    CatalogError, CatalogResult, CatalogStats, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta,
+    SegmentReplacement, TableKind,
 };
 use stackhouse_storage::clock::{Clock, ManualClock};
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor};
-use stackhouse_storage::model::{Batch, ProfileKey, ProfileRecord, ProfileType, Series, TimeRange};
+use stackhouse_storage::model::{Batch, ProfileKey, ProfileRecord, TimeRange};
 use stackhouse_storage::segment::symbols_key;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
-use stackhouse_storage::writer::{WriteError, Writer, WriterConfig};
+use stackhouse_storage::writer::{WriteError, Writer, WriterCatalog, WriterConfig};
 
 struct Env {
     _dir: tempfile::TempDir,
@@ -45,8 +45,9 @@ fn config(flush_ms: u64) -> WriterConfig {
     }
 }
 
-fn writer_on(env: &Env, catalog: Arc<dyn Catalog>, config: WriterConfig) -> Writer {
-    let symbols = Arc::new(SymbolCache::new(env.store.clone(), catalog.clone()));
+/// A writer committing to `catalog`, with its symbols read from the environment's.
+fn writer_on(env: &Env, catalog: Arc<dyn WriterCatalog>, config: WriterConfig) -> Writer {
+    let symbols = Arc::new(SymbolCache::new(env.store.clone(), env.catalog.clone()));
     Writer::start(env.store.clone(), catalog, symbols, config)
 }
 
@@ -422,7 +423,7 @@ async fn a_dropped_request_does_not_break_the_writer() {
 
 /// Delegates to a real catalog but refuses commits for one tenant and never answers
 /// commits of another; `blind` finds no profile stored before, as when another ingester
-/// commits it between this one's look-up and its commit.
+/// commits it between this one's look-up and its commit. Only what the writer uses.
 struct FailingCatalog {
     inner: Arc<dyn Catalog>,
     failing_tenant: &'static str,
@@ -484,43 +485,6 @@ impl SegmentCatalog for FailingCatalog {
 }
 
 #[async_trait]
-impl SymbolCatalog for FailingCatalog {
-    async fn symbol_objects(&self, tenant: &str) -> CatalogResult<Vec<ObjectMeta>> {
-        self.inner.symbol_objects(tenant).await
-    }
-    async fn replace_symbols(
-        &self,
-        tenant: &str,
-        removed: &[String],
-        added: &[ObjectMeta],
-        delete_after_nanos: i64,
-    ) -> CatalogResult<()> {
-        self.inner
-            .replace_symbols(tenant, removed, added, delete_after_nanos)
-            .await
-    }
-}
-
-#[async_trait]
-impl SeriesCatalog for FailingCatalog {
-    async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
-        self.inner.series(tenant, range).await
-    }
-    async fn live_series(&self, tenant: &str) -> CatalogResult<Vec<i64>> {
-        self.inner.live_series(tenant).await
-    }
-    async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
-        self.inner.profile_types(tenant, range).await
-    }
-    async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        self.inner.label_names(tenant, range).await
-    }
-    async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        self.inner.label_values(tenant, name, range).await
-    }
-}
-
-#[async_trait]
 impl ProfileCatalog for FailingCatalog {
     async fn stored_profiles(&self, tenant: &str, keys: &[ProfileKey]) -> CatalogResult<Vec<ProfileKey>> {
         if self.blind {
@@ -530,74 +494,6 @@ impl ProfileCatalog for FailingCatalog {
     }
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         self.inner.profile(tenant, id).await
-    }
-}
-
-#[async_trait]
-impl LeaseCatalog for FailingCatalog {
-    async fn acquire_lease(&self, name: &str, holder: &str, now: i64, ttl: Duration) -> CatalogResult<bool> {
-        self.inner.acquire_lease(name, holder, now, ttl).await
-    }
-    async fn release_lease(&self, name: &str, holder: &str) -> CatalogResult<()> {
-        self.inner.release_lease(name, holder).await
-    }
-}
-
-#[async_trait]
-impl DeletionQueue for FailingCatalog {
-    async fn due_deletions(&self, now_nanos: i64, limit: i64) -> CatalogResult<Vec<String>> {
-        self.inner.due_deletions(now_nanos, limit).await
-    }
-    async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
-        self.inner.forget_deletions(keys).await
-    }
-    async fn unreferenced(&self, keys: &[String]) -> CatalogResult<Vec<String>> {
-        self.inner.unreferenced(keys).await
-    }
-}
-
-#[async_trait]
-impl SettingCatalog for FailingCatalog {
-    async fn settings(&self, tenant: &str) -> CatalogResult<Vec<Setting>> {
-        self.inner.settings(tenant).await
-    }
-    async fn put_setting(&self, tenant: &str, setting: &Setting) -> CatalogResult<Setting> {
-        self.inner.put_setting(tenant, setting).await
-    }
-    async fn delete_setting(&self, tenant: &str, name: &str) -> CatalogResult<()> {
-        self.inner.delete_setting(tenant, name).await
-    }
-}
-
-#[async_trait]
-impl DebugFileCatalog for FailingCatalog {
-    async fn debug_files(&self, tenant: &str) -> CatalogResult<Vec<DebugFile>> {
-        self.inner.debug_files(tenant).await
-    }
-    async fn debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<Option<DebugFile>> {
-        self.inner.debug_file(tenant, build_id).await
-    }
-    async fn put_debug_file(&self, tenant: &str, file: &DebugFile) -> CatalogResult<()> {
-        self.inner.put_debug_file(tenant, file).await
-    }
-    async fn delete_debug_file(&self, tenant: &str, build_id: &str) -> CatalogResult<bool> {
-        self.inner.delete_debug_file(tenant, build_id).await
-    }
-}
-
-#[async_trait]
-impl TokenCatalog for FailingCatalog {
-    async fn create_token(&self, token: &TenantToken, sha256_hex: &str) -> CatalogResult<()> {
-        self.inner.create_token(token, sha256_hex).await
-    }
-    async fn tokens(&self, tenant: Option<&str>) -> CatalogResult<Vec<TenantToken>> {
-        self.inner.tokens(tenant).await
-    }
-    async fn revoke_token(&self, id: &str, at_millis: i64) -> CatalogResult<bool> {
-        self.inner.revoke_token(id, at_millis).await
-    }
-    async fn token_by_hash(&self, sha256_hex: &str) -> CatalogResult<Option<TenantToken>> {
-        self.inner.token_by_hash(sha256_hex).await
     }
 }
 

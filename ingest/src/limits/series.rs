@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use stackhouse_storage::catalog::{Catalog, CatalogError};
+use stackhouse_storage::catalog::{CatalogError, SeriesCatalog};
 use stackhouse_storage::model::Series;
 
 use crate::otlp::{AnySeries, SeriesAdmission};
@@ -18,7 +18,7 @@ const RELOAD_AFTER: Duration = Duration::from_secs(300);
 /// with what this process admits. With several ingesters the count is each one's view:
 /// a tenant may go over its limit by what the others added since the last reload.
 pub struct SeriesCounter {
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn SeriesCatalog>,
     tenants: Mutex<HashMap<String, Arc<Mutex<Known>>>>,
 }
 
@@ -30,7 +30,7 @@ struct Known {
 }
 
 impl SeriesCounter {
-    pub fn new(catalog: Arc<dyn Catalog>) -> SeriesCounter {
+    pub fn new(catalog: Arc<dyn SeriesCatalog>) -> SeriesCounter {
         SeriesCounter {
             catalog,
             tenants: Mutex::new(HashMap::new()),

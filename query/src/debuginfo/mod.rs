@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
-use stackhouse_storage::catalog::{self, Catalog, CatalogError};
+use stackhouse_storage::catalog::{self, CatalogError, DebugFileCatalog};
 use stackhouse_storage::clock::{self, SharedClock};
 use stackhouse_storage::store::{Store, StoreError};
 use stackhouse_storage::symbols::SymbolIndex;
@@ -84,7 +84,7 @@ type Wanted = ((usize, usize), Arc<BTreeSet<String>>);
 
 pub struct DebugInfo {
     store: Store,
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn DebugFileCatalog>,
     config: DebugInfoConfig,
     files: FileCache<LoadedFile>,
     /// Cache keys of objects that did not parse: not downloaded again by every query.
@@ -115,7 +115,7 @@ fn debuginfod_key(build_id: &str) -> String {
 }
 
 impl DebugInfo {
-    pub fn new(store: Store, catalog: Arc<dyn Catalog>, config: DebugInfoConfig) -> DebugInfo {
+    pub fn new(store: Store, catalog: Arc<dyn DebugFileCatalog>, config: DebugInfoConfig) -> DebugInfo {
         let debuginfod = (!config.debuginfod_urls.is_empty()).then(|| {
             Debuginfod::new(
                 config.debuginfod_urls.clone(),

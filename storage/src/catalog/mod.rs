@@ -255,11 +255,13 @@ pub type CatalogResult<T> = Result<T, CatalogError>;
 /// Declares [`Catalog`] over the entity traits, its blanket impl and the prelude from one
 /// list, so the three cannot drift apart.
 macro_rules! umbrella {
-    ($($entity:ident),+ $(,)?) => {
-        /// Every entity of the catalog, what the servers pass around. Code that needs one
-        /// entity only can take that trait instead (`Arc<dyn TokenCatalog>`; an
-        /// `Arc<dyn Catalog>` upcasts to it).
-        pub trait Catalog: $($entity +)+ Send + Sync + 'static {}
+    ($($entity:ident),+ $(,)?; roles: $($role:path),+ $(,)?) => {
+        /// Every entity of the catalog, what the servers pass around. Code takes the entity
+        /// trait it uses instead (`Arc<dyn TokenCatalog>`), or the role of its component
+        /// when that uses a few ([`crate::writer::WriterCatalog`]); an `Arc<dyn Catalog>`
+        /// upcasts to either. The roles follow from the entities by their blanket impls and
+        /// are listed only so that the upcast exists.
+        pub trait Catalog: $($entity +)+ $($role +)+ Send + Sync + 'static {}
 
         impl<T> Catalog for T where T: $($entity +)+ Send + Sync + 'static {}
 
@@ -279,7 +281,8 @@ umbrella!(
     DeletionQueue,
     SettingCatalog,
     DebugFileCatalog,
-    TokenCatalog,
+    TokenCatalog;
+    roles: crate::writer::WriterCatalog, crate::compaction::CompactionCatalog,
 );
 
 /// Opens the catalog a url names: `sqlite:///abs/path/catalog.db`, `sqlite::memory:`, or

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::CompactionError;
-use crate::catalog::{Catalog, CatalogError};
+use crate::catalog::{CatalogError, LeaseCatalog};
 use crate::clock::{Clock, SharedClock};
 
 /// The shortest lease TTL: the holder renews every [`heartbeat_period`], and a renewal is a
@@ -37,7 +37,7 @@ pub fn tenant_lease(tenant: &str) -> String {
 /// A held lease on one tenant, renewed in the background until [`Lease::release`] or drop.
 /// Dropping it without releasing stops the heartbeat and leaves the lease to expire.
 pub struct Lease {
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn LeaseCatalog>,
     clock: SharedClock,
     tenant: String,
     name: String,
@@ -52,7 +52,7 @@ pub struct Lease {
 impl Lease {
     /// Takes the lease on `tenant` for `holder`; `None` while another holder has it.
     pub async fn acquire(
-        catalog: Arc<dyn Catalog>,
+        catalog: Arc<dyn LeaseCatalog>,
         clock: SharedClock,
         tenant: &str,
         holder: &str,
@@ -152,7 +152,7 @@ impl Held {
     /// between, so what this pass planned may be stale.
     async fn renew(
         &self,
-        catalog: &dyn Catalog,
+        catalog: &dyn LeaseCatalog,
         clock: &dyn Clock,
         name: &str,
         holder: &str,
@@ -180,7 +180,7 @@ impl Held {
 /// Renews every [`heartbeat_period`] until `stop` fires or the lease is lost. A failed
 /// renewal is retried at the next beat; if none succeeds for a TTL, the lease has lapsed.
 async fn heartbeat(
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn LeaseCatalog>,
     clock: SharedClock,
     name: String,
     holder: String,

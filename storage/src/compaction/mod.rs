@@ -15,7 +15,9 @@ pub use lease::{Lease, MIN_LEASE_TTL, heartbeat_period, tenant_lease};
 pub use merge::rewrite;
 pub use plan::{CompactMode, Group, Policy, TOP_LEVEL};
 
-use crate::catalog::{Catalog, CatalogError, SegmentMeta, SegmentReplacement};
+use crate::catalog::{
+    CatalogError, LeaseCatalog, SegmentCatalog, SegmentMeta, SegmentReplacement, SymbolCatalog,
+};
 use crate::clock::SharedClock;
 use crate::model::TimeRange;
 use crate::rollup::Resolution;
@@ -92,9 +94,15 @@ impl CompactionReport {
     }
 }
 
+/// What compaction and retention ask of the catalog: a tenant's segments and symbol objects
+/// to swap, under the tenant's lease.
+pub trait CompactionCatalog: SegmentCatalog + SymbolCatalog + LeaseCatalog {}
+
+impl<T: SegmentCatalog + SymbolCatalog + LeaseCatalog + ?Sized> CompactionCatalog for T {}
+
 pub struct Compactor {
     store: Store,
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn CompactionCatalog>,
     config: CompactionConfig,
     /// This process's name in leases.
     holder: String,
@@ -106,7 +114,7 @@ pub struct Compactor {
 impl Compactor {
     pub fn new(
         store: Store,
-        catalog: Arc<dyn Catalog>,
+        catalog: Arc<dyn CompactionCatalog>,
         config: CompactionConfig,
         clock: SharedClock,
     ) -> Compactor {
@@ -268,7 +276,7 @@ impl Compactor {
         &self.store
     }
 
-    pub(crate) fn catalog(&self) -> &Arc<dyn Catalog> {
+    pub(crate) fn catalog(&self) -> &Arc<dyn CompactionCatalog> {
         &self.catalog
     }
 }

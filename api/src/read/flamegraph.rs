@@ -54,18 +54,8 @@ pub async fn flamegraph(
     headers: HeaderMap,
     q: QueryMap,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant_of(&headers)?;
-    let scope = ScopeParams::from_query(&q)?;
-    let trace = TraceIdParams::from_query(&q)?;
-    let group = GroupByParams::from_query(&q)?;
-    let tree = TreeParams::from_query(&q)?;
-    let request = FlamegraphRequest {
-        group_by: group.group_by()?,
-        max_nodes: tree.asked_max_nodes()?,
-        output: tree.output()?,
-        scope: scope.request(tenant, trace.trace_id),
-    };
-    flamegraph_response(&state, tree.format()?, &request).await
+    let trace_ids = TraceIdParams::from_query(&q)?.trace_id;
+    flamegraph_response(&state, &headers, &q, trace_ids).await
 }
 
 #[utoipa::path(
@@ -90,26 +80,29 @@ pub async fn trace_flamegraph(
     Path(trace_id): Path<String>,
     q: QueryMap,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant_of(&headers)?;
-    let scope = ScopeParams::from_query(&q)?;
-    let group = GroupByParams::from_query(&q)?;
-    let tree = TreeParams::from_query(&q)?;
+    flamegraph_response(&state, &headers, &q, vec![trace_id]).await
+}
+
+/// A flamegraph read of these trace ids (hex) answered in any format; pprof exports the
+/// samples untruncated.
+async fn flamegraph_response(
+    state: &AppState,
+    headers: &HeaderMap,
+    q: &QueryMap,
+    trace_ids: Vec<String>,
+) -> Result<Response, ApiError> {
+    let tenant = tenant_of(headers)?;
+    let scope = ScopeParams::from_query(q)?;
+    let group = GroupByParams::from_query(q)?;
+    let tree = TreeParams::from_query(q)?;
+    let format = tree.format()?;
     let request = FlamegraphRequest {
         group_by: group.group_by()?,
         max_nodes: tree.asked_max_nodes()?,
         output: tree.output()?,
-        scope: scope.request(tenant, vec![trace_id]),
+        scope: scope.request(tenant, trace_ids),
     };
-    flamegraph_response(&state, tree.format()?, &request).await
-}
-
-/// A flamegraph read answered in any format; pprof exports the samples untruncated.
-async fn flamegraph_response(
-    state: &AppState,
-    format: Format,
-    request: &FlamegraphRequest,
-) -> Result<Response, ApiError> {
-    Ok(match state.engine.read_flamegraph(request).await? {
+    Ok(match state.engine.read_flamegraph(&request).await? {
         TreeAnswer::Pprof(profile) => pprof(&profile),
         // Written while the tree is cut: the same bytes as serializing the flamegraph.
         TreeAnswer::Json(flamegraph) => {

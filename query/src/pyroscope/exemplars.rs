@@ -22,8 +22,8 @@ use stackhouse_proto::pyroscope_querier::SelectSeriesRequest;
 use stackhouse_proto::pyroscope_types::{self, ExemplarType, LabelPair, Point, Series};
 
 use super::Caller;
+use super::NANOS_PER_MILLI;
 use super::names;
-use super::querier::NANOS_PER_MILLI;
 use crate::engine::QueryEngine;
 
 const NANOS_PER_SECOND: f64 = 1e9;

@@ -11,8 +11,9 @@ use stackhouse_proto::pyroscope_querier::{HeatmapQueryType, SelectHeatmapRequest
 use stackhouse_proto::pyroscope_types::{HeatmapSeries, HeatmapSlot, LabelPair};
 
 use super::Caller;
+use super::NANOS_PER_MILLI;
 use super::exemplars::{self, step_nanos};
-use super::querier::{NANOS_PER_MILLI, series_scope};
+use super::querier::series_scope;
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
 

@@ -15,11 +15,13 @@ mod render;
 pub use heatmap::select_heatmap;
 pub use names::{Matchers, Names};
 pub use querier::{
-    NANOS_PER_MILLI, analyze_query, diff, get_profile_stats, label_names, label_values, profile_types,
-    select_merge_profile, select_merge_span_profile, select_merge_stacktraces, select_scope, select_series,
-    series,
+    analyze_query, diff, get_profile_stats, label_names, label_values, profile_types, select_merge_profile,
+    select_merge_span_profile, select_merge_stacktraces, select_scope, select_series, series,
 };
 pub use render::{RenderQuery, RenderRequest, Rendered, render, render_diff, render_graph};
+
+/// Times on Pyroscope's wire are Unix milliseconds.
+pub const NANOS_PER_MILLI: i64 = 1_000_000;
 
 /// What a method knows of its caller besides the message.
 #[derive(Clone, Debug)]

@@ -26,12 +26,11 @@ use stackhouse_proto::pyroscope_types::{
 use stackhouse_storage::model::{Series, TimeRange};
 
 use super::names::{self, Matchers, Names};
-use super::{Caller, exemplars, pprof, profile_type};
+use super::{Caller, NANOS_PER_MILLI, exemplars, pprof, profile_type};
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
 use crate::request::hex_ids;
 
-pub const NANOS_PER_MILLI: i64 = 1_000_000;
 /// The window of a request that gives neither start nor end.
 const DEFAULT_WINDOW_NANOS: i64 = 3_600 * 1_000_000_000;
 

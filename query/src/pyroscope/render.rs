@@ -2,8 +2,9 @@
 //! `<profile type id>{matchers}` query over a range, as one engine request each.
 
 use super::Caller;
+use super::NANOS_PER_MILLI;
 use super::names::Names;
-use super::querier::{NANOS_PER_MILLI, select_scope};
+use super::querier::select_scope;
 use crate::endpoints::diff::{Diff, DiffQuery};
 use crate::endpoints::flamegraph::FlamegraphQuery;
 use crate::endpoints::timeseries::{Aggregation, Timeseries, TimeseriesQuery};

@@ -22,7 +22,7 @@ mod old {
     use stackhouse_proto::otlp_resource::Resource;
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Request<P: prost::Message + Default + Clone + PartialEq + std::fmt::Debug> {
+    pub(crate) struct Request<P: prost::Message + Default + Clone + PartialEq + std::fmt::Debug> {
         #[prost(message, repeated, tag = "1")]
         pub resource_profiles: Vec<ResourceProfiles<P>>,
         #[prost(message, optional, tag = "2")]
@@ -30,7 +30,7 @@ mod old {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ResourceProfiles<P: prost::Message + Default + Clone + PartialEq + std::fmt::Debug> {
+    pub(crate) struct ResourceProfiles<P: prost::Message + Default + Clone + PartialEq + std::fmt::Debug> {
         #[prost(message, optional, tag = "1")]
         pub resource: Option<Resource>,
         #[prost(message, repeated, tag = "2")]
@@ -40,7 +40,7 @@ mod old {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ScopeProfiles<P: prost::Message + Default + Clone + PartialEq + std::fmt::Debug> {
+    pub(crate) struct ScopeProfiles<P: prost::Message + Default + Clone + PartialEq + std::fmt::Debug> {
         #[prost(message, optional, tag = "1")]
         pub scope: Option<InstrumentationScope>,
         #[prost(message, repeated, tag = "2")]
@@ -51,7 +51,7 @@ mod old {
 
     /// v1.8 and v1.9.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Sample {
+    pub(crate) struct Sample {
         #[prost(int32, tag = "1")]
         pub stack_index: i32,
         #[prost(int64, repeated, tag = "2")]
@@ -65,7 +65,7 @@ mod old {
     }
 
     #[derive(Clone, Copy, PartialEq, prost::Message)]
-    pub struct ValueType9 {
+    pub(crate) struct ValueType9 {
         #[prost(int32, tag = "1")]
         pub type_strindex: i32,
         #[prost(int32, tag = "2")]
@@ -73,7 +73,7 @@ mod old {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Profile9 {
+    pub(crate) struct Profile9 {
         #[prost(message, optional, tag = "1")]
         pub sample_type: Option<ValueType9>,
         #[prost(message, repeated, tag = "2")]
@@ -99,7 +99,7 @@ mod old {
     }
 
     #[derive(Clone, Copy, PartialEq, prost::Message)]
-    pub struct ValueType8 {
+    pub(crate) struct ValueType8 {
         #[prost(int32, tag = "1")]
         pub type_strindex: i32,
         #[prost(int32, tag = "2")]
@@ -109,7 +109,7 @@ mod old {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Profile8 {
+    pub(crate) struct Profile8 {
         #[prost(message, optional, tag = "1")]
         pub sample_type: Option<ValueType8>,
         #[prost(message, repeated, tag = "2")]

@@ -63,16 +63,16 @@ impl Default for CallPaths {
 }
 
 impl CallPaths {
-    pub const ROOT: PathNode = 0;
+    pub(crate) const ROOT: PathNode = 0;
 
     /// Entries held: what the cache's size limit counts.
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.parents.len() + self.asked.len() + self.ends.len() + self.locations.len()
     }
 
     /// Starts afresh when the names were resolved with other debug files than `native` (a
     /// file was uploaded or deleted since): call before resolving a query's stacks.
-    pub fn use_native(&mut self, native: &NativeFiles) {
+    pub(crate) fn use_native(&mut self, native: &NativeFiles) {
         if self.native != native.fingerprint() {
             *self = CallPaths {
                 native: native.fingerprint(),
@@ -84,7 +84,7 @@ impl CallPaths {
     /// The node where the call path of `stack_id` ends (the root for ZERO), resolving and
     /// caching it when new. Ids missing from `index` count in `missing` and become
     /// [`UNKNOWN`] frames, as in [`crate::symbolize`].
-    pub fn end(
+    pub(crate) fn end(
         &mut self,
         index: &SymbolIndex,
         native: &NativeFiles,
@@ -176,7 +176,7 @@ impl CallPaths {
 
     /// The frame names of the path ending at `end`, root first (the synthetic root left
     /// out).
-    pub fn frames(&self, mut end: PathNode) -> Vec<&str> {
+    pub(crate) fn frames(&self, mut end: PathNode) -> Vec<&str> {
         let mut frames = Vec::new();
         while end != Self::ROOT {
             frames.push(self.names.names()[self.node_names[end as usize] as usize].as_str());
@@ -188,7 +188,7 @@ impl CallPaths {
 
     /// The node at the end of a root-first path of frame names, if a resolved stack
     /// passes through it.
-    pub fn find(&self, frames: &[String]) -> Option<PathNode> {
+    pub(crate) fn find(&self, frames: &[String]) -> Option<PathNode> {
         frames.iter().try_fold(Self::ROOT, |node, frame| {
             let name = self.names.id(frame)?;
             self.edges.get(&(node, name)).copied()
@@ -329,9 +329,9 @@ pub(crate) struct PathSums<'p> {
 
 impl<'p> PathSums<'p> {
     /// The output root; what ungrouped values hang from.
-    pub const ROOT: usize = PathTree::ROOT;
+    pub(crate) const ROOT: usize = PathTree::ROOT;
 
-    pub fn new(paths: &'p CallPaths) -> PathSums<'p> {
+    pub(crate) fn new(paths: &'p CallPaths) -> PathSums<'p> {
         PathSums {
             paths,
             tree: PathTree::new(paths.node_names[CallPaths::ROOT as usize]),
@@ -343,7 +343,7 @@ impl<'p> PathSums<'p> {
     }
 
     /// A new node named `name` under the root, to add values under.
-    pub fn group(&mut self, name: &str) -> usize {
+    pub(crate) fn group(&mut self, name: &str) -> usize {
         let id = u32::try_from(self.paths.names.len() + self.group_names.len())
             .expect("fewer than 2^32 distinct frame names");
         self.group_names.push(name.to_string());
@@ -352,7 +352,7 @@ impl<'p> PathSums<'p> {
 
     /// Adds `value` at the path ending at `end`, under `group` (a [`PathSums::group`] or
     /// [`PathSums::ROOT`]).
-    pub fn add(&mut self, group: usize, end: PathNode, value: i64) {
+    pub(crate) fn add(&mut self, group: usize, end: PathNode, value: i64) {
         if group == Self::ROOT {
             self.at_root.push((end, value));
             return;
@@ -390,13 +390,13 @@ impl<'p> PathSums<'p> {
         self.at_root.len().saturating_mul(DENSE_FRACTION) >= self.paths.parents.len()
     }
 
-    pub fn build(self, max_nodes: Option<usize>) -> Node {
+    pub(crate) fn build(self, max_nodes: Option<usize>) -> Node {
         self.cut(max_nodes, |cut| cut.into_node())
     }
 
     /// Appends the tree as JSON, as `serde_json` writes its [`Node`], and returns its
     /// total: see [`write_cut`].
-    pub fn write_json(self, max_nodes: Option<usize>, out: &mut Vec<u8>) -> i64 {
+    pub(crate) fn write_json(self, max_nodes: Option<usize>, out: &mut Vec<u8>) -> i64 {
         self.cut(max_nodes, |cut| {
             write_cut(&cut, out);
             cut.total()
@@ -535,7 +535,7 @@ pub(crate) struct Within {
 
 impl Within {
     /// Paths through `site`; `None` (a call site no stored stack has) lets none through.
-    pub fn new(site: Option<PathNode>) -> Within {
+    pub(crate) fn new(site: Option<PathNode>) -> Within {
         Within {
             site,
             known: FastMap::default(),
@@ -543,7 +543,7 @@ impl Within {
         }
     }
 
-    pub fn contains(&mut self, paths: &CallPaths, end: PathNode) -> bool {
+    pub(crate) fn contains(&mut self, paths: &CallPaths, end: PathNode) -> bool {
         let Some(site) = self.site else {
             return false;
         };
@@ -577,7 +577,7 @@ pub(crate) struct CallPathCache {
 }
 
 impl CallPathCache {
-    pub fn new(max_entries: usize) -> CallPathCache {
+    pub(crate) fn new(max_entries: usize) -> CallPathCache {
         CallPathCache {
             max_entries,
             tenants: Mutex::default(),
@@ -586,7 +586,7 @@ impl CallPathCache {
 
     /// The tenant's paths, emptied first when over the limit. Queries of one tenant
     /// take turns on it while they resolve and sum.
-    pub fn tenant(&self, tenant: &str) -> Arc<Mutex<CallPaths>> {
+    pub(crate) fn tenant(&self, tenant: &str) -> Arc<Mutex<CallPaths>> {
         let entry = {
             let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
             tenants.entry(tenant.to_string()).or_default().clone()

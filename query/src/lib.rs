@@ -6,6 +6,11 @@
 //! `engine` is the machinery every query shares; `endpoints` has one module per endpoint
 //! (its request, how it runs, its result); `render` turns results into wire formats.
 
+// Every dependency of the library is used by the library; test-only crates are dev-dependencies.
+// (Not in [workspace.lints]: there it would flag each integration test and binary for the
+// package dependencies only the library uses.)
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 mod call_paths;
 pub mod cluster;
 pub mod debuginfo;

@@ -41,7 +41,7 @@ impl Default for QueryLimits {
 }
 
 /// The error for a request over `limit` (the name of the [`QueryLimits`] field).
-pub fn exceeded(limit: &'static str, message: impl Into<String>) -> QueryError {
+pub(crate) fn exceeded(limit: &'static str, message: impl Into<String>) -> QueryError {
     QueryError::LimitExceeded {
         limit,
         message: message.into(),

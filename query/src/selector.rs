@@ -159,7 +159,7 @@ impl FromStr for Selector {
 }
 
 /// The label a metric name before the braces matches, as in PromQL.
-pub const METRIC_NAME: &str = "__name__";
+pub(crate) const METRIC_NAME: &str = "__name__";
 
 /// Metric names also take `:`, so a 5-part profile type id is one.
 fn is_metric_name_start(c: char) -> bool {

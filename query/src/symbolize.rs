@@ -12,14 +12,14 @@ use stackhouse_storage::symbols::SymbolIndex;
 use crate::debuginfo::NativeFiles;
 
 /// Name of a frame whose symbols are missing.
-pub const UNKNOWN: &str = "<unknown>";
+pub(crate) const UNKNOWN: &str = "<unknown>";
 
 /// Guards the walk up the stack tree against a corrupt table that loops.
 const MAX_STACK_DEPTH: usize = 1 << 16;
 
 /// Ids referenced by samples or stacks but absent from the symbol tables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MissingSymbols {
+pub(crate) struct MissingSymbols {
     pub stacks: usize,
     pub locations: usize,
     pub functions: usize,
@@ -27,13 +27,13 @@ pub struct MissingSymbols {
 }
 
 impl MissingSymbols {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == MissingSymbols::default()
     }
 }
 
 /// Frame names of one location, caller first.
-pub fn location_frames(
+pub(crate) fn location_frames(
     index: &SymbolIndex,
     native: &NativeFiles,
     location: &Location,
@@ -83,7 +83,7 @@ fn address_name(index: &SymbolIndex, location: &Location, missing: &mut MissingS
 
 /// Names the frames of single stacks (the events endpoint), each location once per
 /// query. Flamegraphs use the cached trees of `crate::call_paths` instead.
-pub struct Symbolizer<'a> {
+pub(crate) struct Symbolizer<'a> {
     index: &'a SymbolIndex,
     native: &'a NativeFiles,
     frames: IdMap<Vec<String>>,
@@ -91,7 +91,7 @@ pub struct Symbolizer<'a> {
 }
 
 impl<'a> Symbolizer<'a> {
-    pub fn new(index: &'a SymbolIndex, native: &'a NativeFiles) -> Symbolizer<'a> {
+    pub(crate) fn new(index: &'a SymbolIndex, native: &'a NativeFiles) -> Symbolizer<'a> {
         Symbolizer {
             index,
             native,
@@ -101,7 +101,7 @@ impl<'a> Symbolizer<'a> {
     }
 
     /// The frames of a stack, caller first.
-    pub fn frames(&mut self, stack_id: SymbolId) -> Vec<String> {
+    pub(crate) fn frames(&mut self, stack_id: SymbolId) -> Vec<String> {
         let mut frames = Vec::new();
         let (nodes, _) = walk_up(self.index, &mut self.missing, stack_id, |_| None);
         for (_, location) in nodes.into_iter().rev() {
@@ -120,14 +120,14 @@ impl<'a> Symbolizer<'a> {
     }
 
     /// What was missing from the symbol tables so far.
-    pub fn missing(&self) -> MissingSymbols {
+    pub(crate) fn missing(&self) -> MissingSymbols {
         self.missing
     }
 }
 
 /// Location ids of a stack, leaf first (pprof's order); `None` stands for a stack node
 /// missing from the table, which ends the walk.
-pub fn stack_location_ids(index: &SymbolIndex, stack_id: SymbolId) -> Vec<Option<SymbolId>> {
+pub(crate) fn stack_location_ids(index: &SymbolIndex, stack_id: SymbolId) -> Vec<Option<SymbolId>> {
     let (nodes, _) = walk_up(index, &mut MissingSymbols::default(), stack_id, |_| None);
     nodes.into_iter().map(|(_, location)| location).collect()
 }

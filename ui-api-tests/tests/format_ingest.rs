@@ -363,7 +363,7 @@ async fn invalid_utf8_is_stored_with_replacement_characters() {
 /// Minimal pprof messages, written from profile.proto, to build broken profiles.
 mod pprof {
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Profile {
+    pub(crate) struct Profile {
         #[prost(message, repeated, tag = "1")]
         pub sample_type: Vec<ValueType>,
         #[prost(message, repeated, tag = "2")]
@@ -378,33 +378,33 @@ mod pprof {
         pub time_nanos: i64,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ValueType {
+    pub(crate) struct ValueType {
         #[prost(int64, tag = "1")]
         pub r#type: i64,
         #[prost(int64, tag = "2")]
         pub unit: i64,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Sample {
+    pub(crate) struct Sample {
         #[prost(uint64, repeated, tag = "1")]
         pub location_id: Vec<u64>,
         #[prost(int64, repeated, tag = "2")]
         pub value: Vec<i64>,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Location {
+    pub(crate) struct Location {
         #[prost(uint64, tag = "1")]
         pub id: u64,
         #[prost(message, repeated, tag = "4")]
         pub line: Vec<Line>,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Line {
+    pub(crate) struct Line {
         #[prost(uint64, tag = "1")]
         pub function_id: u64,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Function {
+    pub(crate) struct Function {
         #[prost(uint64, tag = "1")]
         pub id: u64,
         #[prost(int64, tag = "2")]
@@ -412,7 +412,7 @@ mod pprof {
     }
 
     /// `main` → `work` with value 5, then the given breakage.
-    pub fn profile(time_nanos: i64) -> Profile {
+    pub(crate) fn profile(time_nanos: i64) -> Profile {
         Profile {
             sample_type: vec![ValueType { r#type: 1, unit: 2 }],
             sample: vec![Sample {
@@ -612,33 +612,33 @@ async fn malformed_input_is_refused_with_its_reason_and_nothing_stored() {
 
 mod push {
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct PushRequest {
+    pub(crate) struct PushRequest {
         #[prost(message, repeated, tag = "1")]
         pub series: Vec<RawProfileSeries>,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RawProfileSeries {
+    pub(crate) struct RawProfileSeries {
         #[prost(message, repeated, tag = "1")]
         pub labels: Vec<LabelPair>,
         #[prost(message, repeated, tag = "2")]
         pub samples: Vec<RawSample>,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RawSample {
+    pub(crate) struct RawSample {
         #[prost(bytes = "vec", tag = "1")]
         pub raw_profile: Vec<u8>,
         #[prost(string, tag = "2")]
         pub id: String,
     }
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LabelPair {
+    pub(crate) struct LabelPair {
         #[prost(string, tag = "1")]
         pub name: String,
         #[prost(string, tag = "2")]
         pub value: String,
     }
 
-    pub fn series(service: &str, profile: Vec<u8>) -> RawProfileSeries {
+    pub(crate) fn series(service: &str, profile: Vec<u8>) -> RawProfileSeries {
         let label = |n: &str, v: &str| LabelPair {
             name: n.into(),
             value: v.into(),

@@ -28,7 +28,7 @@ mod old {
     macro_rules! wrappers {
         ($request:ident, $resource:ident, $scope:ident, $profile:ident) => {
             #[derive(Clone, PartialEq, prost::Message)]
-            pub struct $request {
+            pub(crate) struct $request {
                 #[prost(message, repeated, tag = "1")]
                 pub resource_profiles: Vec<$resource>,
                 #[prost(message, optional, tag = "2")]
@@ -36,7 +36,7 @@ mod old {
             }
 
             #[derive(Clone, PartialEq, prost::Message)]
-            pub struct $resource {
+            pub(crate) struct $resource {
                 #[prost(message, optional, tag = "1")]
                 pub resource: Option<Resource>,
                 #[prost(message, repeated, tag = "2")]
@@ -44,7 +44,7 @@ mod old {
             }
 
             #[derive(Clone, PartialEq, prost::Message)]
-            pub struct $scope {
+            pub(crate) struct $scope {
                 #[prost(message, optional, tag = "1")]
                 pub scope: Option<InstrumentationScope>,
                 #[prost(message, repeated, tag = "2")]
@@ -56,7 +56,7 @@ mod old {
     wrappers!(RequestV19, ResourceProfilesV19, ScopeProfilesV19, ProfileV19);
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Sample {
+    pub(crate) struct Sample {
         #[prost(int32, tag = "1")]
         pub stack_index: i32,
         #[prost(int64, repeated, tag = "2")]
@@ -70,7 +70,7 @@ mod old {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ProfileV18 {
+    pub(crate) struct ProfileV18 {
         #[prost(message, optional, tag = "1")]
         pub sample_type: Option<v10::ValueType>,
         #[prost(message, repeated, tag = "2")]
@@ -98,7 +98,7 @@ mod old {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ProfileV19 {
+    pub(crate) struct ProfileV19 {
         #[prost(message, optional, tag = "1")]
         pub sample_type: Option<v10::ValueType>,
         #[prost(message, repeated, tag = "2")]

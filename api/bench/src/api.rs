@@ -29,14 +29,14 @@ struct Total {
 const GRAFANA_MAX_NODES: i64 = 16384;
 
 /// A server over a bench store on a loopback port.
-pub struct Served {
+pub(crate) struct Served {
     pub base: String,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     writer: std::sync::Arc<stackhouse_storage::writer::Writer>,
 }
 
 impl Served {
-    pub async fn start(env: &Env) -> anyhow::Result<Served> {
+    pub(crate) async fn start(env: &Env) -> anyhow::Result<Served> {
         let args = ServeArgs::from_flags(env.serve_flags()).context("server flags")?;
         let services = stackhouse_api::server::services(&args)
             .await
@@ -49,7 +49,7 @@ impl Served {
         Ok(Served { base, server, writer })
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.server.abort();
         self.writer.shutdown().await;
     }
@@ -57,7 +57,7 @@ impl Served {
 
 /// The total of `GET /api/v1/flamegraph` (JSON, default `max_nodes`) of the CPU type over
 /// `range`, the whole answer received and read.
-pub async fn http_flamegraph_total(
+pub(crate) async fn http_flamegraph_total(
     client: &reqwest::Client,
     base: &str,
     range: TimeRange,
@@ -82,7 +82,7 @@ pub async fn http_flamegraph_total(
 
 /// Serves `env` on a loopback port and measures a flamegraph of `range`, which holds
 /// `samples` samples, through both APIs.
-pub async fn api_measurements(
+pub(crate) async fn api_measurements(
     plan: &Plan,
     env: &Env,
     range: TimeRange,

@@ -22,7 +22,7 @@ use super::report::{Report, Row, mib, ms};
 const SECRET: &str = "bench-cluster-secret";
 
 /// Runs the measurements over `env` with `local` as the in-process engine.
-pub async fn measurements(
+pub(crate) async fn measurements(
     plan: &Plan,
     env: &Env,
     local: &QueryEngine,

@@ -39,7 +39,7 @@ print(json.dumps({"version": duckdb.__version__, "groups": groups, "total": int(
                   "group_by_seconds": median(group), "sum_seconds": median(total)}))
 "#;
 
-pub struct DuckDb {
+pub(crate) struct DuckDb {
     pub version: String,
     /// Distinct stacks and summed values the aggregation found.
     pub groups: u64,
@@ -52,7 +52,7 @@ pub struct DuckDb {
 
 /// Makes sure Python can import `duckdb`, installing it with pip when it cannot; the reason
 /// when neither works.
-pub fn setup() -> Result<(), String> {
+pub(crate) fn setup() -> Result<(), String> {
     let importable = || {
         Command::new("python3")
             .args(["-c", "import duckdb"])
@@ -77,7 +77,7 @@ pub fn setup() -> Result<(), String> {
 }
 
 /// Runs [`SCRIPT`] over `files`, summing the part `[part.0, part.1)` of their time range.
-pub fn measure(files: &[String], runs: usize, part: (i64, i64)) -> anyhow::Result<DuckDb> {
+pub(crate) fn measure(files: &[String], runs: usize, part: (i64, i64)) -> anyhow::Result<DuckDb> {
     let mut child = Command::new("python3")
         .args(["-c", SCRIPT])
         .stdin(Stdio::piped())

@@ -14,9 +14,9 @@ use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 use stackhouse_storage::writer::{Writer, WriterConfig};
 
-pub const TENANT: &str = "bench";
+pub(crate) const TENANT: &str = "bench";
 
-pub struct Env {
+pub(crate) struct Env {
     /// Removed with the store when the environment is dropped (unless
     /// `STACKHOUSE_BENCH_KEEP` is set).
     dir: tempfile::TempDir,
@@ -25,7 +25,7 @@ pub struct Env {
 }
 
 impl Env {
-    pub async fn open() -> anyhow::Result<Env> {
+    pub(crate) async fn open() -> anyhow::Result<Env> {
         let mut dir = tempfile::tempdir().context("creating a temporary directory")?;
         // For looking at a store's files after the run (column sizes, alternative encodings).
         if std::env::var_os("STACKHOUSE_BENCH_KEEP").is_some() {
@@ -40,7 +40,7 @@ impl Env {
     }
 
     /// `serve` flags for a server over this store and catalog.
-    pub fn serve_flags(&self) -> Vec<String> {
+    pub(crate) fn serve_flags(&self) -> Vec<String> {
         let dir = self.dir.path();
         vec![
             "--data-dir".into(),
@@ -52,7 +52,7 @@ impl Env {
         ]
     }
 
-    pub fn writer(&self, flush_interval: Duration) -> Writer {
+    pub(crate) fn writer(&self, flush_interval: Duration) -> Writer {
         let symbols = Arc::new(SymbolCache::new(self.store.clone(), self.catalog.clone()));
         Writer::start(
             self.store.clone(),
@@ -65,7 +65,7 @@ impl Env {
         )
     }
 
-    pub async fn compact(&self) -> anyhow::Result<CompactionReport> {
+    pub(crate) async fn compact(&self) -> anyhow::Result<CompactionReport> {
         let compactor = Compactor::new(
             self.store.clone(),
             self.catalog.clone(),
@@ -79,18 +79,18 @@ impl Env {
     }
 
     /// A fresh engine (and symbol cache), as a query replica started now would have.
-    pub fn engine(&self, memory_limit: usize) -> QueryEngine {
+    pub(crate) fn engine(&self, memory_limit: usize) -> QueryEngine {
         self.engine_with(memory_limit, None)
     }
 
     /// [`Env::engine`] reading the rollup tiers where they answer exactly (`rollups`, the
     /// default) or raw samples only.
-    pub fn engine_with_rollups(&self, memory_limit: usize, rollups: bool) -> QueryEngine {
+    pub(crate) fn engine_with_rollups(&self, memory_limit: usize, rollups: bool) -> QueryEngine {
         self.engine_config(memory_limit, None, rollups)
     }
 
     /// [`Env::engine`] handing large scans to `cluster`'s workers.
-    pub fn engine_with(
+    pub(crate) fn engine_with(
         &self,
         memory_limit: usize,
         cluster: Option<stackhouse_query::cluster::ClusterConfig>,
@@ -119,7 +119,7 @@ impl Env {
     }
 
     /// Bytes and objects of every table, symbols included.
-    pub async fn stored(&self) -> anyhow::Result<(u64, u64, u64)> {
+    pub(crate) async fn stored(&self) -> anyhow::Result<(u64, u64, u64)> {
         let stats = self.catalog.stats(TENANT).await.context("catalog stats")?;
         let bytes = stats.tables.values().map(|t| t.bytes).sum();
         let objects = stats.tables.values().map(|t| t.objects).sum();
@@ -128,7 +128,7 @@ impl Env {
 
     /// Where the stored bytes go: MiB per table, and per column of the samples objects
     /// (compressed column chunks, read from the Parquet footers).
-    pub async fn breakdown(&self) -> anyhow::Result<String> {
+    pub(crate) async fn breakdown(&self) -> anyhow::Result<String> {
         use super::report::mib;
         use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
         let stats = self.catalog.stats(TENANT).await.context("catalog stats")?;
@@ -161,7 +161,7 @@ impl Env {
     }
 
     /// Absolute paths of the committed samples objects of the segments in `range`.
-    pub async fn sample_files(&self, range: TimeRange) -> anyhow::Result<Vec<String>> {
+    pub(crate) async fn sample_files(&self, range: TimeRange) -> anyhow::Result<Vec<String>> {
         let segments = self.catalog.segments(TENANT, range).await?;
         Ok(segments
             .iter()
@@ -171,13 +171,13 @@ impl Env {
     }
 }
 
-pub fn cpu_type() -> ProfileType {
+pub(crate) fn cpu_type() -> ProfileType {
     ProfileType::parse("samples:count:cpu:nanoseconds").expect("static profile type")
 }
 
 /// The middle quarter of `range`: the fleet samples evenly over time, so it holds about a
 /// quarter of the rows, and its edges cut the hour block, so it reads raw samples there.
-pub fn middle_quarter(range: TimeRange) -> TimeRange {
+pub(crate) fn middle_quarter(range: TimeRange) -> TimeRange {
     let span = range.end - range.start;
     TimeRange {
         start: range.start + span * 3 / 8,
@@ -185,7 +185,7 @@ pub fn middle_quarter(range: TimeRange) -> TimeRange {
     }
 }
 
-pub fn flamegraph_query(range: TimeRange) -> FlamegraphQuery {
+pub(crate) fn flamegraph_query(range: TimeRange) -> FlamegraphQuery {
     FlamegraphQuery {
         scope: Scope::new(TENANT, cpu_type(), range),
         group_by: Vec::new(),

@@ -123,7 +123,7 @@ pub(crate) async fn ingest_windows(
 /// pass into a fresh store) with the best of three prost decodes: symmetric treatment of
 /// both sides, not a discount for ours; the notes give the three totals, so the spread
 /// is in sight.
-pub async fn ingest_measurements(
+pub(crate) async fn ingest_measurements(
     plan: &Plan,
     workload: &Workload,
     report: &mut Report,
@@ -279,7 +279,7 @@ pub async fn ingest_measurements(
 
 /// Ack latency and the ingest memory row: many senders at a fixed rate through the
 /// pipeline (decode, normalize, group commit) against the default flush interval.
-pub async fn load_measurements(
+pub(crate) async fn load_measurements(
     plan: &Plan,
     capture: &ExportProfilesServiceRequest,
     report: &mut Report,

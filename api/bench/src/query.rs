@@ -26,14 +26,14 @@ const BARE_SQL: &str = "SELECT stack_id, SUM(value) FROM samples GROUP BY stack_
 
 /// The baseline of the flamegraph figures: [`BARE_SQL`] over the samples files of a time
 /// range, in a fresh DataFusion context.
-pub struct BareScan {
+pub(crate) struct BareScan {
     ctx: SessionContext,
     /// How many samples files it reads.
     pub files: usize,
 }
 
 impl BareScan {
-    pub async fn over(env: &Env, range: TimeRange) -> anyhow::Result<BareScan> {
+    pub(crate) async fn over(env: &Env, range: TimeRange) -> anyhow::Result<BareScan> {
         let files = env.sample_files(range).await?;
         let partitions = std::thread::available_parallelism().map_or(1, |n| n.get());
         let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
@@ -49,7 +49,7 @@ impl BareScan {
     }
 
     /// Runs the aggregation; returns the summed values.
-    pub async fn total(&self) -> anyhow::Result<i64> {
+    pub(crate) async fn total(&self) -> anyhow::Result<i64> {
         // The DataFrame form of BARE_SQL (the SQL frontend is not compiled in). No time
         // filter: the files are the segments of the range, whose totals the caller checks.
         let batches = self
@@ -160,7 +160,7 @@ async fn duckdb_measurement(
 
 /// Our flamegraph over `range` against the bare aggregation over the same files; with
 /// `memory_row`, also the process peak memory during our queries against the budget.
-pub async fn flamegraph_measurement(
+pub(crate) async fn flamegraph_measurement(
     plan: &Plan,
     env: &Env,
     range: TimeRange,
@@ -288,7 +288,7 @@ async fn native_overhead(
 
 /// Builds the large store (10 M samples at full) through normalize and the writer,
 /// compacts it, and measures the flamegraph and its memory.
-pub async fn large_query_measurements(
+pub(crate) async fn large_query_measurements(
     plan: &Plan,
     workload: Workload,
     report: &mut Report,
@@ -392,7 +392,7 @@ async fn hour_store(
 
 /// Measurement 4: the same 1-hour flamegraph in a store of `days` days and in a store of only
 /// that hour.
-pub async fn retention_measurement(
+pub(crate) async fn retention_measurement(
     plan: &Plan,
     capture: &ExportProfilesServiceRequest,
     report: &mut Report,

@@ -21,7 +21,7 @@ use super::{HOUR_NANOS, Plan, ingest};
 
 /// The 30-day store [`super::query::retention_measurement`] built: `hours` hour blocks from
 /// `first`, each holding the generated hour of `hour_samples` samples.
-pub struct Store<'a> {
+pub(crate) struct Store<'a> {
     pub env: &'a Env,
     pub workload: &'a Workload,
     pub first: i64,
@@ -45,7 +45,7 @@ fn per_sample_ns(d: Duration, samples: usize) -> f64 {
 }
 
 /// Every row of issue 33's benchmark, in the order the issue names them.
-pub async fn measurements(plan: &Plan, store: &Store<'_>, report: &mut Report) -> anyhow::Result<()> {
+pub(crate) async fn measurements(plan: &Plan, store: &Store<'_>, report: &mut Report) -> anyhow::Result<()> {
     let tiers = store.env.engine(plan.query_budget);
     let raw = store.env.engine_with_rollups(plan.query_budget, false);
     flamegraph_row(plan, store, &tiers, &raw, report)

@@ -17,7 +17,7 @@ use crate::state::AppState;
 use crate::tenant;
 use crate::wire::body::{content_type_essence, inflate_bytes, read_limited};
 
-pub async fn ingest(State(state): State<AppState>, request: Request) -> Response {
+pub(super) async fn ingest(State(state): State<AppState>, request: Request) -> Response {
     let result = try_ingest(&state, request).await;
     monitoring::ingest_request(Protocol::PyroscopeIngest, result.as_ref());
     match result {

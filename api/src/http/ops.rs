@@ -7,12 +7,12 @@ use serde_json::{Value, json};
 
 use crate::state::AppState;
 
-pub async fn healthz() -> Json<Value> {
+pub(super) async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
 /// Ready when both the object store and the catalog answer.
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let store = state.store.ping().await.err().map(|e| e.to_string());
     let catalog = state.catalog.ping().await.err().map(|e| e.to_string());
     let ready = store.is_none() && catalog.is_none();

@@ -105,11 +105,11 @@ fn declared_layout(headers: &HeaderMap) -> Result<Option<layout::Layout>, ApiErr
     )?)
 }
 
-pub async fn export(State(state): State<AppState>, request: Request) -> Response {
+pub(super) async fn export(State(state): State<AppState>, request: Request) -> Response {
     handle(&state, Api::Development, request).await
 }
 
-pub async fn export_experimental(State(state): State<AppState>, request: Request) -> Response {
+pub(super) async fn export_experimental(State(state): State<AppState>, request: Request) -> Response {
     handle(&state, Api::Experimental, request).await
 }
 

@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::tenant;
 use crate::wire::connect::{read_request, respond};
 
-pub async fn push(State(state): State<AppState>, request: Request) -> Response {
+pub(super) async fn push(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let outcome = async {
         let (codec, request, bytes) =

@@ -73,7 +73,7 @@ fn assets() -> &'static [(&'static str, Asset)] {
 }
 
 /// The UI's routes, served with the query API.
-pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![("/", get(index)), ("/ui/{file}", get(file))]
 }
 

@@ -37,7 +37,7 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         )),
     )
 )]
-pub async fn diff(
+pub(crate) async fn diff(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,

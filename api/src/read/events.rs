@@ -26,7 +26,7 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         (status = 200, description = "One page of events; `next_cursor` is absent on the last page", body = EventsPage),
     )
 )]
-pub async fn events(
+pub(crate) async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,

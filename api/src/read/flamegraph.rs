@@ -49,7 +49,7 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         )),
     )
 )]
-pub async fn flamegraph(
+pub(crate) async fn flamegraph(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,
@@ -74,7 +74,7 @@ pub async fn flamegraph(
         )),
     )
 )]
-pub async fn trace_flamegraph(
+pub(crate) async fn trace_flamegraph(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(trace_id): Path<String>,

@@ -44,12 +44,12 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ProfileTypes {
+pub(crate) struct ProfileTypes {
     pub profile_types: Vec<ProfileTypeEntry>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ProfileTypeEntry {
+pub(crate) struct ProfileTypeEntry {
     /// `sample_type:sample_unit:period_type:period_unit`, the `profile_type` parameter.
     pub id: String,
     pub sample_type: String,
@@ -86,13 +86,13 @@ impl ProfileTypeEntry {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LabelNames {
+pub(crate) struct LabelNames {
     /// Sorted resource, scope, profile and sample attribute keys.
     pub names: Vec<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LabelValues {
+pub(crate) struct LabelValues {
     pub name: String,
     /// Sorted.
     pub values: Vec<String>,
@@ -100,7 +100,7 @@ pub struct LabelValues {
 
 /// What a tenant has stored.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub segments: u64,
     pub series: u64,
     /// Per table kind (`samples`, `stacks`, `locations`, …).
@@ -108,7 +108,7 @@ pub struct Stats {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TableStatsBody {
+pub(crate) struct TableStatsBody {
     pub objects: u64,
     pub rows: u64,
     pub bytes: u64,
@@ -147,7 +147,7 @@ impl From<CatalogStats> for Stats {
         (status = 200, description = "The profile types", body = ProfileTypes),
     )
 )]
-pub async fn profile_types(
+pub(crate) async fn profile_types(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,
@@ -170,7 +170,7 @@ pub async fn profile_types(
         (status = 200, description = "The label names", body = LabelNames),
     )
 )]
-pub async fn label_names(
+pub(crate) async fn label_names(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,
@@ -191,7 +191,7 @@ pub async fn label_names(
         (status = 200, description = "The label's values", body = LabelValues),
     )
 )]
-pub async fn label_values(
+pub(crate) async fn label_values(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(name): Path<String>,
@@ -213,7 +213,7 @@ pub async fn label_values(
         (status = 200, description = "Storage totals", body = Stats),
     )
 )]
-pub async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Stats>, ApiError> {
+pub(crate) async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Stats>, ApiError> {
     let tenant = tenant_of(&headers)?;
     Ok(Json(Stats::from(state.engine.stats(&tenant).await?)))
 }

@@ -35,7 +35,7 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         )),
     )
 )]
-pub async fn profile(
+pub(crate) async fn profile(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(profile_id): Path<String>,

@@ -73,7 +73,7 @@ fn call(headers: &HeaderMap) -> Result<Caller, ApiError> {
     })
 }
 
-pub async fn render(
+pub(super) async fn render(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,
@@ -177,7 +177,7 @@ async fn render_dot(
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response())
 }
 
-pub async fn render_diff(
+pub(super) async fn render_diff(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,

@@ -31,7 +31,7 @@ fn to_wire(s: catalog::Setting) -> Setting {
     }
 }
 
-pub async fn get(
+pub(super) async fn get(
     state: AppState,
     call: Caller,
     _: GetSettingsRequest,
@@ -44,7 +44,7 @@ pub async fn get(
 
 /// Stores the setting; without `modifiedAt` it is stamped now. A write older than the
 /// stored value does not replace it, and the answer carries what is stored.
-pub async fn set(
+pub(super) async fn set(
     state: AppState,
     call: Caller,
     r: SetSettingsRequest,
@@ -75,7 +75,7 @@ pub async fn set(
     })
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     state: AppState,
     call: Caller,
     r: DeleteSettingsRequest,

@@ -38,7 +38,7 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         (status = 200, description = "The series", body = Timeseries),
     )
 )]
-pub async fn timeseries(
+pub(crate) async fn timeseries(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,

@@ -26,7 +26,7 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         (status = 200, description = "The top table", body = Top),
     )
 )]
-pub async fn top(
+pub(crate) async fn top(
     State(state): State<AppState>,
     headers: HeaderMap,
     q: QueryMap,

@@ -27,7 +27,7 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    pub fn read(data: &[u8], start: usize) -> Result<(Header, usize, usize), ConvertError> {
+    pub(super) fn read(data: &[u8], start: usize) -> Result<(Header, usize, usize), ConvertError> {
         let left = data.len() - start;
         if left < HEADER_SIZE {
             return Err(invalid(
@@ -90,18 +90,18 @@ impl Header {
         Ok((header, constant_pool, metadata))
     }
 
-    pub fn end(&self) -> usize {
+    pub(super) fn end(&self) -> usize {
         self.start + self.size
     }
 
     /// Computed as the JDK does (`jdk.jfr.internal.consumer.TimeConverter`), so that
     /// timestamps agree with `jfr print` to the nanosecond.
-    pub fn ticks_to_unix_nanos(&self, ticks: i64) -> i64 {
+    pub(super) fn ticks_to_unix_nanos(&self, ticks: i64) -> i64 {
         self.start_nanos
             .saturating_add(self.ticks_to_nanos(ticks.wrapping_sub(self.start_ticks)))
     }
 
-    pub fn ticks_to_nanos(&self, ticks: i64) -> i64 {
+    pub(super) fn ticks_to_nanos(&self, ticks: i64) -> i64 {
         let divisor = self.ticks_per_second as f64 / 1_000_000_000.0;
         (ticks as f64 / divisor) as i64
     }
@@ -136,7 +136,7 @@ impl<'a> Chunk<'a> {
     /// Keys resolve in their own chunk only, as in the JDK's parser (which merely reuses an
     /// earlier chunk's object for a key it sees again); the converter alone looks an
     /// event's dangling stack or thread up in earlier chunks ([`Chunk::translate`]).
-    pub fn read(data: &'a [u8], start: usize) -> Result<Chunk<'a>, ConvertError> {
+    pub(super) fn read(data: &'a [u8], start: usize) -> Result<Chunk<'a>, ConvertError> {
         let (header, _, metadata_at) = Header::read(data, start)?;
         let all = Cursor::new(data, header.start, header.end(), header.compressed);
         let meta = Rc::new(metadata::read(all.region(metadata_at, header.end()))?);
@@ -166,7 +166,7 @@ impl<'a> Chunk<'a> {
     }
 
     /// Calls `f` for every event of the chunk, metadata and checkpoints included.
-    pub fn events(
+    pub(super) fn events(
         &self,
         mut f: impl FnMut(Event<'a>) -> Result<(), ConvertError>,
     ) -> Result<(), ConvertError> {
@@ -230,7 +230,7 @@ impl<'a> Chunk<'a> {
 
     /// Decodes an event's fields (its class from the metadata); `None` for types the
     /// metadata does not describe and for the metadata and checkpoint events themselves.
-    pub fn decode(&self, event: &Event<'a>) -> Result<Option<Value>, ConvertError> {
+    pub(super) fn decode(&self, event: &Event<'a>) -> Result<Option<Value>, ConvertError> {
         if event.type_id == METADATA_EVENT || event.type_id == CHECKPOINT_EVENT {
             return Ok(None);
         }
@@ -243,7 +243,7 @@ impl<'a> Chunk<'a> {
 
     /// Follows a constant-pool reference (other values are returned as they are). Key 0
     /// without an entry is JFR's null; any other missing key is an error.
-    pub fn resolve(&self, v: &Value) -> Result<Value, ConvertError> {
+    pub(super) fn resolve(&self, v: &Value) -> Result<Value, ConvertError> {
         let Value::Ref { type_id, key, at } = *v else {
             return Ok(v.clone());
         };
@@ -265,7 +265,7 @@ impl<'a> Chunk<'a> {
 
     /// Like [`Chunk::resolve`], with a missing constant as null: the JDK writes events whose
     /// thread or stack trace is not in their chunk's pools (`jfr print` shows null).
-    pub fn resolve_or_null(&self, v: &Value) -> Result<Value, ConvertError> {
+    pub(super) fn resolve_or_null(&self, v: &Value) -> Result<Value, ConvertError> {
         match v {
             Value::Ref { type_id, key, .. } if !self.pool.contains_key(&(*type_id, *key)) => Ok(Value::Null),
             _ => self.resolve(v),
@@ -274,7 +274,7 @@ impl<'a> Chunk<'a> {
 
     /// Whether `v` resolves here: not a reference, key 0 (null), or a key in this chunk's
     /// pools.
-    pub fn defines(&self, v: &Value) -> bool {
+    pub(super) fn defines(&self, v: &Value) -> bool {
         match *v {
             Value::Ref { type_id, key, .. } => key == 0 || self.pool.contains_key(&(type_id, key)),
             _ => true,
@@ -283,7 +283,7 @@ impl<'a> Chunk<'a> {
 
     /// `v`, a reference made in chunk `from`, as a reference into this chunk if this
     /// chunk's pools hold its key (type ids are per chunk: the type is matched by name).
-    pub fn translate(&self, from: &Chunk<'_>, v: &Value) -> Option<Value> {
+    pub(super) fn translate(&self, from: &Chunk<'_>, v: &Value) -> Option<Value> {
         let Value::Ref { type_id, key, at } = *v else {
             return None;
         };
@@ -296,7 +296,7 @@ impl<'a> Chunk<'a> {
 
     /// A string field, resolving `java.lang.String` pool references and symbols (a
     /// one-field object such as `jdk.types.Symbol`); `None` for null.
-    pub fn text(&self, v: &Value) -> Result<Option<String>, ConvertError> {
+    pub(super) fn text(&self, v: &Value) -> Result<Option<String>, ConvertError> {
         let mut v = self.resolve(v)?;
         // Symbol → String → pool entry: a short chain; more means a forged cycle.
         for _ in 0..4 {

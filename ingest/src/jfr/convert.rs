@@ -113,7 +113,7 @@ struct ChunkCache {
 }
 
 impl<'a, 'b> Converter<'a, 'b> {
-    pub fn new(
+    pub(super) fn new(
         builder: &'b mut RequestBuilder,
         labels: Option<LabelsSnapshot>,
         names: FrameNames,
@@ -129,7 +129,7 @@ impl<'a, 'b> Converter<'a, 'b> {
         }
     }
 
-    pub fn chunk(&mut self, chunk: Chunk<'a>) -> Result<(), ConvertError> {
+    pub(super) fn chunk(&mut self, chunk: Chunk<'a>) -> Result<(), ConvertError> {
         let h = chunk.header;
         let end = h.start_nanos.saturating_add(h.duration_nanos.max(0));
         self.span = Some(match self.span {
@@ -299,7 +299,7 @@ impl<'a, 'b> Converter<'a, 'b> {
     }
 
     /// Pushes one profile per type that has samples.
-    pub fn finish(self, source: &Source) -> Converted {
+    pub(super) fn finish(self, source: &Source) -> Converted {
         let wall_mode = self
             .settings
             .iter()

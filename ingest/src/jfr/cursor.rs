@@ -28,7 +28,7 @@ pub(crate) struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     /// Reads `data[pos..end]`; `end` is clamped to the data.
-    pub fn new(data: &'a [u8], pos: usize, end: usize, compressed: bool) -> Cursor<'a> {
+    pub(super) fn new(data: &'a [u8], pos: usize, end: usize, compressed: bool) -> Cursor<'a> {
         let end = end.min(data.len());
         Cursor {
             data,
@@ -38,24 +38,24 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub fn pos(&self) -> usize {
+    pub(super) fn pos(&self) -> usize {
         self.pos
     }
 
-    pub fn end(&self) -> usize {
+    pub(super) fn end(&self) -> usize {
         self.end
     }
 
-    pub fn remaining(&self) -> usize {
+    pub(super) fn remaining(&self) -> usize {
         self.end - self.pos
     }
 
     /// The same data from `pos` up to `end` (both absolute, clamped to this cursor's end).
-    pub fn region(&self, pos: usize, end: usize) -> Cursor<'a> {
+    pub(super) fn region(&self, pos: usize, end: usize) -> Cursor<'a> {
         Cursor::new(self.data, pos, end.min(self.end), self.compressed)
     }
 
-    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], ConvertError> {
+    pub(super) fn bytes(&mut self, n: usize) -> Result<&'a [u8], ConvertError> {
         if n > self.remaining() {
             return Err(invalid(
                 self.pos,
@@ -67,7 +67,7 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
 
-    pub fn u8(&mut self) -> Result<u8, ConvertError> {
+    pub(super) fn u8(&mut self) -> Result<u8, ConvertError> {
         Ok(self.bytes(1)?[0])
     }
 
@@ -79,7 +79,7 @@ impl<'a> Cursor<'a> {
 
     /// JFR's varint: 7 bits per byte, least significant first, the ninth byte holds 8 bits,
     /// so a 64-bit value never needs more than nine bytes.
-    pub fn varlong(&mut self) -> Result<u64, ConvertError> {
+    pub(super) fn varlong(&mut self) -> Result<u64, ConvertError> {
         let start = self.pos;
         let mut value = 0u64;
         for i in 0..9 {
@@ -95,7 +95,7 @@ impl<'a> Cursor<'a> {
         unreachable!("the loop returns by its ninth byte")
     }
 
-    pub fn long(&mut self) -> Result<i64, ConvertError> {
+    pub(super) fn long(&mut self) -> Result<i64, ConvertError> {
         if self.compressed {
             Ok(self.varlong()? as i64)
         } else {
@@ -104,7 +104,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Compressed ints are varlongs truncated to 32 bits, as the JDK reads them.
-    pub fn int(&mut self) -> Result<i32, ConvertError> {
+    pub(super) fn int(&mut self) -> Result<i32, ConvertError> {
         if self.compressed {
             Ok(self.varlong()? as i32)
         } else {
@@ -112,7 +112,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub fn short(&mut self) -> Result<i16, ConvertError> {
+    pub(super) fn short(&mut self) -> Result<i16, ConvertError> {
         if self.compressed {
             Ok(self.varlong()? as i16)
         } else {
@@ -120,18 +120,18 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub fn f32(&mut self) -> Result<f32, ConvertError> {
+    pub(super) fn f32(&mut self) -> Result<f32, ConvertError> {
         Ok(f32::from_be_bytes(self.fixed::<4>()?))
     }
 
-    pub fn f64(&mut self) -> Result<f64, ConvertError> {
+    pub(super) fn f64(&mut self) -> Result<f64, ConvertError> {
         Ok(f64::from_be_bytes(self.fixed::<8>()?))
     }
 
     /// A count of items that take at least `min_size` bytes each (at least one byte is
     /// assumed), refused when the rest of the region could not hold them: this is what
     /// keeps a forged count from allocating more than the input's size.
-    pub fn count(&mut self, what: &str, min_size: usize) -> Result<usize, ConvertError> {
+    pub(super) fn count(&mut self, what: &str, min_size: usize) -> Result<usize, ConvertError> {
         let at = self.pos;
         let n = self.int()?;
         let fits = usize::try_from(n)
@@ -148,7 +148,7 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    pub fn string(&mut self) -> Result<RawString, ConvertError> {
+    pub(super) fn string(&mut self) -> Result<RawString, ConvertError> {
         let at = self.pos;
         match self.u8()? {
             0 => Ok(RawString::Null),
@@ -178,7 +178,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub fn skip_string(&mut self) -> Result<(), ConvertError> {
+    pub(super) fn skip_string(&mut self) -> Result<(), ConvertError> {
         let at = self.pos;
         match self.u8()? {
             0 | 1 => Ok(()),

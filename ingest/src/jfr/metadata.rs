@@ -43,7 +43,7 @@ pub(crate) struct Class {
 }
 
 impl Class {
-    pub fn field_index(&self, name: &str) -> Option<usize> {
+    pub(super) fn field_index(&self, name: &str) -> Option<usize> {
         self.fields.iter().position(|f| f.name == name)
     }
 }
@@ -54,7 +54,7 @@ pub(crate) struct Metadata {
 }
 
 impl Metadata {
-    pub fn class(&self, id: i64, at: usize) -> Result<&Class, ConvertError> {
+    pub(super) fn class(&self, id: i64, at: usize) -> Result<&Class, ConvertError> {
         self.classes
             .get(&id)
             .ok_or_else(|| invalid(at, format!("type id {id} is not described by the metadata")))

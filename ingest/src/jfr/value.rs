@@ -27,7 +27,7 @@ pub(crate) enum Value {
 }
 
 impl Value {
-    pub fn as_int(&self) -> Option<i64> {
+    pub(super) fn as_int(&self) -> Option<i64> {
         match self {
             Value::Int(v) => Some(*v),
             Value::Bool(b) => Some(i64::from(*b)),
@@ -37,7 +37,7 @@ impl Value {
     }
 
     /// The named field of an object, per its class's metadata.
-    pub fn field<'v>(&'v self, meta: &Metadata, name: &str) -> Option<&'v Value> {
+    pub(super) fn field<'v>(&'v self, meta: &Metadata, name: &str) -> Option<&'v Value> {
         let Value::Object { type_id, fields } = self else {
             return None;
         };

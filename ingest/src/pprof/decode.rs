@@ -113,12 +113,12 @@ impl Decoded {
         })
     }
 
-    pub fn err(&self, message: impl std::fmt::Display) -> ConvertError {
+    pub(super) fn err(&self, message: impl std::fmt::Display) -> ConvertError {
         invalid(format_args!("{}{message}", self.what))
     }
 
     /// `string_table[index]`; `field` names the reference for the error.
-    pub fn str(&self, index: i64, field: impl FnOnce() -> String) -> Result<&str, ConvertError> {
+    pub(super) fn str(&self, index: i64, field: impl FnOnce() -> String) -> Result<&str, ConvertError> {
         usize::try_from(index)
             .ok()
             .and_then(|i| self.strings.get(i))
@@ -133,7 +133,7 @@ impl Decoded {
     }
 
     /// The index into `location` of a sample's location id.
-    pub fn location(&self, sample: usize, id: u64) -> Result<usize, ConvertError> {
+    pub(super) fn location(&self, sample: usize, id: u64) -> Result<usize, ConvertError> {
         self.locations
             .get(&id)
             .copied()
@@ -141,7 +141,7 @@ impl Decoded {
     }
 
     /// The index into `function` of a line's function id; `None` for id 0 (no function).
-    pub fn function(&self, location: usize, id: u64) -> Result<Option<usize>, ConvertError> {
+    pub(super) fn function(&self, location: usize, id: u64) -> Result<Option<usize>, ConvertError> {
         if id == 0 {
             return Ok(None);
         }
@@ -155,7 +155,7 @@ impl Decoded {
     }
 
     /// The index into `mapping` of a location's mapping id; `None` for id 0 (no mapping).
-    pub fn mapping(&self, location: usize, id: u64) -> Result<Option<usize>, ConvertError> {
+    pub(super) fn mapping(&self, location: usize, id: u64) -> Result<Option<usize>, ConvertError> {
         if id == 0 {
             return Ok(None);
         }
@@ -169,7 +169,7 @@ impl Decoded {
     }
 
     /// `(type, unit)` of sample type `i`.
-    pub fn sample_type(&self, i: usize) -> Result<(&str, &str), ConvertError> {
+    pub(super) fn sample_type(&self, i: usize) -> Result<(&str, &str), ConvertError> {
         let t = self.profile.sample_type[i];
         Ok((
             self.str(t.r#type, || format!("sample_type[{i}].type"))?,

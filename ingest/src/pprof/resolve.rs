@@ -23,7 +23,7 @@ pub(crate) struct Resolver<'a> {
 }
 
 impl<'a> Resolver<'a> {
-    pub fn new(d: &'a Decoded, builder: &'a mut RequestBuilder) -> Resolver<'a> {
+    pub(super) fn new(d: &'a Decoded, builder: &'a mut RequestBuilder) -> Resolver<'a> {
         Resolver {
             d,
             builder,
@@ -33,7 +33,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    pub fn sample(&mut self, i: usize) -> Result<Resolved, ConvertError> {
+    pub(super) fn sample(&mut self, i: usize) -> Result<Resolved, ConvertError> {
         let d = self.d;
         let s = &d.profile.sample[i];
         let mut stack = Vec::with_capacity(s.location_id.len());

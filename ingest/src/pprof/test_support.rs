@@ -33,12 +33,12 @@ pub(crate) struct SampleView {
 }
 
 impl ProfileView {
-    pub fn total(&self) -> i64 {
+    pub(crate) fn total(&self) -> i64 {
         self.samples.iter().map(|s| s.value).sum()
     }
 
     /// Value per `;`-joined root-first path.
-    pub fn by_path(&self) -> BTreeMap<String, i64> {
+    pub(crate) fn by_path(&self) -> BTreeMap<String, i64> {
         let mut out = BTreeMap::new();
         for s in &self.samples {
             *out.entry(s.path.join(";")).or_default() += s.value;

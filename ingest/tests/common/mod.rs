@@ -10,16 +10,16 @@ use stackhouse_proto::otlp_profiles::{
 };
 use stackhouse_proto::otlp_resource::Resource;
 
-pub const CAPTURE_PB: &str = "/work/shared/testdata/otlp/ebpf-cpu-offcpu.v1_10.pb";
-pub const CAPTURE_JSON: &str = "/work/shared/testdata/otlp/ebpf-cpu-offcpu.v1_10.json";
+pub(crate) const CAPTURE_PB: &str = "/work/shared/testdata/otlp/ebpf-cpu-offcpu.v1_10.pb";
+pub(crate) const CAPTURE_JSON: &str = "/work/shared/testdata/otlp/ebpf-cpu-offcpu.v1_10.json";
 
-pub const TRACE_ID: [u8; 16] = [
+pub(crate) const TRACE_ID: [u8; 16] = [
     0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c,
 ];
-pub const SPAN_ID: [u8; 8] = [0xee, 0xe1, 0x9b, 0x7e, 0xc3, 0xc1, 0xb1, 0x74];
-pub const PROFILE_ID: [u8; 16] = [0x01; 16];
+pub(crate) const SPAN_ID: [u8; 8] = [0xee, 0xe1, 0x9b, 0x7e, 0xc3, 0xc1, 0xb1, 0x74];
+pub(crate) const PROFILE_ID: [u8; 16] = [0x01; 16];
 
-pub const STRINGS: &[&str] = &[
+pub(crate) const STRINGS: &[&str] = &[
     "",                                // 0
     "samples",                         // 1
     "count",                           // 2
@@ -45,7 +45,7 @@ fn string_value(s: &str) -> Option<AnyValue> {
 
 /// Stack 1 is foo (leaf) called by main, both in /bin/app; profile 0 is valid and
 /// complete, profile 1 is a minimal valid profile that tests break in different ways.
-pub fn two_profiles() -> ExportProfilesServiceRequest {
+pub(crate) fn two_profiles() -> ExportProfilesServiceRequest {
     let dictionary = ProfilesDictionary {
         string_table: STRINGS.iter().map(|s| s.to_string()).collect(),
         function_table: vec![
@@ -216,10 +216,10 @@ pub fn two_profiles() -> ExportProfilesServiceRequest {
     }
 }
 
-pub fn dictionary(request: &mut ExportProfilesServiceRequest) -> &mut ProfilesDictionary {
+pub(crate) fn dictionary(request: &mut ExportProfilesServiceRequest) -> &mut ProfilesDictionary {
     request.dictionary.as_mut().unwrap()
 }
 
-pub fn profile(request: &mut ExportProfilesServiceRequest, index: usize) -> &mut Profile {
+pub(crate) fn profile(request: &mut ExportProfilesServiceRequest, index: usize) -> &mut Profile {
     &mut request.resource_profiles[0].scope_profiles[0].profiles[index]
 }

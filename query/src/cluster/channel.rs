@@ -28,13 +28,13 @@ const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 /// cluster's secret, whichever call it is (datafusion-distributed passes extra headers on
 /// some calls only).
 #[derive(Clone)]
-pub struct Channels {
+pub(crate) struct Channels {
     secret: HeaderValue,
     by_url: Arc<Mutex<HashMap<Url, BoxCloneSyncChannel>>>,
 }
 
 impl Channels {
-    pub fn new(secret: HeaderValue) -> Channels {
+    pub(crate) fn new(secret: HeaderValue) -> Channels {
         Channels {
             secret,
             by_url: Arc::default(),

@@ -17,7 +17,7 @@ struct Inner<T> {
 }
 
 impl<T> FileCache<T> {
-    pub fn new(budget_bytes: usize) -> FileCache<T> {
+    pub(super) fn new(budget_bytes: usize) -> FileCache<T> {
         FileCache {
             budget_bytes,
             inner: Mutex::new(Inner {
@@ -28,7 +28,7 @@ impl<T> FileCache<T> {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<Arc<T>> {
+    pub(super) fn get(&self, key: &str) -> Option<Arc<T>> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.clock += 1;
         let now = inner.clock;
@@ -39,7 +39,7 @@ impl<T> FileCache<T> {
 
     /// Keeps `file`, weighing `bytes`, unless it alone is over the budget; evicts others
     /// to make room. A query holding an evicted file keeps using it until it ends.
-    pub fn insert(&self, key: String, file: Arc<T>, bytes: usize) {
+    pub(super) fn insert(&self, key: String, file: Arc<T>, bytes: usize) {
         if bytes > self.budget_bytes {
             return;
         }
@@ -66,7 +66,7 @@ impl<T> FileCache<T> {
     }
 
     /// Drops every key that starts with `prefix` (a tenant's files after a deletion).
-    pub fn remove_prefix(&self, prefix: &str) {
+    pub(super) fn remove_prefix(&self, prefix: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let keys: Vec<String> = inner
             .files

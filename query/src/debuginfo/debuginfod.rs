@@ -21,7 +21,7 @@ pub(crate) struct Debuginfod {
 }
 
 impl Debuginfod {
-    pub fn new(urls: Vec<Url>, max_bytes: usize, negative_ttl: Duration, timeout: Duration) -> Debuginfod {
+    pub(super) fn new(urls: Vec<Url>, max_bytes: usize, negative_ttl: Duration, timeout: Duration) -> Debuginfod {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .user_agent(concat!("stackhouse/", env!("CARGO_PKG_VERSION")))
@@ -37,7 +37,7 @@ impl Debuginfod {
     }
 
     /// Whether `build_id` was found missing less than the negative TTL ago.
-    pub fn known_missing(&self, build_id: &str) -> bool {
+    pub(super) fn known_missing(&self, build_id: &str) -> bool {
         let missing = self.missing.lock().unwrap_or_else(|e| e.into_inner());
         missing
             .get(build_id)
@@ -45,7 +45,7 @@ impl Debuginfod {
     }
 
     /// Remembers that no server has a usable file for `build_id`.
-    pub fn remember_missing(&self, build_id: &str) {
+    pub(super) fn remember_missing(&self, build_id: &str) {
         let mut missing = self.missing.lock().unwrap_or_else(|e| e.into_inner());
         if missing.len() >= NEGATIVE_SWEEP_AT {
             let ttl = self.negative_ttl;
@@ -57,7 +57,7 @@ impl Debuginfod {
     /// Where `build_id` may be found, best first: each server's debug info, then its
     /// executable (whose symbol table may still name functions). The caller fetches them
     /// in turn until one will do, then calls [`Debuginfod::remember_missing`] if none did.
-    pub fn candidates(&self, build_id: &str) -> Vec<String> {
+    pub(super) fn candidates(&self, build_id: &str) -> Vec<String> {
         self.urls
             .iter()
             .flat_map(|base| {
@@ -68,7 +68,7 @@ impl Debuginfod {
     }
 
     /// The file at `url`; `None` when the server does not have it or failed (logged).
-    pub async fn fetch(&self, url: &str) -> Option<Vec<u8>> {
+    pub(super) async fn fetch(&self, url: &str) -> Option<Vec<u8>> {
         match self.get(url).await {
             Ok(found) => found,
             Err(e) => {

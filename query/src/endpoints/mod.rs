@@ -2,17 +2,17 @@
 //! catalog listings (labels, series, profile types, settings, stats) are endpoints too, so
 //! every read the API serves runs under the same timeout, limits and metrics.
 
-pub mod diff;
-pub mod events;
-pub mod exemplars;
-pub mod export;
-pub mod flamegraph;
-pub mod heatmap;
-pub mod labels;
-pub mod profile;
-pub mod profile_types;
-pub mod series;
-pub mod settings;
-pub mod stats;
-pub mod timeseries;
-pub mod top;
+pub(crate) mod diff;
+pub(crate) mod events;
+pub(crate) mod exemplars;
+pub(crate) mod export;
+pub(crate) mod flamegraph;
+pub(crate) mod heatmap;
+pub(crate) mod labels;
+pub(crate) mod profile;
+pub(crate) mod profile_types;
+pub(crate) mod series;
+pub(crate) mod settings;
+pub(crate) mod stats;
+pub(crate) mod timeseries;
+pub(crate) mod top;

@@ -7,7 +7,7 @@ pub(crate) mod aggregate;
 pub(crate) mod grouping;
 pub(crate) mod plan;
 pub(crate) mod scan;
-pub mod scope;
+pub(crate) mod scope;
 pub(crate) mod selection;
 pub(crate) mod stack_sums;
 pub(crate) mod stack_tree;

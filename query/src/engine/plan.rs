@@ -47,7 +47,7 @@ pub(crate) struct Scan {
 
 impl Plan {
     /// Every segment the plan reads, once.
-    pub fn segment_count(&self) -> usize {
+    pub(crate) fn segment_count(&self) -> usize {
         self.scans
             .iter()
             .flat_map(|s| s.source.segments.iter().map(|seg| seg.id.as_str()))
@@ -67,7 +67,7 @@ pub(crate) struct Needs<'a> {
 
 impl<'a> Needs<'a> {
     /// `dims` and what grouping by `group_by` adds to them.
-    pub fn grouped(mut dims: Vec<Dim>, group_by: &'a [GroupKey]) -> Needs<'a> {
+    pub(crate) fn grouped(mut dims: Vec<Dim>, group_by: &'a [GroupKey]) -> Needs<'a> {
         for d in group_dims(group_by) {
             if !dims.contains(&d) {
                 dims.push(d);

@@ -35,7 +35,7 @@ use super::selection::SeriesGroup;
 /// The `samples` objects of some segments, or their rollups of one tier: rollup rows have
 /// the samples' columns but the per-sample ones, `time_nanos` being the start of their step.
 #[derive(Debug)]
-pub struct SamplesTable {
+pub(crate) struct SamplesTable {
     object_store_url: ObjectStoreUrl,
     files: Vec<ObjectMeta>,
     schema: SchemaRef,
@@ -43,7 +43,7 @@ pub struct SamplesTable {
 
 impl SamplesTable {
     /// Over the object of `resolution` of each segment (segments without one are skipped).
-    pub fn new(store: &Store, segments: &[SegmentMeta], resolution: Resolution) -> DfResult<SamplesTable> {
+    pub(crate) fn new(store: &Store, segments: &[SegmentMeta], resolution: Resolution) -> DfResult<SamplesTable> {
         let object_store_url = ObjectStoreUrl::parse(store.base_url().as_str())?;
         let files = segments
             .iter()
@@ -148,7 +148,7 @@ impl TableProvider for SamplesTable {
 /// What the catalog already tells of every segment a query scans, so that the scan need
 /// not check it row by row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Implied {
+pub(crate) struct Implied {
     /// Every segment's samples lie inside the range.
     pub time: bool,
     /// Every series of every segment is selected, with no sample-attribute rule.
@@ -159,7 +159,7 @@ impl Implied {
     /// `selected` is every series id of `groups`; `ranges` are what the segments are read
     /// over. A rollup row starts its step at or after its samples' step, so the samples'
     /// extent decides for rollups as well when the ranges lie on the step's grid.
-    pub fn of(
+    pub(crate) fn of(
         segments: &[SegmentMeta],
         ranges: &[TimeRange],
         groups: &[SeriesGroup],
@@ -184,7 +184,7 @@ impl Implied {
 /// and `attr_set_id IN (...)` when it filters sample attributes; without the parts
 /// `implied` says every row passes. `None` when no row needs checking. `groups` is not
 /// empty.
-pub fn selection_filter(ranges: &[TimeRange], groups: &[SeriesGroup], implied: Implied) -> Option<Expr> {
+pub(crate) fn selection_filter(ranges: &[TimeRange], groups: &[SeriesGroup], implied: Implied) -> Option<Expr> {
     let groups = groups.iter().map(|g| {
         let series = col(samples::SERIES_ID).in_list(g.series_ids.iter().map(|&id| lit(id)).collect(), false);
         match &g.attr_set_ids {

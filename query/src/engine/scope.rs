@@ -115,7 +115,7 @@ pub fn parse_group_by(value: &str) -> Result<Vec<GroupKey>, QueryError> {
 
 /// The name of a group node or series: `key=value` per key, joined by `,`. A sample
 /// without the key contributes `key=`.
-pub fn group_name(keys: &[GroupKey], values: &[String]) -> String {
+pub(crate) fn group_name(keys: &[GroupKey], values: &[String]) -> String {
     keys.iter()
         .zip(values)
         .map(|(k, v)| format!("{}={v}", k.name()))

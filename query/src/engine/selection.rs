@@ -14,7 +14,7 @@ use crate::selector::{Matcher, Selector};
 
 /// Series that share the same sample attribute filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SeriesGroup {
+pub(crate) struct SeriesGroup {
     /// Sorted.
     pub series_ids: Vec<i64>,
     /// Sorted; `None` when every sample of the series is selected.
@@ -23,7 +23,7 @@ pub struct SeriesGroup {
 
 /// Series of one of `profile_types` that pass every matcher on the labels they carry, keyed by the
 /// indices (into `selector.matchers`) of the matchers left for their sample attributes.
-pub fn match_series<'s>(
+pub(crate) fn match_series<'s>(
     series: &'s [Series],
     profile_types: &[ProfileType],
     selector: &Selector,
@@ -45,7 +45,7 @@ pub fn match_series<'s>(
 
 /// Ids of the attribute sets (the empty set, [`SymbolId::ZERO`], included) that pass
 /// every matcher; a key a set lacks counts as `""`.
-pub fn matching_attr_sets(attr_sets: &IdMap<AttributeSet>, matchers: &[&Matcher]) -> Vec<SymbolId> {
+pub(crate) fn matching_attr_sets(attr_sets: &IdMap<AttributeSet>, matchers: &[&Matcher]) -> Vec<SymbolId> {
     let passes = |set: &AttributeSet| matchers.iter().all(|m| m.matches(set.get(&m.name)));
     let mut ids: Vec<SymbolId> = attr_sets
         .iter()
@@ -62,7 +62,7 @@ pub fn matching_attr_sets(attr_sets: &IdMap<AttributeSet>, matchers: &[&Matcher]
 
 /// The series groups a selector picks; groups whose attribute filter admits no set are
 /// left out, since they cannot contribute a sample.
-pub fn series_groups(
+pub(crate) fn series_groups(
     matched: &BTreeMap<Vec<usize>, Vec<&Series>>,
     selector: &Selector,
     attr_sets: &IdMap<AttributeSet>,
@@ -90,7 +90,7 @@ pub fn series_groups(
 }
 
 /// Segments holding samples (raw, or rolled up) of one of `series_ids` inside `range`.
-pub fn segments_to_scan(
+pub(crate) fn segments_to_scan(
     segments: Vec<SegmentMeta>,
     series_ids: &HashSet<i64>,
     range: TimeRange,

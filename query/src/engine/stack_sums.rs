@@ -44,7 +44,7 @@ const ENTRY_BYTES: usize = size_of::<(u128, i64)>() + 1;
 
 /// Which half of the sum a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SumMode {
+pub(crate) enum SumMode {
     /// One map per input partition, next to the scan (on a worker when distributed).
     Partial,
     /// One map over every partial's rows, on the coordinator.
@@ -55,7 +55,7 @@ pub enum SumMode {
 /// output partition. The sum wraps, as DataFusion's `SUM` over `Int64` does, so the order
 /// in which partials are merged never changes the answer.
 #[derive(Debug)]
-pub struct StackSumExec {
+pub(crate) struct StackSumExec {
     mode: SumMode,
     input: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
@@ -63,7 +63,7 @@ pub struct StackSumExec {
 }
 
 /// The output (and input) schema: the stack id and its value.
-pub fn sum_schema() -> SchemaRef {
+pub(crate) fn sum_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new(samples::STACK_ID, DataType::FixedSizeBinary(16), false),
         Field::new(samples::VALUE, DataType::Int64, false),
@@ -71,7 +71,7 @@ pub fn sum_schema() -> SchemaRef {
 }
 
 impl StackSumExec {
-    pub fn new(mode: SumMode, input: Arc<dyn ExecutionPlan>) -> StackSumExec {
+    pub(crate) fn new(mode: SumMode, input: Arc<dyn ExecutionPlan>) -> StackSumExec {
         let partitions = match mode {
             SumMode::Partial => input.output_partitioning().partition_count(),
             SumMode::Final => 1,
@@ -91,7 +91,7 @@ impl StackSumExec {
         }
     }
 
-    pub fn mode(&self) -> SumMode {
+    pub(crate) fn mode(&self) -> SumMode {
         self.mode
     }
 
@@ -257,7 +257,7 @@ fn to_batches(sums: Sums, batch_size: usize) -> DfResult<Vec<RecordBatch>> {
 /// Replaces DataFusion's aggregate of `SUM(value) GROUP BY stack_id` (and nothing else)
 /// with `StackSumExec(final) ← coalesce ← StackSumExec(partial)` over the aggregate's input.
 #[derive(Debug, Default)]
-pub struct StackSumRule;
+pub(crate) struct StackSumRule;
 
 impl PhysicalOptimizerRule for StackSumRule {
     fn name(&self) -> &str {

@@ -15,7 +15,7 @@ pub(crate) struct Interner {
 }
 
 impl Interner {
-    pub fn intern(&mut self, name: &str) -> u32 {
+    pub(crate) fn intern(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.ids.get(name) {
             return id;
         }
@@ -25,16 +25,16 @@ impl Interner {
         id
     }
 
-    pub fn names(&self) -> &[String] {
+    pub(crate) fn names(&self) -> &[String] {
         &self.names
     }
 
     /// The number of `name`, if interned.
-    pub fn id(&self, name: &str) -> Option<u32> {
+    pub(crate) fn id(&self, name: &str) -> Option<u32> {
         self.ids.get(name).copied()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.names.len()
     }
 }
@@ -48,7 +48,7 @@ pub(crate) struct NameTable<'a> {
 }
 
 impl<'a> NameTable<'a> {
-    pub fn new(base: &'a [String]) -> NameTable<'a> {
+    pub(crate) fn new(base: &'a [String]) -> NameTable<'a> {
         NameTable { base, extra: &[] }
     }
 
@@ -75,9 +75,9 @@ pub(crate) struct PathTree {
 }
 
 impl PathTree {
-    pub const ROOT: usize = select::ROOT;
+    pub(crate) const ROOT: usize = select::ROOT;
 
-    pub fn new(root_name: u32) -> PathTree {
+    pub(crate) fn new(root_name: u32) -> PathTree {
         PathTree {
             names: vec![root_name],
             self_values: vec![0],
@@ -86,7 +86,7 @@ impl PathTree {
     }
 
     /// A new child of `parent` (the caller knows it has none of this name yet).
-    pub fn push_child(&mut self, parent: usize, name: u32) -> usize {
+    pub(crate) fn push_child(&mut self, parent: usize, name: u32) -> usize {
         let id = self.names.len();
         self.names.push(name);
         self.self_values.push(0);
@@ -94,7 +94,7 @@ impl PathTree {
         id
     }
 
-    pub fn add_self(&mut self, node: usize, value: i64) {
+    pub(crate) fn add_self(&mut self, node: usize, value: i64) {
         self.self_values[node] += value;
     }
 
@@ -112,12 +112,12 @@ impl PathTree {
     /// The tree, cut to `max_nodes` when given: like [`PathTree::build`] followed by
     /// [`super::truncate_tree`], with the same result, but only the kept nodes (and their
     /// `other` nodes) are ever materialized (see [`cut()`]).
-    pub fn build_truncated(self, names: NameTable<'_>, max_nodes: usize) -> Node {
+    pub(crate) fn build_truncated(self, names: NameTable<'_>, max_nodes: usize) -> Node {
         self.cut(names, max_nodes, |cut| cut.into_node())
     }
 
     /// Hands the tree cut to `max_nodes` (see [`PathTree::build_truncated`]) to `finish`.
-    pub fn cut<R>(&self, names: NameTable<'_>, max_nodes: usize, finish: impl FnOnce(Cut<'_>) -> R) -> R {
+    pub(crate) fn cut<R>(&self, names: NameTable<'_>, max_nodes: usize, finish: impl FnOnce(Cut<'_>) -> R) -> R {
         let totals = self.totals();
         let children = Children::of(self.parents.iter().copied());
         let ranked = Ranked {
@@ -130,7 +130,7 @@ impl PathTree {
     }
 
     /// The tree with totals computed and children sorted.
-    pub fn build(self, names: NameTable<'_>) -> Node {
+    pub(crate) fn build(self, names: NameTable<'_>) -> Node {
         self.build_truncated(names, usize::MAX)
     }
 }

@@ -10,7 +10,7 @@ pub(crate) struct Children {
 
 impl Children {
     /// From every node's parent, by index; node 0, the root, is its own.
-    pub fn of(parents: impl ExactSizeIterator<Item = usize> + Clone) -> Children {
+    pub(crate) fn of(parents: impl ExactSizeIterator<Item = usize> + Clone) -> Children {
         let n = parents.len();
         let mut start = vec![0usize; n + 1];
         for parent in parents.clone().skip(1) {
@@ -28,7 +28,7 @@ impl Children {
         Children { start, list }
     }
 
-    pub fn get(&self, id: usize) -> &[usize] {
+    pub(crate) fn get(&self, id: usize) -> &[usize] {
         &self.list[self.start[id]..self.start[id + 1]]
     }
 

@@ -105,16 +105,16 @@ pub(crate) struct CutNode<'t> {
 
 impl<'t> Cut<'t> {
     /// The root's total.
-    pub fn total(&self) -> i64 {
+    pub(crate) fn total(&self) -> i64 {
         self.nodes[0].total
     }
 
     /// The nodes in pre-order, the root first.
-    pub fn nodes(&self) -> &[CutNode<'t>] {
+    pub(crate) fn nodes(&self) -> &[CutNode<'t>] {
         &self.nodes
     }
 
-    pub fn into_node(self) -> Node {
+    pub(crate) fn into_node(self) -> Node {
         // Nodes whose children are still to come, with how many are; iterative, since
         // call paths may be deep.
         let mut open: Vec<(Node, usize)> = Vec::new();

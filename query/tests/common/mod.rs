@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use stackhouse_query::tree::Node;
 
 /// Self values per root-first path (`a;b;c`, `""` for the root), zeros left out.
-pub fn paths(root: &Node) -> BTreeMap<String, i64> {
+pub(crate) fn paths(root: &Node) -> BTreeMap<String, i64> {
     fn walk(node: &Node, prefix: &str, out: &mut BTreeMap<String, i64>) {
         if node.self_value != 0 {
             out.insert(prefix.to_string(), node.self_value);

@@ -13,24 +13,24 @@ use stackhouse_storage::model::{
 };
 use stackhouse_storage::store::Store;
 
-pub const TRACE: [u8; 16] = *b"trace-id-0000001";
-pub const SPAN: [u8; 8] = *b"span-001";
-pub const PROFILE: [u8; 16] = *b"profile-id-00001";
+pub(crate) const TRACE: [u8; 16] = *b"trace-id-0000001";
+pub(crate) const SPAN: [u8; 8] = *b"span-001";
+pub(crate) const PROFILE: [u8; 16] = *b"profile-id-00001";
 /// When the segments the tests write directly are created, by the writer's clock.
-pub const CREATED_AT: i64 = 1_700_000_000_000_000_000;
+pub(crate) const CREATED_AT: i64 = 1_700_000_000_000_000_000;
 
 /// What [`sample_batch`] put in, counted by hand.
-pub const STACK_NODES: usize = 3; // main, main;work, main;work;0x1234
-pub const LOCATIONS: usize = 3;
-pub const FUNCTIONS: usize = 2;
-pub const MAPPINGS: usize = 1;
-pub const ATTR_ROWS: usize = 3; // {thread.name=main, thread.id=1} and {thread.name=worker}
+pub(crate) const STACK_NODES: usize = 3; // main, main;work, main;work;0x1234
+pub(crate) const LOCATIONS: usize = 3;
+pub(crate) const FUNCTIONS: usize = 2;
+pub(crate) const MAPPINGS: usize = 1;
+pub(crate) const ATTR_ROWS: usize = 3; // {thread.name=main, thread.id=1} and {thread.name=worker}
 
-pub fn cpu() -> ProfileType {
+pub(crate) fn cpu() -> ProfileType {
     ProfileType::parse("samples:count:cpu:nanoseconds").unwrap()
 }
 
-pub fn series(service: &str) -> Series {
+pub(crate) fn series(service: &str) -> Series {
     Series::new(
         cpu(),
         BTreeMap::from([("service.name".to_string(), service.to_string())]),
@@ -40,7 +40,7 @@ pub fn series(service: &str) -> Series {
 
 /// Two series, two stacks sharing a prefix, one location without lines, two attribute
 /// sets, and samples given out of order (series b first, times descending).
-pub fn sample_batch(tenant: &str) -> Batch {
+pub(crate) fn sample_batch(tenant: &str) -> Batch {
     let mut b = Batch::new(tenant);
     let mapping = b.add_mapping(Mapping {
         memory_start: 0x1000,
@@ -133,7 +133,7 @@ pub fn sample_batch(tenant: &str) -> Batch {
 }
 
 /// [`sample_batch`] with profile id `[n; 16]`: batches that are not retries of each other.
-pub fn numbered_batch(tenant: &str, n: u8) -> Batch {
+pub(crate) fn numbered_batch(tenant: &str, n: u8) -> Batch {
     let mut b = sample_batch(tenant);
     for p in &mut b.profiles {
         p.profile_id = [n; 16];
@@ -144,19 +144,19 @@ pub fn numbered_batch(tenant: &str, n: u8) -> Batch {
     b
 }
 
-pub fn local_store() -> (tempfile::TempDir, Store) {
+pub(crate) fn local_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&format!("file://{}", dir.path().join("objects").display())).unwrap();
     (dir, store)
 }
 
-pub async fn sqlite_catalog(dir: &tempfile::TempDir) -> Arc<dyn Catalog> {
+pub(crate) async fn sqlite_catalog(dir: &tempfile::TempDir) -> Arc<dyn Catalog> {
     open_catalog(&format!("sqlite://{}", dir.path().join("catalog.db").display()))
         .await
         .unwrap()
 }
 
-pub async fn read_object(store: &Store, segment: &SegmentMeta, kind: TableKind) -> Bytes {
+pub(crate) async fn read_object(store: &Store, segment: &SegmentMeta, kind: TableKind) -> Bytes {
     let key = &segment
         .object(kind)
         .unwrap_or_else(|| panic!("segment has a {kind:?} object"))

@@ -4,7 +4,6 @@
 // (Not in [workspace.lints]: there it would flag each integration test and binary for the
 // package dependencies only the library uses.)
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
-
 #![allow(clippy::all, missing_docs)]
 
 pub mod codec;

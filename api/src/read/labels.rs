@@ -213,7 +213,10 @@ pub(crate) async fn label_values(
         (status = 200, description = "Storage totals", body = Stats),
     )
 )]
-pub(crate) async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Stats>, ApiError> {
+pub(crate) async fn stats(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Stats>, ApiError> {
     let tenant = tenant_of(&headers)?;
     Ok(Json(Stats::from(state.engine.stats(&tenant).await?)))
 }

@@ -21,7 +21,12 @@ pub(crate) struct Debuginfod {
 }
 
 impl Debuginfod {
-    pub(super) fn new(urls: Vec<Url>, max_bytes: usize, negative_ttl: Duration, timeout: Duration) -> Debuginfod {
+    pub(super) fn new(
+        urls: Vec<Url>,
+        max_bytes: usize,
+        negative_ttl: Duration,
+        timeout: Duration,
+    ) -> Debuginfod {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .user_agent(concat!("stackhouse/", env!("CARGO_PKG_VERSION")))

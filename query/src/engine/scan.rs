@@ -43,7 +43,11 @@ pub(crate) struct SamplesTable {
 
 impl SamplesTable {
     /// Over the object of `resolution` of each segment (segments without one are skipped).
-    pub(crate) fn new(store: &Store, segments: &[SegmentMeta], resolution: Resolution) -> DfResult<SamplesTable> {
+    pub(crate) fn new(
+        store: &Store,
+        segments: &[SegmentMeta],
+        resolution: Resolution,
+    ) -> DfResult<SamplesTable> {
         let object_store_url = ObjectStoreUrl::parse(store.base_url().as_str())?;
         let files = segments
             .iter()
@@ -184,7 +188,11 @@ impl Implied {
 /// and `attr_set_id IN (...)` when it filters sample attributes; without the parts
 /// `implied` says every row passes. `None` when no row needs checking. `groups` is not
 /// empty.
-pub(crate) fn selection_filter(ranges: &[TimeRange], groups: &[SeriesGroup], implied: Implied) -> Option<Expr> {
+pub(crate) fn selection_filter(
+    ranges: &[TimeRange],
+    groups: &[SeriesGroup],
+    implied: Implied,
+) -> Option<Expr> {
     let groups = groups.iter().map(|g| {
         let series = col(samples::SERIES_ID).in_list(g.series_ids.iter().map(|&id| lit(id)).collect(), false);
         match &g.attr_set_ids {

@@ -117,7 +117,12 @@ impl PathTree {
     }
 
     /// Hands the tree cut to `max_nodes` (see [`PathTree::build_truncated`]) to `finish`.
-    pub(crate) fn cut<R>(&self, names: NameTable<'_>, max_nodes: usize, finish: impl FnOnce(Cut<'_>) -> R) -> R {
+    pub(crate) fn cut<R>(
+        &self,
+        names: NameTable<'_>,
+        max_nodes: usize,
+        finish: impl FnOnce(Cut<'_>) -> R,
+    ) -> R {
         let totals = self.totals();
         let children = Children::of(self.parents.iter().copied());
         let ranked = Ranked {

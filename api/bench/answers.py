@@ -176,6 +176,31 @@ def digest(binary, store):
         record("Series", connect(server, "querier.v1.QuerierService/Series",
                                  {"matchers": ['{service_name=~".+"}'], **ms}))
         record("GetProfileStats", connect(server, "querier.v1.QuerierService/GetProfileStats", {}))
+        # Refusals: the same status and message, in the same order of checks.
+        bad = {
+            "no profile_type": ("/api/v1/flamegraph", rng),
+            "unknown profile_type": ("/api/v1/top", {"profile_type": "a:b:c:d", **rng}),
+            "bad profile_type": ("/api/v1/timeseries", {"profile_type": "cpu", **rng}),
+            "bad selector": ("/api/v1/flamegraph", {"profile_type": types[0], "selector": "{a=", **rng}),
+            "bad trace_id": ("/api/v1/events", {"profile_type": types[0], "trace_id": "zz", **rng}),
+            "bad span_id": ("/api/v1/flamegraph", {"profile_type": types[0], "span_id": "12", **rng}),
+            "bad range": ("/api/v1/labels", {"from": "20", "to": "10"}),
+            "bad time": ("/api/v1/profile-types", {"from": "yesterday"}),
+            "bad max_nodes": ("/api/v1/flamegraph", {"profile_type": types[0], "max_nodes": "0", **rng}),
+            "bad format": ("/api/v1/diff", {"profile_type": types[0], "format": "svg"}),
+            "bad diff range": ("/api/v1/diff", {"profile_type": types[0], "baseline_from": "x"}),
+            "bad profile id": ("/api/v1/profiles/12", {}),
+            "unknown profile id": ("/api/v1/profiles/" + "ab" * 16, {}),
+            "bad step": ("/api/v1/timeseries", {"profile_type": types[0], "step": "0", **rng}),
+        }
+        for name, (path, params) in bad.items():
+            record(f"refused: {name}", rest(server, path, **params))
+        record("refused: Connect profile type", connect(
+            server, "querier.v1.QuerierService/SelectMergeStacktraces",
+            {"profile_typeID": "nope", "label_selector": "{}", **ms}))
+        record("refused: Connect selector", connect(
+            server, "querier.v1.QuerierService/LabelNames", {"matchers": ["{a="], **ms}))
+        record("refused: render query", request(f"{server.url}/pyroscope/render?query=%7B%7D"))
     finally:
         server.stop()
         shutil.rmtree(copy, ignore_errors=True)

@@ -1,7 +1,6 @@
 //! `GET /api/v1/diff`.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{MethodRouter, get};
 use stackhouse_query::pyroscope;
@@ -9,12 +8,12 @@ use stackhouse_query::render::flamebearer::flamebearer_diff;
 use stackhouse_query::render::folded_diff;
 use stackhouse_query::request::TreeAnswer;
 
+use super::call::ReadCall;
 use super::connect::{querier, querier_method};
 use super::encode::{DiffBody, folded, json, pprof};
-use super::params::{DiffParams, Format, TenantHeader, TreeParams, tenant_of};
+use super::params::{DiffParams, Format, TenantHeader, TreeParams};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::query_string::QueryMap;
 
 pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![
@@ -39,10 +38,8 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 )]
 pub(crate) async fn diff(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant_of(&headers)?;
     let sides = DiffParams::from_query(&q)?;
     let tree = TreeParams::from_query(&q)?;
     let format = tree.format()?;

@@ -2,15 +2,14 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::routing::{MethodRouter, get};
 use stackhouse_query::EventsPage;
 use stackhouse_query::request::EventsRequest;
 
-use super::params::{EventsParams, ScopeParams, TenantHeader, TraceIdParams, tenant_of};
+use super::call::ReadCall;
+use super::params::{EventsParams, ScopeParams, TenantHeader, TraceIdParams};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::query_string::QueryMap;
 
 pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![("/api/v1/events", get(events))]
@@ -28,10 +27,8 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 )]
 pub(crate) async fn events(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Json<EventsPage>, ApiError> {
-    let tenant = tenant_of(&headers)?;
     let scope = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
     let page = EventsParams::from_query(&q)?;

@@ -2,16 +2,17 @@
 //! Connect's `SelectMergeStacktraces`, `SelectMergeSpanProfile` and `SelectMergeProfile`.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use stackhouse_query::pyroscope;
 use stackhouse_query::render::flamebearer::flamebearer;
 use stackhouse_query::request::{FlamegraphRequest, TreeAnswer};
 
+use super::call::ReadCall;
 use super::connect::{querier, querier_method};
 use super::encode::{FlamegraphBody, JSON_CONTENT_TYPE, folded, json, pprof, scan_headers};
-use super::params::{Format, GroupByParams, ScopeParams, TenantHeader, TraceIdParams, TreeParams, tenant_of};
+use super::params::{Format, GroupByParams, ScopeParams, TenantHeader, TraceIdParams, TreeParams};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::query_string::QueryMap;
@@ -51,11 +52,10 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 )]
 pub(crate) async fn flamegraph(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Response, ApiError> {
     let trace_ids = TraceIdParams::from_query(&q)?.trace_id;
-    flamegraph_response(&state, &headers, &q, trace_ids).await
+    flamegraph_response(&state, tenant, &q, trace_ids).await
 }
 
 #[utoipa::path(
@@ -76,22 +76,20 @@ pub(crate) async fn flamegraph(
 )]
 pub(crate) async fn trace_flamegraph(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(trace_id): Path<String>,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Response, ApiError> {
-    flamegraph_response(&state, &headers, &q, vec![trace_id]).await
+    flamegraph_response(&state, tenant, &q, vec![trace_id]).await
 }
 
 /// A flamegraph read of these trace ids (hex) answered in any format; pprof exports the
 /// samples untruncated.
 async fn flamegraph_response(
     state: &AppState,
-    headers: &HeaderMap,
+    tenant: String,
     q: &QueryMap,
     trace_ids: Vec<String>,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant_of(headers)?;
     let scope = ScopeParams::from_query(q)?;
     let group = GroupByParams::from_query(q)?;
     let tree = TreeParams::from_query(q)?;

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::routing::{MethodRouter, get};
 use serde::Serialize;
 use stackhouse_query::pyroscope;
@@ -13,11 +12,11 @@ use stackhouse_storage::catalog::{CatalogStats, TableStats};
 use stackhouse_storage::model::{ProfileType, Series};
 use utoipa::ToSchema;
 
+use super::call::ReadCall;
 use super::connect::{querier, querier_method};
-use super::params::{RangeParams, TenantHeader, tenant_of};
+use super::params::{RangeParams, TenantHeader};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::query_string::QueryMap;
 
 pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![
@@ -149,10 +148,8 @@ impl From<CatalogStats> for Stats {
 )]
 pub(crate) async fn profile_types(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Json<ProfileTypes>, ApiError> {
-    let tenant = tenant_of(&headers)?;
     let request = RangeParams::from_query(&q)?.request(tenant);
     let (types, series) = state.engine.read_profile_types(&request).await?;
     Ok(Json(ProfileTypes {
@@ -172,10 +169,8 @@ pub(crate) async fn profile_types(
 )]
 pub(crate) async fn label_names(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Json<LabelNames>, ApiError> {
-    let tenant = tenant_of(&headers)?;
     let request = RangeParams::from_query(&q)?.request(tenant);
     let names = state.engine.read_label_names(&request).await?;
     Ok(Json(LabelNames { names }))
@@ -193,11 +188,9 @@ pub(crate) async fn label_names(
 )]
 pub(crate) async fn label_values(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(name): Path<String>,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Json<LabelValues>, ApiError> {
-    let tenant = tenant_of(&headers)?;
     let request = RangeParams::from_query(&q)?.request(tenant);
     let values = state.engine.read_label_values(&request, &name).await?;
     Ok(Json(LabelValues { name, values }))
@@ -215,8 +208,7 @@ pub(crate) async fn label_values(
 )]
 pub(crate) async fn stats(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    ReadCall { tenant, .. }: ReadCall,
 ) -> Result<Json<Stats>, ApiError> {
-    let tenant = tenant_of(&headers)?;
     Ok(Json(Stats::from(state.engine.stats(&tenant).await?)))
 }

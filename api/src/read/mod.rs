@@ -3,6 +3,7 @@
 //! (query string or Connect message), makes one engine request (`stackhouse_query::request`
 //! for REST, `stackhouse_query::pyroscope` for Connect) and encodes the answer.
 
+mod call;
 pub(crate) mod connect;
 pub(crate) mod diff;
 mod encode;

@@ -1,17 +1,16 @@
 //! `GET /api/v1/profiles/{profile_id}`.
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{MethodRouter, get};
 use stackhouse_query::render::flamebearer::flamebearer;
 use stackhouse_query::request::{ProfileRequest, TreeAnswer};
 
+use super::call::ReadCall;
 use super::encode::{ProfileBody, folded, json, pprof};
-use super::params::{Format, ProfileTypeParams, TenantHeader, TreeParams, tenant_of};
+use super::params::{Format, ProfileTypeParams, TenantHeader, TreeParams};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::query_string::QueryMap;
 
 pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![("/api/v1/profiles/{profile_id}", get(profile))]
@@ -37,11 +36,9 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 )]
 pub(crate) async fn profile(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(profile_id): Path<String>,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Response, ApiError> {
-    let tenant = tenant_of(&headers)?;
     let type_params = ProfileTypeParams::from_query(&q)?;
     let tree = TreeParams::from_query(&q)?;
     let format = tree.format()?;

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use serde_json::{Value, json};
@@ -15,9 +15,9 @@ use stackhouse_query::render::dot::dot;
 use stackhouse_query::render::flamebearer::{flamebearer, flamebearer_diff};
 use stackhouse_query::request::parse_time;
 
+use super::call::ReadCall;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::tenant;
 use crate::wire::query_string::QueryMap;
 
 pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
@@ -66,19 +66,19 @@ fn max_nodes(q: &QueryMap) -> Result<usize, ApiError> {
     })
 }
 
-fn call(headers: &HeaderMap) -> Result<Caller, ApiError> {
-    Ok(Caller {
-        tenant: tenant::from_headers(headers)?,
+/// Pyroscope's legacy API serves sanitized label names only.
+fn call(tenant: String) -> Caller {
+    Caller {
+        tenant,
         utf8_names: false,
-    })
+    }
 }
 
 pub(super) async fn render(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Response, ApiError> {
-    let call = call(&headers)?;
+    let call = call(tenant);
     let query = q
         .one("query")?
         .ok_or_else(|| ApiError::invalid("query is required: <profile type id>{<matchers>}"))?;
@@ -179,10 +179,9 @@ async fn render_dot(
 
 pub(super) async fn render_diff(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Json<Value>, ApiError> {
-    let call = call(&headers)?;
+    let call = call(tenant);
     let side = |name: &str| {
         q.one(name)?
             .ok_or_else(|| ApiError::invalid(format!("{name} is required: <profile type id>{{<matchers>}}")))

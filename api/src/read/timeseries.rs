@@ -7,12 +7,12 @@ use axum::routing::{MethodRouter, get};
 use stackhouse_query::request::TimeseriesRequest;
 use stackhouse_query::{Timeseries, pyroscope};
 
+use super::call::ReadCall;
 use super::connect::{querier, querier_method};
 use super::encode::scan_headers;
-use super::params::{ScopeParams, TenantHeader, TimeseriesParams, TraceIdParams, tenant_of};
+use super::params::{ScopeParams, TenantHeader, TimeseriesParams, TraceIdParams};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::query_string::QueryMap;
 
 pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![
@@ -40,10 +40,8 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 )]
 pub(crate) async fn timeseries(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<(HeaderMap, Json<Timeseries>), ApiError> {
-    let tenant = tenant_of(&headers)?;
     let scope = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
     let series = TimeseriesParams::from_query(&q)?;

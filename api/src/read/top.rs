@@ -2,15 +2,14 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::routing::{MethodRouter, get};
 use stackhouse_query::Top;
 use stackhouse_query::request::TopRequest;
 
-use super::params::{ScopeParams, TenantHeader, TopParams, TraceIdParams, tenant_of};
+use super::call::ReadCall;
+use super::params::{ScopeParams, TenantHeader, TopParams, TraceIdParams};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::query_string::QueryMap;
 
 pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![("/api/v1/top", get(top))]
@@ -28,10 +27,8 @@ pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 )]
 pub(crate) async fn top(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    q: QueryMap,
+    ReadCall { tenant, q }: ReadCall,
 ) -> Result<Json<Top>, ApiError> {
-    let tenant = tenant_of(&headers)?;
     let scope = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
     let top = TopParams::from_query(&q)?;

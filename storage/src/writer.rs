@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{Id, JoinSet};
 use tokio::time::MissedTickBehavior;
 
-use crate::catalog::{CommitOutcome, ProfileCatalog, SegmentCatalog, SegmentCommit};
+use crate::catalog::{CommitOutcome, SegmentCommit};
 use crate::clock::{self, SharedClock};
 use crate::model::{AttributeSet, Batch, IdMap, ProfileKey, ProfileRecord};
 use crate::segment::{WrittenSegment, write_segment};
@@ -167,10 +167,7 @@ fn pending_bytes(bytes: usize) {
     metrics::gauge!("stackhouse_ingest_pending_bytes").set(bytes as f64);
 }
 
-/// What the writer asks of the catalog: which profiles are stored already, and the commit.
-pub trait WriterCatalog: SegmentCatalog + ProfileCatalog {}
-
-impl<T: SegmentCatalog + ProfileCatalog + ?Sized> WriterCatalog for T {}
+pub use crate::catalog::WriterCatalog;
 
 pub struct Writer {
     tx: mpsc::Sender<Msg>,

@@ -158,6 +158,19 @@ pub struct DiffQuery {
     pub comparison_stacks: StackFilter,
 }
 
+impl DiffQuery {
+    /// Both sides with every stack.
+    pub fn new(baseline: Scope, comparison: Scope, max_nodes: usize) -> DiffQuery {
+        DiffQuery {
+            baseline,
+            comparison,
+            max_nodes,
+            baseline_stacks: StackFilter::default(),
+            comparison_stacks: StackFilter::default(),
+        }
+    }
+}
+
 impl QueryEngine {
     /// One tree carrying both sides' values.
     pub async fn diff(&self, q: &DiffQuery) -> Result<Diff, QueryError> {

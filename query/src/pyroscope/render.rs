@@ -170,13 +170,7 @@ pub async fn render_diff(
             let (baseline, comparison) =
                 futures::try_join!(query_scope(engine, call, left), query_scope(engine, call, right))?;
             engine
-                .diff(&DiffQuery {
-                    baseline,
-                    comparison,
-                    max_nodes,
-                    baseline_stacks: Default::default(),
-                    comparison_stacks: Default::default(),
-                })
+                .diff(&DiffQuery::new(baseline, comparison, max_nodes))
                 .await
         })
         .await

@@ -222,13 +222,7 @@ impl QueryEngine {
                 return Ok(TreeAnswer::Pprof(self.pprof(&query).await?));
             }
             let diff = self
-                .diff(&DiffQuery {
-                    baseline,
-                    comparison,
-                    max_nodes,
-                    baseline_stacks: Default::default(),
-                    comparison_stacks: Default::default(),
-                })
+                .diff(&DiffQuery::new(baseline, comparison, max_nodes))
                 .await?;
             Ok(match r.output {
                 TreeOutput::Json => TreeAnswer::Json(diff),

@@ -4,7 +4,6 @@ use serde::Serialize;
 use stackhouse_storage::model::ProfileType;
 use utoipa::ToSchema;
 
-use super::truncate::truncate_tree;
 use crate::types::{ProfileTypeInfo, ScanStats};
 
 /// Node budget when a query does not ask for one (as Pyroscope's `max_nodes`).
@@ -46,11 +45,6 @@ impl Node {
     pub fn child(&self, name: &str) -> Option<&Node> {
         self.children.iter().find(|c| c.name == name)
     }
-
-    /// Keeps at most `max_nodes` nodes of this subtree; see [`truncate_tree`].
-    pub fn truncate(&mut self, max_nodes: usize) {
-        truncate_tree(self, max_nodes);
-    }
 }
 
 impl TreeNode for Node {
@@ -77,7 +71,7 @@ impl TreeNode for Node {
 }
 
 /// A built tree whose children are kept in sibling order (larger weights first, then by
-/// name): the flamegraph and the diff, which [`truncate_tree`] cuts alike.
+/// name): the flamegraph and the diff, which `truncate_tree` cuts alike.
 pub trait TreeNode: Sized {
     /// What truncation ranks nodes by: larger weights are kept first.
     fn weight(&self) -> i64;

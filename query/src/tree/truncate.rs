@@ -5,8 +5,15 @@
 use std::cmp::Ordering;
 
 use super::children::Children;
-use super::model::{TreeNode, count_nodes};
+use super::model::{Node, TreeNode, count_nodes};
 use super::select::{self, ROOT, Ranking};
+
+impl Node {
+    /// Keeps at most `max_nodes` nodes of this subtree; see [`truncate_tree`].
+    pub fn truncate(&mut self, max_nodes: usize) {
+        truncate_tree(self, max_nodes);
+    }
+}
 
 /// Keeps at most `max_nodes` nodes of the tree under `root`, preferring larger weights,
 /// and folds the siblings dropped under each kept node into one [`super::OTHER_NAME`]

@@ -258,7 +258,7 @@ macro_rules! umbrella {
     ($($entity:ident),+ $(,)?; roles: $($role:path),+ $(,)?) => {
         /// Every entity of the catalog, what the servers pass around. Code takes the entity
         /// trait it uses instead (`Arc<dyn TokenCatalog>`), or the role of its component
-        /// when that uses a few ([`crate::writer::WriterCatalog`]); an `Arc<dyn Catalog>`
+        /// when that uses a few ([`WriterCatalog`]); an `Arc<dyn Catalog>`
         /// upcasts to either. The roles follow from the entities by their blanket impls and
         /// are listed only so that the upcast exists.
         pub trait Catalog: $($entity +)+ $($role +)+ Send + Sync + 'static {}
@@ -282,8 +282,19 @@ umbrella!(
     SettingCatalog,
     DebugFileCatalog,
     TokenCatalog;
-    roles: crate::writer::WriterCatalog, crate::compaction::CompactionCatalog,
+    roles: WriterCatalog, CompactionCatalog,
 );
+
+/// What the writer asks of the catalog: which profiles are stored already, and the commit.
+pub trait WriterCatalog: SegmentCatalog + ProfileCatalog {}
+
+impl<T: SegmentCatalog + ProfileCatalog + ?Sized> WriterCatalog for T {}
+
+/// What compaction and retention ask of the catalog: a tenant's segments and symbol objects
+/// to swap, under the tenant's lease.
+pub trait CompactionCatalog: SegmentCatalog + SymbolCatalog + LeaseCatalog {}
+
+impl<T: SegmentCatalog + SymbolCatalog + LeaseCatalog + ?Sized> CompactionCatalog for T {}
 
 /// Opens the catalog a url names: `sqlite:///abs/path/catalog.db`, `sqlite::memory:`, or
 /// `postgres://user@host/db` (also `postgresql://`). Migrations run before it returns.

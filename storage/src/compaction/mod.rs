@@ -15,9 +15,7 @@ pub use lease::{Lease, MIN_LEASE_TTL, heartbeat_period, tenant_lease};
 pub use merge::rewrite;
 pub use plan::{CompactMode, Group, Policy, TOP_LEVEL};
 
-use crate::catalog::{
-    CatalogError, LeaseCatalog, SegmentCatalog, SegmentMeta, SegmentReplacement, SymbolCatalog,
-};
+use crate::catalog::{CatalogError, SegmentMeta, SegmentReplacement};
 use crate::clock::SharedClock;
 use crate::model::TimeRange;
 use crate::rollup::Resolution;
@@ -94,11 +92,7 @@ impl CompactionReport {
     }
 }
 
-/// What compaction and retention ask of the catalog: a tenant's segments and symbol objects
-/// to swap, under the tenant's lease.
-pub trait CompactionCatalog: SegmentCatalog + SymbolCatalog + LeaseCatalog {}
-
-impl<T: SegmentCatalog + SymbolCatalog + LeaseCatalog + ?Sized> CompactionCatalog for T {}
+pub use crate::catalog::CompactionCatalog;
 
 pub struct Compactor {
     store: Store,

@@ -11,7 +11,7 @@ use crate::endpoints::diff::{Diff, DiffQuery};
 use crate::endpoints::events::{EventsPage, EventsQuery};
 use crate::endpoints::export::PprofQuery;
 use crate::endpoints::flamegraph::FlamegraphQuery;
-use crate::endpoints::profile::{ProfileDetail, ProfileMeta};
+use crate::endpoints::profile::ProfileDetail;
 use crate::endpoints::timeseries::{Aggregation, Timeseries, TimeseriesQuery};
 use crate::endpoints::top::{Top, TopQuery};
 use crate::engine::QueryEngine;
@@ -148,7 +148,7 @@ impl QueryEngine {
             let profile_id = super::hex_id::<16>("profile_id", &r.profile_id)?;
             let profile_type = r.profile_type.as_deref().map(parse_profile_type).transpose()?;
             let max_nodes = self.max_nodes(r.max_nodes)?;
-            let (meta, scope): (ProfileMeta, Scope) = self
+            let (meta, scope) = self
                 .find_profile(&r.tenant, profile_id, profile_type.as_ref())
                 .await?;
             if r.output == TreeOutput::Pprof {

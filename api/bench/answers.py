@@ -120,6 +120,7 @@ def digest(binary, store):
         record("labels", rest(server, "/api/v1/labels", **rng))
         record("label values service.name", rest(server, "/api/v1/labels/service.name/values", **rng))
         record("stats", rest(server, "/api/v1/stats", **rng))
+        record("openapi.json", rest(server, "/api/v1/openapi.json"))
         ms = {"start": FROM_NS // 1_000_000, "end": TO_NS // 1_000_000}
         for t in types:
             scope = {"profile_type": t, **rng}

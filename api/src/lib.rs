@@ -14,6 +14,7 @@ pub mod http;
 pub mod import;
 pub mod monitoring;
 pub mod read;
+pub mod route;
 pub mod server;
 pub mod state;
 pub mod telemetry;

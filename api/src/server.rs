@@ -6,7 +6,6 @@ use std::sync::Arc;
 use anyhow::Context;
 use stackhouse_ingest::limits::{RateLimiter, SeriesCounter};
 use stackhouse_ingest::pipeline::Pipeline;
-use stackhouse_query::debuginfo::DebugInfoConfig;
 use stackhouse_query::{QueryConfig, QueryEngine};
 use stackhouse_storage::catalog::{open_catalog, redact_password};
 use stackhouse_storage::clock::{self, SharedClock};
@@ -199,24 +198,19 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             clock: clock.clone(),
         },
     ));
-    let engine = Arc::new(
-        QueryEngine::new(
-            store.clone(),
-            catalog.clone(),
-            symbols,
-            QueryConfig {
-                limits: args.query_limits.limits(),
-                memory_limit_bytes: Some(args.query_memory_budget),
-                debuginfo: DebugInfoConfig {
-                    clock: clock.clone(),
-                    ..args.debuginfo.config()
-                },
-                cluster: args.cluster.config().await?,
-                ..QueryConfig::default()
-            },
-        )
-        .with_clock(clock.clone()),
-    );
+    let engine = Arc::new(QueryEngine::new(
+        store.clone(),
+        catalog.clone(),
+        symbols,
+        QueryConfig {
+            limits: args.query_limits.limits(),
+            memory_limit_bytes: Some(args.query_memory_budget),
+            debuginfo: args.debuginfo.config(),
+            cluster: args.cluster.config().await?,
+            clock: clock.clone(),
+            ..QueryConfig::default()
+        },
+    ));
     let limiter = Arc::new(RateLimiter::new(args.rate_limits.limits()));
     let pipeline = Arc::new(
         Pipeline::new(writer.clone(), clock.clone())

@@ -44,9 +44,10 @@ fn app() -> &'static App {
         let router = stackhouse_api::http::router(services.state);
         let mut routes: Vec<(Method, String)> = stackhouse_api::http::api_routes()
             .into_iter()
-            .map(|(path, _)| (Method::GET, path.to_string()))
+            .map(|route| (Method::GET, route.path))
             .collect();
-        for (path, _) in stackhouse_api::read::routes() {
+        for route in stackhouse_api::read::routes() {
+            let path = route.path;
             if path.starts_with("/api/v1/") {
                 continue;
             }
@@ -55,10 +56,10 @@ fn app() -> &'static App {
             } else {
                 Method::POST
             };
-            routes.push((method, path.to_string()));
+            routes.push((method, path));
         }
-        for (path, _) in stackhouse_api::http::ingest_routes() {
-            routes.push((Method::POST, path.to_string()));
+        for route in stackhouse_api::http::ingest_routes() {
+            routes.push((Method::POST, route.path));
         }
         // Something to find: two series of folded stacks.
         for env in ["a", "b"] {

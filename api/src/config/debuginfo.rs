@@ -41,7 +41,6 @@ impl DebugInfoArgs {
             debuginfod_urls: self.debuginfod_urls.clone(),
             debuginfod_negative_ttl: self.debuginfod_negative_ttl,
             debuginfod_timeout: self.debuginfod_timeout,
-            ..Default::default()
         }
     }
 }

@@ -12,9 +12,14 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::read::params::{TenantHeader, tenant_of};
+use crate::route::{Route, documented};
 use crate::state::AppState;
 use crate::wire::body::{inflate, read_limited};
 use crate::wire::query_string::QueryMap;
+
+pub(super) fn routes() -> Vec<Route> {
+    vec![documented!(list), documented!(put, get, delete)]
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DebugFiles {

@@ -10,33 +10,28 @@ mod push;
 mod ui;
 
 use axum::Router;
-use axum::routing::{MethodRouter, get, post, put};
+use axum::routing::{get, post};
 
 use crate::auth;
 use crate::config::Roles;
 use crate::read;
+use crate::route::Route;
 use crate::state::AppState;
 
 /// Every route of the query role: the reads (REST, Connect, Pyroscope's render), debug
 /// files and the OpenAPI document.
-fn query_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub(crate) fn query_routes() -> Vec<Route> {
     let mut routes = read::routes();
-    routes.extend([
-        ("/api/v1/debuginfo", get(debuginfo::list)),
-        (
-            "/api/v1/debuginfo/{build_id}",
-            put(debuginfo::put).get(debuginfo::get).delete(debuginfo::delete),
-        ),
-        ("/api/v1/openapi.json", get(openapi::openapi_json)),
-    ]);
+    routes.extend(debuginfo::routes());
+    routes.extend(openapi::routes());
     routes
 }
 
 /// Every route under `/api/v1`; a test checks each is in the OpenAPI document.
-pub fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub fn api_routes() -> Vec<Route> {
     query_routes()
         .into_iter()
-        .filter(|(path, _)| path.starts_with("/api/v1/"))
+        .filter(|route| route.path.starts_with("/api/v1/"))
         .collect()
 }
 
@@ -47,12 +42,12 @@ pub fn router(state: AppState) -> Router {
 
 /// Every ingest route, all POST. Outside /api/v1: their paths are fixed by OTLP and
 /// Pyroscope.
-pub fn ingest_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub fn ingest_routes() -> Vec<Route> {
     vec![
-        ("/v1development/profiles", post(otlp::export)),
-        ("/v1experimental/profiles", post(otlp::export_experimental)),
-        ("/ingest", post(ingest::ingest)),
-        ("/push.v1.PusherService/Push", post(push::push)),
+        Route::new("/v1development/profiles", post(otlp::export)),
+        Route::new("/v1experimental/profiles", post(otlp::export_experimental)),
+        Route::new("/ingest", post(ingest::ingest)),
+        Route::new("/push.v1.PusherService/Push", post(push::push)),
     ]
 }
 
@@ -61,13 +56,13 @@ pub fn ingest_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 pub fn router_for(state: AppState, roles: &Roles) -> Router {
     let mut router = Router::new();
     if roles.ingest {
-        for (path, route) in ingest_routes() {
-            router = router.route(path, route);
+        for route in ingest_routes() {
+            router = router.route(&route.path, route.handlers);
         }
     }
     if roles.query {
-        for (path, route) in query_routes() {
-            router = router.route(path, route);
+        for route in query_routes() {
+            router = router.route(&route.path, route.handlers);
         }
     }
     if roles.ingest || roles.query {
@@ -78,8 +73,8 @@ pub fn router_for(state: AppState, roles: &Roles) -> Router {
         ));
     }
     if roles.query {
-        for (path, route) in ui::routes() {
-            router = router.route(path, route);
+        for route in ui::routes() {
+            router = router.route(&route.path, route.handlers);
         }
     }
     router
@@ -94,16 +89,16 @@ pub fn router_for(state: AppState, roles: &Roles) -> Router {
 mod tests {
     use std::collections::BTreeSet;
 
-    use utoipa::OpenApi;
-
     use super::*;
 
     #[test]
     fn every_api_route_is_documented_and_nothing_else() {
-        let doc = openapi::ApiDoc::openapi();
+        let doc = openapi::document();
         let documented: BTreeSet<&str> = doc.paths.paths.keys().map(String::as_str).collect();
-        let served: BTreeSet<&str> = api_routes().into_iter().map(|(path, _)| path).collect();
+        let routes = api_routes();
+        let served: BTreeSet<&str> = routes.iter().map(|route| route.path.as_str()).collect();
         assert_eq!(served, documented);
+        assert!(routes.iter().all(Route::is_documented));
         for (path, item) in &doc.paths.paths {
             assert!(
                 item.get.is_some(),

@@ -1,5 +1,6 @@
-//! The OpenAPI document of the HTTP API, generated from the handlers' parameter and
-//! result types, served at `GET /api/v1/openapi.json`.
+//! The OpenAPI document of the HTTP API, generated from the routes served (each documented
+//! route carries its handlers' annotations, parameter and result types), served at
+//! `GET /api/v1/openapi.json`.
 
 use std::sync::OnceLock;
 
@@ -11,7 +12,8 @@ use utoipa::{Modify, OpenApi};
 
 use super::debuginfo;
 use crate::error::{ErrorBody, ErrorKind};
-use crate::read::{diff, events, flamegraph, labels, params, profiles, timeseries, top};
+use crate::read::{self, params};
+use crate::route::{self, Route, documented};
 
 /// How every query endpoint can fail.
 const QUERY_ERRORS: [ErrorKind; 4] = [
@@ -75,25 +77,6 @@ impl Modify for ErrorResponses {
             message names the limit and the flag that raises it), 503 with `Retry-After` when \
             the server cannot answer now (query memory budget, storage), 500 for our faults."
     ),
-    modifiers(&ErrorResponses),
-    paths(
-        flamegraph::flamegraph,
-        profiles::profile,
-        flamegraph::trace_flamegraph,
-        timeseries::timeseries,
-        top::top,
-        diff::diff,
-        events::events,
-        labels::profile_types,
-        labels::label_names,
-        labels::label_values,
-        labels::stats,
-        debuginfo::list,
-        debuginfo::get,
-        debuginfo::put,
-        debuginfo::delete,
-        openapi_json,
-    ),
     components(schemas(ErrorBody, params::Format)),
     tags(
         (name = "query", description = "Flamegraphs, profiles, time series, top functions, diffs, events"),
@@ -102,7 +85,29 @@ impl Modify for ErrorResponses {
         (name = "meta", description = "This document"),
     )
 )]
-pub struct ApiDoc;
+struct ApiDoc;
+
+pub(super) fn routes() -> Vec<Route> {
+    vec![documented!(openapi_json)]
+}
+
+/// The whole document: what every documented route says, each endpoint's error answers
+/// added.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    let served = read::routes()
+        .into_iter()
+        .chain(debuginfo::routes())
+        .chain(routes());
+    let (paths, components) = route::document(served.collect());
+    doc.paths.merge(paths);
+    doc.components
+        .get_or_insert_with(Default::default)
+        .schemas
+        .extend(components.schemas);
+    ErrorResponses.modify(&mut doc);
+    doc
+}
 
 /// This document, as OpenAPI 3.1 JSON.
 #[utoipa::path(
@@ -116,7 +121,7 @@ pub async fn openapi_json() -> Response {
     let doc = DOC.get_or_init(|| {
         // Serializing a document built from our own types does not fail; an empty object
         // would still be valid JSON if it somehow did.
-        ApiDoc::openapi().to_json().unwrap_or_else(|_| "{}".to_string())
+        document().to_json().unwrap_or_else(|_| "{}".to_string())
     });
     ([(header::CONTENT_TYPE, "application/json")], doc.clone()).into_response()
 }
@@ -129,7 +134,7 @@ mod tests {
 
     #[test]
     fn document_is_openapi_3_1_with_error_bodies() {
-        let doc: Value = serde_json::from_str(&ApiDoc::openapi().to_json().unwrap()).unwrap();
+        let doc: Value = serde_json::from_str(&document().to_json().unwrap()).unwrap();
         assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
         let error_ref = "#/components/schemas/ErrorBody";
         assert!(doc["components"]["schemas"]["ErrorBody"]["required"] == serde_json::json!(["error"]));

@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get};
+use axum::routing::get;
 
-use crate::state::AppState;
+use crate::route::Route;
 use crate::wire::body::{accepts_gzip, gzip};
 
 /// `(name, content type, body)` of every file served.
@@ -73,8 +73,8 @@ fn assets() -> &'static [(&'static str, Asset)] {
 }
 
 /// The UI's routes, served with the query API.
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
-    vec![("/", get(index)), ("/ui/{file}", get(file))]
+pub(super) fn routes() -> Vec<Route> {
+    vec![Route::new("/", get(index)), Route::new("/ui/{file}", get(file))]
 }
 
 async fn index(headers: HeaderMap) -> Response {

@@ -15,6 +15,7 @@ use prost::{Message, Name};
 use stackhouse_query::pyroscope::Caller;
 
 use crate::error::{ApiError, ErrorKind};
+use crate::route::Route;
 use crate::state::AppState;
 use crate::tenant;
 use crate::wire::connect as codec;
@@ -47,9 +48,8 @@ where
             utf8_names: utf8_allowed(&parts.headers),
         };
         let answer = match timeout(&parts.headers)? {
-            Some(limit) => tokio::time::timeout(limit, method(state, call, message))
-                .await
-                .map_err(|_| {
+            Some(limit) => {
+                let exceeded = || {
                     ApiError::new(
                         ErrorKind::DeadlineExceeded,
                         format!(
@@ -57,7 +57,16 @@ where
                             limit.as_millis()
                         ),
                     )
-                })??,
+                };
+                // A zero deadline has passed already; tokio's timeout polls the method once
+                // first, and an answer from warm caches would beat it.
+                if limit.is_zero() {
+                    return Err(exceeded());
+                }
+                tokio::time::timeout(limit, method(state, call, message))
+                    .await
+                    .map_err(|_| exceeded())??
+            }
             None => method(state, call, message).await?,
         };
         Ok::<_, ApiError>(codec::respond(codec, &parts.headers, &answer))
@@ -90,30 +99,26 @@ where
     post(move |State(state): State<AppState>, request: Request| unary(state, request, method))
 }
 
-/// A `querier.v1.QuerierService` method: one request of the Pyroscope dialect on the engine.
-macro_rules! querier_method {
-    ($method:path) => {
-        $crate::read::connect::rpc(
-            |state: $crate::state::AppState, call: stackhouse_query::pyroscope::Caller, r| async move {
-                Ok($method(&state.engine, &call, r).await?)
-            },
-        )
-    };
-}
-pub(super) use querier_method;
-
-/// The path of a `querier.v1.QuerierService` method.
+/// The route of a `querier.v1.QuerierService` method: one request of the Pyroscope dialect
+/// on the engine.
 macro_rules! querier {
-    ($method:literal) => {
-        concat!("/querier.v1.QuerierService/", $method)
+    ($name:literal, $method:path) => {
+        $crate::route::Route::new(
+            concat!("/querier.v1.QuerierService/", $name),
+            $crate::read::connect::rpc(
+                |state: $crate::state::AppState, call: stackhouse_query::pyroscope::Caller, r| async move {
+                    Ok($method(&state.engine, &call, r).await?)
+                },
+            ),
+        )
     };
 }
 pub(super) use querier;
 
 /// Every other `<package>.<Service>/<Method>`: Connect's answer for a method not served,
 /// which Grafana's clients take as "feature off".
-pub(super) fn unimplemented_route() -> (&'static str, MethodRouter<AppState>) {
-    ("/{service}/{method}", post(unimplemented))
+pub(super) fn unimplemented_route() -> Route {
+    Route::new("/{service}/{method}", post(unimplemented))
 }
 
 async fn unimplemented(Path((service, method)): Path<(String, String)>) -> Response {

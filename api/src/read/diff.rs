@@ -2,24 +2,19 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::{MethodRouter, get};
 use stackhouse_query::pyroscope;
-use stackhouse_query::render::flamebearer::flamebearer_diff;
-use stackhouse_query::render::folded_diff;
 use stackhouse_query::request::TreeAnswer;
 
 use super::call::ReadCall;
-use super::connect::{querier, querier_method};
-use super::encode::{DiffBody, folded, json, pprof};
-use super::params::{DiffParams, Format, TenantHeader, TreeParams};
+use super::connect::querier;
+use super::encode::{DiffBody, json, pprof, rendered};
+use super::params::{DiffParams, TenantHeader, TreeParams};
 use crate::error::ApiError;
+use crate::route::{Route, documented};
 use crate::state::AppState;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
-    vec![
-        ("/api/v1/diff", get(diff)),
-        (querier!("Diff"), querier_method!(pyroscope::diff)),
-    ]
+pub(super) fn routes() -> Vec<Route> {
+    vec![documented!(diff), querier!("Diff", pyroscope::diff)]
 }
 
 /// Two selections of one profile type merged into one tree carrying both sides' values.
@@ -47,7 +42,6 @@ pub(crate) async fn diff(
     Ok(match state.engine.read_diff(&request).await? {
         TreeAnswer::Pprof(profile) => pprof(&profile),
         TreeAnswer::Json(diff) => json(DiffBody::Diff(Box::new(diff))),
-        TreeAnswer::Tree(diff) if format == Format::Folded => folded(folded_diff(&diff)),
-        TreeAnswer::Tree(diff) => json(DiffBody::Flamebearer(flamebearer_diff(&diff))),
+        TreeAnswer::Tree(diff) => rendered(format, |r| r.diff(&diff))?,
     })
 }

@@ -1,5 +1,5 @@
-//! How the query API's answers are encoded: JSON and its bodies, folded text, gzipped
-//! pprof files, and the headers that tell which resolutions an answer read.
+//! How the query API's answers are encoded: JSON and its bodies, a tree in a renderer's
+//! format, gzipped pprof files, and the headers that tell which resolutions an answer read.
 
 use axum::Json;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
@@ -7,12 +7,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use stackhouse_proto::pprof::Profile;
 use stackhouse_query::render::flamebearer::FlamebearerProfile;
+use stackhouse_query::render::{OutputFormat, TreeRenderer};
 use stackhouse_query::{Diff, Flamegraph, ProfileDetail, ScanStats};
+
+use crate::error::ApiError;
 
 /// `Content-Type` of JSON, as axum's `Json` sets it.
 pub(super) const JSON_CONTENT_TYPE: &str = "application/json";
-/// `Content-Type` of the folded format.
-pub const FOLDED_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
 /// `Content-Type` of the pprof format.
 pub const PPROF_CONTENT_TYPE: &str = "application/octet-stream";
 
@@ -47,8 +48,22 @@ pub(super) fn json<T: Serialize>(body: T) -> Response {
     Json(body).into_response()
 }
 
-pub(super) fn folded(text: String) -> Response {
-    ([(header::CONTENT_TYPE, FOLDED_CONTENT_TYPE)], text).into_response()
+/// A cut tree in `format`'s renderer; the engine answers with a cut tree only for those.
+pub(super) fn rendered(
+    format: &OutputFormat,
+    render: impl FnOnce(&dyn TreeRenderer) -> Vec<u8>,
+) -> Result<Response, ApiError> {
+    let OutputFormat::Rendered(renderer) = format else {
+        return Err(ApiError::internal(format!(
+            "the engine answered a cut tree for format {}",
+            format.name()
+        )));
+    };
+    Ok((
+        [(header::CONTENT_TYPE, renderer.content_type())],
+        render(*renderer),
+    )
+        .into_response())
 }
 
 /// The engine's profile, encoded and gzipped here, once; it goes out as a file, not with a

@@ -2,17 +2,17 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::routing::{MethodRouter, get};
 use stackhouse_query::EventsPage;
 use stackhouse_query::request::EventsRequest;
 
 use super::call::ReadCall;
 use super::params::{EventsParams, ScopeParams, TenantHeader, TraceIdParams};
 use crate::error::ApiError;
+use crate::route::{Route, documented};
 use crate::state::AppState;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
-    vec![("/api/v1/events", get(events))]
+pub(super) fn routes() -> Vec<Route> {
+    vec![documented!(events)]
 }
 
 /// Individual samples in time order, one page at a time.

@@ -4,35 +4,25 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get};
 use stackhouse_query::pyroscope;
-use stackhouse_query::render::flamebearer::flamebearer;
 use stackhouse_query::request::{FlamegraphRequest, TreeAnswer};
 
 use super::call::ReadCall;
-use super::connect::{querier, querier_method};
-use super::encode::{FlamegraphBody, JSON_CONTENT_TYPE, folded, json, pprof, scan_headers};
-use super::params::{Format, GroupByParams, ScopeParams, TenantHeader, TraceIdParams, TreeParams};
+use super::connect::querier;
+use super::encode::{FlamegraphBody, JSON_CONTENT_TYPE, pprof, rendered, scan_headers};
+use super::params::{GroupByParams, ScopeParams, TenantHeader, TraceIdParams, TreeParams};
 use crate::error::ApiError;
+use crate::route::{Route, documented};
 use crate::state::AppState;
 use crate::wire::query_string::QueryMap;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub(super) fn routes() -> Vec<Route> {
     vec![
-        ("/api/v1/flamegraph", get(flamegraph)),
-        ("/api/v1/traces/{trace_id}/flamegraph", get(trace_flamegraph)),
-        (
-            querier!("SelectMergeStacktraces"),
-            querier_method!(pyroscope::select_merge_stacktraces),
-        ),
-        (
-            querier!("SelectMergeSpanProfile"),
-            querier_method!(pyroscope::select_merge_span_profile),
-        ),
-        (
-            querier!("SelectMergeProfile"),
-            querier_method!(pyroscope::select_merge_profile),
-        ),
+        documented!(flamegraph),
+        documented!(trace_flamegraph),
+        querier!("SelectMergeStacktraces", pyroscope::select_merge_stacktraces),
+        querier!("SelectMergeSpanProfile", pyroscope::select_merge_span_profile),
+        querier!("SelectMergeProfile", pyroscope::select_merge_profile),
     ]
 }
 
@@ -113,11 +103,7 @@ async fn flamegraph_response(
         }
         TreeAnswer::Tree(flamegraph) => {
             let headers = scan_headers(flamegraph.stats.as_ref());
-            let body = match format {
-                Format::Folded => folded(stackhouse_query::folded(&flamegraph)),
-                _ => json(FlamegraphBody::Flamebearer(flamebearer(&flamegraph))),
-            };
-            (headers, body).into_response()
+            (headers, rendered(format, |r| r.flamegraph(&flamegraph))?).into_response()
         }
     })
 }

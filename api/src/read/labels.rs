@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::routing::{MethodRouter, get};
 use serde::Serialize;
 use stackhouse_query::pyroscope;
 use stackhouse_storage::catalog::{CatalogStats, TableStats};
@@ -13,32 +12,24 @@ use stackhouse_storage::model::{ProfileType, Series};
 use utoipa::ToSchema;
 
 use super::call::ReadCall;
-use super::connect::{querier, querier_method};
+use super::connect::querier;
 use super::params::{RangeParams, TenantHeader};
 use crate::error::ApiError;
+use crate::route::{Route, documented};
 use crate::state::AppState;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub(super) fn routes() -> Vec<Route> {
     vec![
-        ("/api/v1/profile-types", get(profile_types)),
-        ("/api/v1/labels", get(label_names)),
-        ("/api/v1/labels/{name}/values", get(label_values)),
-        ("/api/v1/stats", get(stats)),
-        (
-            querier!("ProfileTypes"),
-            querier_method!(pyroscope::profile_types),
-        ),
-        (querier!("LabelNames"), querier_method!(pyroscope::label_names)),
-        (querier!("LabelValues"), querier_method!(pyroscope::label_values)),
-        (querier!("Series"), querier_method!(pyroscope::series)),
-        (
-            querier!("GetProfileStats"),
-            querier_method!(pyroscope::get_profile_stats),
-        ),
-        (
-            querier!("AnalyzeQuery"),
-            querier_method!(pyroscope::analyze_query),
-        ),
+        documented!(profile_types),
+        documented!(label_names),
+        documented!(label_values),
+        documented!(stats),
+        querier!("ProfileTypes", pyroscope::profile_types),
+        querier!("LabelNames", pyroscope::label_names),
+        querier!("LabelValues", pyroscope::label_values),
+        querier!("Series", pyroscope::series),
+        querier!("GetProfileStats", pyroscope::get_profile_stats),
+        querier!("AnalyzeQuery", pyroscope::analyze_query),
     ]
 }
 

@@ -19,18 +19,15 @@ mod tests;
 pub(crate) mod timeseries;
 pub(crate) mod top;
 
-use axum::routing::MethodRouter;
-
 pub use encode::{
-    ANSWERED_RANGE_HEADER, DiffBody, FOLDED_CONTENT_TYPE, FlamegraphBody, PPROF_CONTENT_TYPE, ProfileBody,
-    TIERS_HEADER,
+    ANSWERED_RANGE_HEADER, DiffBody, FlamegraphBody, PPROF_CONTENT_TYPE, ProfileBody, TIERS_HEADER,
 };
 
-use crate::state::AppState;
+use crate::route::Route;
 
 /// Every read route: the query API's, Connect's methods, Pyroscope's legacy render, and
 /// Connect's answer for the methods not served.
-pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub fn routes() -> Vec<Route> {
     let mut routes = Vec::new();
     for family in [
         flamegraph::routes,

@@ -8,12 +8,14 @@
 #[cfg(test)]
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use stackhouse_query::render::{FORMATS, OutputFormat};
 use stackhouse_query::request::{
     DiffRequest, ListingRequest, RangeRequest, ScopeRequest, SideRequest, TreeOutput,
 };
 use stackhouse_query::{Aggregation, GroupKey, parse_group_by};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use crate::error::ApiError;
 use crate::wire::query_string::QueryMap;
@@ -22,35 +24,36 @@ use crate::wire::query_string::QueryMap;
 pub const DEFAULT_TOP_LIMIT: usize = 100;
 const NANOS_PER_SEC: i64 = 1_000_000_000;
 
-/// Output format of a tree (flamegraph, profile, diff).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// The tree as JSON.
-    #[default]
-    Json,
-    /// Folded stacks, `a;b;c VALUE` per line (a diff: `a;b;c BASELINE COMPARISON`).
-    Folded,
-    /// Pyroscope's flamebearer JSON.
-    Flamebearer,
-    /// A gzipped pprof profile, untruncated.
-    Pprof,
+/// Output format of a tree (flamegraph, profile, diff): the `Format` schema of the OpenAPI
+/// document, whose values are [`FORMATS`]. Never built; values are `&'static OutputFormat`.
+pub struct Format;
+
+impl PartialSchema for Format {
+    fn schema() -> RefOr<Schema> {
+        let names = FORMATS.iter().map(OutputFormat::name);
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("Output format of a tree (flamegraph, profile, diff)."))
+            .enum_values(Some(names))
+            .into()
+    }
 }
 
-impl Format {
-    fn parse(value: Option<&str>) -> Result<Format, ApiError> {
-        Ok(match value {
-            None | Some("json") => Format::Json,
-            Some("folded") => Format::Folded,
-            Some("flamebearer") => Format::Flamebearer,
-            Some("pprof") => Format::Pprof,
-            Some(other) => {
-                return Err(ApiError::invalid(format!(
-                    "invalid format {other:?}: expected json, folded, flamebearer or pprof"
-                )));
-            }
-        })
-    }
+impl ToSchema for Format {}
+
+/// `format=`; absent is the first of [`FORMATS`].
+fn parse_format(value: Option<&str>) -> Result<&'static OutputFormat, ApiError> {
+    let Some(name) = value else {
+        return Ok(&FORMATS[0]);
+    };
+    OutputFormat::by_name(name).ok_or_else(|| {
+        let names: Vec<&str> = FORMATS.iter().map(OutputFormat::name).collect();
+        let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+        ApiError::invalid(format!(
+            "invalid format {name:?}: expected {} or {last}",
+            rest.join(", ")
+        ))
+    })
 }
 
 /// The tenant header, documented on every query endpoint.
@@ -246,16 +249,17 @@ impl TreeParams {
             .map_or(Ok(0), |value| positive("max_nodes", value))
     }
 
-    pub fn format(&self) -> Result<Format, ApiError> {
-        Format::parse(self.format.as_deref())
+    pub fn format(&self) -> Result<&'static OutputFormat, ApiError> {
+        parse_format(self.format.as_deref())
     }
 
-    /// What the engine answers for the format asked for.
+    /// What the engine answers for the format asked for: its own JSON or pprof, or the cut
+    /// tree a renderer writes.
     pub fn output(&self) -> Result<TreeOutput, ApiError> {
         Ok(match self.format()? {
-            Format::Json => TreeOutput::Json,
-            Format::Pprof => TreeOutput::Pprof,
-            Format::Folded | Format::Flamebearer => TreeOutput::Tree,
+            OutputFormat::Json => TreeOutput::Json,
+            OutputFormat::Pprof => TreeOutput::Pprof,
+            OutputFormat::Rendered(_) => TreeOutput::Tree,
         })
     }
 }
@@ -562,22 +566,22 @@ mod tests {
 
     #[test]
     fn formats_and_aggregations() {
-        assert_eq!(Format::parse(None).unwrap(), Format::Json);
-        for (s, f) in [
-            ("json", Format::Json),
-            ("folded", Format::Folded),
-            ("flamebearer", Format::Flamebearer),
-            ("pprof", Format::Pprof),
-        ] {
-            assert_eq!(Format::parse(Some(s)).unwrap(), f);
-            assert_eq!(
-                serde_json::to_value(f).unwrap(),
-                s,
+        assert!(matches!(parse_format(None).unwrap(), OutputFormat::Json));
+        let documented = serde_json::to_value(Format::schema()).unwrap();
+        for s in ["json", "folded", "flamebearer", "pprof"] {
+            assert_eq!(parse_format(Some(s)).unwrap().name(), s);
+            assert!(
+                documented["enum"].as_array().unwrap().contains(&s.into()),
                 "the documented name is the parsed one"
             );
         }
-        let e = Format::parse(Some("svg")).unwrap_err();
+        let e = parse_format(Some("svg")).unwrap_err();
         assert!(e.message.contains("svg") && e.message.contains("format"));
+        assert!(
+            e.message.ends_with("expected json, folded, flamebearer or pprof"),
+            "{}",
+            e.message
+        );
 
         let agg = |v: Option<&str>| TimeseriesParams {
             aggregation: v.map(str::to_string),

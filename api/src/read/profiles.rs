@@ -2,18 +2,17 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use axum::routing::{MethodRouter, get};
-use stackhouse_query::render::flamebearer::flamebearer;
 use stackhouse_query::request::{ProfileRequest, TreeAnswer};
 
 use super::call::ReadCall;
-use super::encode::{ProfileBody, folded, json, pprof};
-use super::params::{Format, ProfileTypeParams, TenantHeader, TreeParams};
+use super::encode::{ProfileBody, json, pprof, rendered};
+use super::params::{ProfileTypeParams, TenantHeader, TreeParams};
 use crate::error::ApiError;
+use crate::route::{Route, documented};
 use crate::state::AppState;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
-    vec![("/api/v1/profiles/{profile_id}", get(profile))]
+pub(super) fn routes() -> Vec<Route> {
+    vec![documented!(profile)]
 }
 
 /// One stored profile: its metadata and flamegraph (JSON), or the flamegraph alone in the
@@ -52,9 +51,6 @@ pub(crate) async fn profile(
     Ok(match state.engine.read_profile(&request).await? {
         TreeAnswer::Pprof(profile) => pprof(&profile),
         TreeAnswer::Json(detail) => json(ProfileBody::Profile(Box::new(detail))),
-        TreeAnswer::Tree(flamegraph) if format == Format::Folded => {
-            folded(stackhouse_query::folded(&flamegraph))
-        }
-        TreeAnswer::Tree(flamegraph) => json(ProfileBody::Flamebearer(flamebearer(&flamegraph))),
+        TreeAnswer::Tree(flamegraph) => rendered(format, |r| r.flamegraph(&flamegraph))?,
     })
 }

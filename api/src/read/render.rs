@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get};
+use axum::routing::get;
 use serde_json::{Value, json};
 use stackhouse_ingest::pyroscope as ingest_params;
 use stackhouse_query::Aggregation;
@@ -17,13 +17,14 @@ use stackhouse_query::request::parse_time;
 
 use super::call::ReadCall;
 use crate::error::ApiError;
+use crate::route::Route;
 use crate::state::AppState;
 use crate::wire::query_string::QueryMap;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub(super) fn routes() -> Vec<Route> {
     vec![
-        ("/pyroscope/render", get(render)),
-        ("/pyroscope/render-diff", get(render_diff)),
+        Route::new("/pyroscope/render", get(render)),
+        Route::new("/pyroscope/render-diff", get(render_diff)),
     ]
 }
 

@@ -8,18 +8,18 @@ use stackhouse_proto::pyroscope_settings::{
 };
 use stackhouse_storage::catalog;
 
-use axum::routing::MethodRouter;
 use stackhouse_query::pyroscope::{Caller, NANOS_PER_MILLI};
 
 use super::connect::rpc;
 use crate::error::ApiError;
+use crate::route::Route;
 use crate::state::AppState;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub(super) fn routes() -> Vec<Route> {
     vec![
-        ("/settings.v1.SettingsService/Get", rpc(get)),
-        ("/settings.v1.SettingsService/Set", rpc(set)),
-        ("/settings.v1.SettingsService/Delete", rpc(delete)),
+        Route::new("/settings.v1.SettingsService/Get", rpc(get)),
+        Route::new("/settings.v1.SettingsService/Set", rpc(set)),
+        Route::new("/settings.v1.SettingsService/Delete", rpc(delete)),
     ]
 }
 

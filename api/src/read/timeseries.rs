@@ -3,28 +3,22 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::routing::{MethodRouter, get};
 use stackhouse_query::request::TimeseriesRequest;
 use stackhouse_query::{Timeseries, pyroscope};
 
 use super::call::ReadCall;
-use super::connect::{querier, querier_method};
+use super::connect::querier;
 use super::encode::scan_headers;
 use super::params::{ScopeParams, TenantHeader, TimeseriesParams, TraceIdParams};
 use crate::error::ApiError;
+use crate::route::{Route, documented};
 use crate::state::AppState;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+pub(super) fn routes() -> Vec<Route> {
     vec![
-        ("/api/v1/timeseries", get(timeseries)),
-        (
-            querier!("SelectSeries"),
-            querier_method!(pyroscope::select_series),
-        ),
-        (
-            querier!("SelectHeatmap"),
-            querier_method!(pyroscope::select_heatmap),
-        ),
+        documented!(timeseries),
+        querier!("SelectSeries", pyroscope::select_series),
+        querier!("SelectHeatmap", pyroscope::select_heatmap),
     ]
 }
 

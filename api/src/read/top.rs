@@ -2,17 +2,17 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::routing::{MethodRouter, get};
 use stackhouse_query::Top;
 use stackhouse_query::request::TopRequest;
 
 use super::call::ReadCall;
 use super::params::{ScopeParams, TenantHeader, TopParams, TraceIdParams};
 use crate::error::ApiError;
+use crate::route::{Route, documented};
 use crate::state::AppState;
 
-pub(super) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
-    vec![("/api/v1/top", get(top))]
+pub(super) fn routes() -> Vec<Route> {
+    vec![documented!(top)]
 }
 
 /// Functions of the selected samples by self value.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 use stackhouse_storage::catalog::{self, CatalogError, DebugFileCatalog};
-use stackhouse_storage::clock::{self, SharedClock};
+use stackhouse_storage::clock::SharedClock;
 use stackhouse_storage::store::{Store, StoreError};
 use stackhouse_storage::symbols::SymbolIndex;
 use url::Url;
@@ -44,8 +44,6 @@ pub struct DebugInfoConfig {
     /// How long a build id no debuginfod server has is not asked for again.
     pub debuginfod_negative_ttl: Duration,
     pub debuginfod_timeout: Duration,
-    /// What uploads are stamped with: the process's one clock, so a test can set it.
-    pub clock: SharedClock,
 }
 
 impl Default for DebugInfoConfig {
@@ -56,7 +54,6 @@ impl Default for DebugInfoConfig {
             debuginfod_urls: Vec::new(),
             debuginfod_negative_ttl: Duration::from_secs(600),
             debuginfod_timeout: Duration::from_secs(60),
-            clock: clock::system(),
         }
     }
 }
@@ -86,6 +83,7 @@ pub struct DebugInfo {
     store: Store,
     catalog: Arc<dyn DebugFileCatalog>,
     config: DebugInfoConfig,
+    clock: SharedClock,
     files: FileCache<LoadedFile>,
     /// Cache keys of objects that did not parse: not downloaded again by every query.
     broken: Mutex<HashSet<String>>,
@@ -115,7 +113,13 @@ fn debuginfod_key(build_id: &str) -> String {
 }
 
 impl DebugInfo {
-    pub fn new(store: Store, catalog: Arc<dyn DebugFileCatalog>, config: DebugInfoConfig) -> DebugInfo {
+    /// `clock` stamps uploads: the engine's, so a test that sets it sets this too.
+    pub fn new(
+        store: Store,
+        catalog: Arc<dyn DebugFileCatalog>,
+        config: DebugInfoConfig,
+        clock: SharedClock,
+    ) -> DebugInfo {
         let debuginfod = (!config.debuginfod_urls.is_empty()).then(|| {
             Debuginfod::new(
                 config.debuginfod_urls.clone(),
@@ -129,6 +133,7 @@ impl DebugInfo {
             catalog,
             files: FileCache::new(config.cache_bytes),
             config,
+            clock,
             broken: Mutex::default(),
             listed: Mutex::default(),
             wanted: Mutex::default(),
@@ -169,7 +174,7 @@ impl DebugInfo {
             object_key: key,
             file_name: file_name.to_string(),
             size_bytes: size as i64,
-            uploaded_at_millis: self.config.clock.now_millis(),
+            uploaded_at_millis: self.clock.now_millis(),
         };
         self.catalog.put_debug_file(tenant, &row).await?;
         self.forget_list(tenant);

@@ -57,6 +57,9 @@ pub struct QueryConfig {
     /// Whether queries read the rollup tiers where they answer exactly; `false` reads raw
     /// samples only (what the tiers are compared against).
     pub rollups: bool,
+    /// "now" of every query (default ranges, relative times like `now-1h`) and of debug
+    /// file uploads: the process's one clock, so a test can run time forward.
+    pub clock: SharedClock,
 }
 
 /// The default of [`QueryConfig::path_cache_entries`]: about 160 MiB per tenant at most.
@@ -73,6 +76,7 @@ impl Default for QueryConfig {
             debuginfo: DebugInfoConfig::default(),
             cluster: None,
             rollups: true,
+            clock: clock::system(),
         }
     }
 }
@@ -133,7 +137,12 @@ impl QueryEngine {
                 cluster::distribute(state, cluster, target_partitions).expect("distributed planner config");
         }
         let ctx = SessionContext::new_with_state(state.build());
-        let debuginfo = Arc::new(DebugInfo::new(store.clone(), catalog.clone(), config.debuginfo));
+        let debuginfo = Arc::new(DebugInfo::new(
+            store.clone(),
+            catalog.clone(),
+            config.debuginfo,
+            config.clock.clone(),
+        ));
         QueryEngine {
             store,
             catalog,
@@ -144,15 +153,9 @@ impl QueryEngine {
             rollups: config.rollups,
             known_types: KnownTypes::default(),
             memory_limit_bytes: config.memory_limit_bytes,
-            clock: clock::system(),
+            clock: config.clock,
             ctx,
         }
-    }
-
-    /// The engine reading `clock` for "now" instead of the system clock.
-    pub fn with_clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
-        self
     }
 
     /// Nanoseconds since the Unix epoch by the injected clock.

@@ -85,6 +85,33 @@ pub fn diff_levels(root: &DiffNode) -> Levels {
     }
 }
 
+/// `format=flamebearer`: the JSON Pyroscope's flamegraph components render.
+#[derive(Debug)]
+pub(super) struct FlamebearerFormat;
+
+impl super::TreeRenderer for FlamebearerFormat {
+    fn name(&self) -> &'static str {
+        "flamebearer"
+    }
+
+    fn content_type(&self) -> &'static str {
+        "application/json"
+    }
+
+    fn flamegraph(&self, flamegraph: &Flamegraph) -> Vec<u8> {
+        to_json(&flamebearer(flamegraph))
+    }
+
+    fn diff(&self, diff: &Diff) -> Vec<u8> {
+        to_json(&flamebearer_diff(diff))
+    }
+}
+
+fn to_json(profile: &FlamebearerProfile) -> Vec<u8> {
+    // Plain data with string keys: serializing it cannot fail.
+    serde_json::to_vec(profile).unwrap_or_default()
+}
+
 /// The flamegraph as a `single` flamebearer; `numTicks` is the root total.
 pub fn flamebearer(flamegraph: &Flamegraph) -> FlamebearerProfile {
     let Levels {

@@ -4,6 +4,28 @@
 use crate::endpoints::diff::{Diff, DiffNode};
 use crate::tree::{Flamegraph, Node};
 
+/// `format=folded`.
+#[derive(Debug)]
+pub(super) struct Folded;
+
+impl super::TreeRenderer for Folded {
+    fn name(&self) -> &'static str {
+        "folded"
+    }
+
+    fn content_type(&self) -> &'static str {
+        "text/plain; charset=utf-8"
+    }
+
+    fn flamegraph(&self, flamegraph: &Flamegraph) -> Vec<u8> {
+        folded(flamegraph).into_bytes()
+    }
+
+    fn diff(&self, diff: &Diff) -> Vec<u8> {
+        folded_diff(diff).into_bytes()
+    }
+}
+
 /// Folded stacks: one line `frame1;frame2;...;leaf VALUE` per call path with a non-zero
 /// self value, root-first without the synthetic root, lines sorted.
 ///

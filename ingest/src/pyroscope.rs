@@ -1,7 +1,9 @@
 //! Pyroscope's transport facts: the `/ingest` query (`name=app.cpu{env=prod}`, `from`,
-//! `until`, `format`, ...) and a Push series' labels, turned into a [`Source`].
+//! `until`, `format`, ...) and a Push series' labels, turned into a [`Source`]. The
+//! `format=` values are the formats' own ([`WireFormat::ingest_name`]).
 
 use crate::convert::Source;
+use crate::formats::{self, WireFormat};
 
 /// The profile types Pyroscope clients append to the application name (`app.cpu`). Only
 /// these are stripped: `billing.api` stays `billing.api`.
@@ -41,45 +43,42 @@ impl ParamError {
     }
 }
 
-/// `format=` of an `/ingest` request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Folded,
-    Pprof,
-    Jfr,
-    Speedscope,
+/// What Pyroscope reads a request without `format=` (or with it empty) as.
+const DEFAULT_FORMAT: &str = "folded";
+
+/// Pyroscope's formats that Stackhouse does not take, refused as such rather than as typos.
+const UNSUPPORTED_FORMATS: [&str; 3] = ["lines", "trie", "tree"];
+
+/// `format=` of an `/ingest` request: the format of [`formats::ALL`] that has it as its
+/// [`WireFormat::ingest_name`].
+pub fn parse_format(value: &str) -> Result<&'static dyn WireFormat, ParamError> {
+    let value_or_default = if value.is_empty() { DEFAULT_FORMAT } else { value };
+    if let Some(format) = formats::of_ingest(value_or_default) {
+        return Ok(format);
+    }
+    let accepted = accepted_formats();
+    Err(ParamError::new(if UNSUPPORTED_FORMATS.contains(&value) {
+        format!("format {value:?} is not supported: use {accepted}")
+    } else {
+        format!("unknown format {value:?}: use {accepted}")
+    }))
 }
 
-impl Format {
-    pub fn parse(value: &str) -> Result<Format, ParamError> {
-        match value {
-            "" | "folded" => Ok(Format::Folded),
-            "pprof" => Ok(Format::Pprof),
-            "jfr" => Ok(Format::Jfr),
-            "speedscope" => Ok(Format::Speedscope),
-            "lines" | "trie" | "tree" => Err(ParamError::new(format!(
-                "format {value:?} is not supported: use folded, pprof, jfr or speedscope"
-            ))),
-            other => Err(ParamError::new(format!(
-                "unknown format {other:?}: use folded, pprof, jfr or speedscope"
-            ))),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Folded => "folded",
-            Format::Pprof => "pprof",
-            Format::Jfr => "jfr",
-            Format::Speedscope => "speedscope",
-        }
+/// `folded, pprof, jfr or speedscope`: the default first, then in the order of
+/// [`formats::ALL`], so that the message stays put until a format is added.
+fn accepted_formats() -> String {
+    let mut names: Vec<&str> = formats::ALL.iter().filter_map(|f| f.ingest_name()).collect();
+    names.sort_by_key(|&name| name != DEFAULT_FORMAT);
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
     }
 }
 
 /// An `/ingest` request's query, parsed.
 #[derive(Clone, Debug)]
 pub struct IngestQuery {
-    pub format: Format,
+    pub format: &'static dyn WireFormat,
     pub source: Source,
 }
 
@@ -109,14 +108,14 @@ pub fn parse_query<'a>(
     pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Result<IngestQuery, ParamError> {
     let mut name = None;
-    let mut format = Format::Folded;
+    let mut format = None;
     let mut from = None;
     let mut until = None;
     let mut source = Source::default();
     for (key, value) in pairs {
         match key {
             "name" => name = Some(value),
-            "format" => format = Format::parse(value)?,
+            "format" => format = Some(parse_format(value)?),
             "from" => from = parse_time("from", value)?,
             "until" => until = parse_time("until", value)?,
             "sampleRate" => {
@@ -143,6 +142,10 @@ pub fn parse_query<'a>(
             _ => {}
         }
     }
+    let format = match format {
+        Some(format) => format,
+        None => parse_format("")?,
+    };
     let name =
         name.ok_or_else(|| ParamError::new("missing query parameter name (e.g. name=app.cpu{env=prod})"))?;
     let app = parse_name(name)?;
@@ -467,7 +470,7 @@ mod tests {
             ("unknown", "ignored"),
         ])
         .unwrap();
-        assert_eq!(q.format, Format::Pprof);
+        assert_eq!(q.format.name(), "pprof");
         let s = q.source;
         assert_eq!(s.resource, tags(&[("service.name", "app"), ("env", "prod")]));
         assert_eq!(s.type_hint.as_deref(), Some("cpu"));
@@ -478,7 +481,7 @@ mod tests {
         assert_eq!(s.units.as_deref(), Some("samples"));
         assert_eq!(s.aggregation.as_deref(), Some("sum"));
 
-        assert_eq!(parse_query([("name", "a")]).unwrap().format, Format::Folded);
+        assert_eq!(parse_query([("name", "a")]).unwrap().format.name(), "folded");
         for (pairs, needle) in [
             (vec![], "missing query parameter name"),
             (
@@ -497,6 +500,31 @@ mod tests {
             let err = parse_query(pairs).unwrap_err().to_string();
             assert!(err.contains(needle), "{err}");
         }
+    }
+
+    #[test]
+    fn format_refusals_are_worded_as_ever() {
+        for (value, message) in [
+            (
+                "lines",
+                "format \"lines\" is not supported: use folded, pprof, jfr or speedscope",
+            ),
+            (
+                "tree",
+                "format \"tree\" is not supported: use folded, pprof, jfr or speedscope",
+            ),
+            (
+                "xml",
+                "unknown format \"xml\": use folded, pprof, jfr or speedscope",
+            ),
+            (
+                "Pprof",
+                "unknown format \"Pprof\": use folded, pprof, jfr or speedscope",
+            ),
+        ] {
+            assert_eq!(parse_format(value).unwrap_err().to_string(), message);
+        }
+        assert_eq!(parse_format("").unwrap().name(), "folded");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use stackhouse_ingest::formats::{self, Body, Params};
+use stackhouse_ingest::formats::{Body, Params};
 use stackhouse_ingest::pipeline::{Exported, Payload};
 use stackhouse_ingest::pyroscope::parse_query;
 
@@ -64,7 +64,7 @@ async fn try_ingest(state: &AppState, request: Request) -> Result<Exported, ApiE
     let tenant = tenant::from_headers(&parts.headers)?;
     let body = inflate_bytes(&raw, &parts.headers, None, limit)?;
     let payload = Payload {
-        format: formats::of_ingest(query.format),
+        format: query.format,
         body: read_body(&parts.headers, body).await?,
         params: Params {
             source: query.source,

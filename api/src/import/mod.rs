@@ -1,6 +1,8 @@
 //! `stackhouse import FILE...`: sends profile files to a running Stackhouse, each to the
 //! endpoint of its detected format (OTLP to `/v1development/profiles`, everything else to
-//! Pyroscope's `/ingest`), and reports what was stored and what was refused.
+//! Pyroscope's `/ingest`), and reports what was stored and what was refused. What it needs
+//! to know of a format (its `format=` value, its OTLP encoding, its file extensions) the
+//! format says itself ([`WireFormat`]), so a new one needs nothing here.
 //!
 //! `--service` and `--label` become the `/ingest` application name and tags. An OTLP file
 //! carries its own resources: the flags then override (or add) `service.name` and the
@@ -16,7 +18,8 @@ use prost::Message;
 use stackhouse_proto::otlp_collector::{ExportProfilesServiceRequest, ExportProfilesServiceResponse};
 use stackhouse_proto::otlp_common::{AnyValue, KeyValue, any_value::Value};
 
-use stackhouse_ingest::formats::detect::{Detected, detect, gunzip, is_gzip};
+use stackhouse_ingest::formats::detect::{detect, gunzip, is_gzip};
+use stackhouse_ingest::formats::{self, Encoding, WireFormat};
 
 /// Largest file content considered, after gunzip.
 const MAX_FILE_BYTES: usize = 1 << 30;
@@ -156,7 +159,7 @@ struct Upload {
     content_type: &'static str,
     gzipped: bool,
     body: Vec<u8>,
-    kind: Detected,
+    kind: &'static dyn WireFormat,
     /// Profiles and samples in an OTLP request, counted here: its response has no counts.
     counted: Option<(u64, u64)>,
 }
@@ -194,7 +197,7 @@ fn prepare(args: &ImportArgs, path: &Path, raw: Vec<u8>) -> Result<Upload, Strin
     let kind = detect(&content)?;
     let base = args.url.trim_end_matches('/');
     let gzipped = is_gzip(&raw);
-    if let Some(format) = kind.ingest_format() {
+    if let Some(format) = kind.ingest_name() {
         let service = match &args.service {
             Some(s) => s.clone(),
             None => file_service_name(path),
@@ -214,9 +217,12 @@ fn prepare(args: &ImportArgs, path: &Path, raw: Vec<u8>) -> Result<Upload, Strin
             counted: None,
         });
     }
-    let decoded = match kind {
-        Detected::OtlpJson => stackhouse_ingest::otlp::decode_json(&content),
-        _ => stackhouse_ingest::otlp::decode_protobuf(&content),
+    let encoding = kind
+        .otlp_encoding()
+        .ok_or_else(|| format!("{} files cannot be imported", kind.name()))?;
+    let decoded = match encoding {
+        Encoding::Json => stackhouse_ingest::otlp::decode_json(&content),
+        Encoding::Protobuf => stackhouse_ingest::otlp::decode_protobuf(&content),
     };
     let url = format!("{base}/v1development/profiles");
     let overrides = args.service.is_some() || !args.labels.is_empty();
@@ -229,7 +235,7 @@ fn prepare(args: &ImportArgs, path: &Path, raw: Vec<u8>) -> Result<Upload, Strin
             content_type: "application/x-protobuf",
             gzipped: false,
             body: request.encode_to_vec(),
-            kind: Detected::OtlpProtobuf,
+            kind: &formats::otlp::PROTOBUF,
             counted,
         });
     }
@@ -238,10 +244,9 @@ fn prepare(args: &ImportArgs, path: &Path, raw: Vec<u8>) -> Result<Upload, Strin
     drop(content);
     Ok(Upload {
         url,
-        content_type: if kind == Detected::OtlpJson {
-            "application/json"
-        } else {
-            "application/x-protobuf"
+        content_type: match encoding {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => "application/x-protobuf",
         },
         gzipped,
         body: raw,
@@ -252,25 +257,16 @@ fn prepare(args: &ImportArgs, path: &Path, raw: Vec<u8>) -> Result<Upload, Strin
 
 /// The file name without its format extensions: `cpu.pb.gz` → `cpu`.
 pub fn file_service_name(path: &Path) -> String {
-    const EXTENSIONS: &[&str] = &[
-        "gz",
-        "pb",
-        "pprof",
-        "prof",
-        "proto",
-        "jfr",
-        "json",
-        "speedscope",
-        "folded",
-        "txt",
-        "collapsed",
-    ];
+    let known = |ext: &str| {
+        // gzip is the one compression import undoes, whatever the format inside.
+        ext == "gz" || formats::ALL.iter().any(|f| f.file_extensions().contains(&ext))
+    };
     let mut name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     while let Some((stem, ext)) = name.rsplit_once('.') {
-        if stem.is_empty() || !EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()) {
+        if stem.is_empty() || !known(&ext.to_ascii_lowercase()) {
             break;
         }
         name = stem.to_string();
@@ -351,12 +347,14 @@ fn ingest_outcome(status: reqwest::StatusCode, body: &[u8]) -> Outcome {
 fn otlp_outcome(
     status: reqwest::StatusCode,
     body: &[u8],
-    sent: Detected,
+    sent: &'static dyn WireFormat,
     counted: (u64, u64),
 ) -> Result<Outcome, String> {
     let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    // The server answers in the encoding it was sent.
+    let encoding = sent.otlp_encoding();
     if !status.is_success() {
-        if sent == Detected::OtlpProtobuf
+        if encoding == Some(Encoding::Protobuf)
             && let Ok(s) = tonic_types::Status::decode(body)
             && !s.message.is_empty()
         {
@@ -364,8 +362,8 @@ fn otlp_outcome(
         }
         return Err(error_message(status, body, json.as_ref()));
     }
-    let (rejected_profiles, message) = match sent {
-        Detected::OtlpJson => {
+    let (rejected_profiles, message) = match encoding {
+        Some(Encoding::Json) => {
             let partial = json.as_ref().and_then(|j| j.get("partialSuccess"));
             let rejected = partial
                 .and_then(|p| p.get("rejectedProfiles"))
@@ -423,6 +421,32 @@ mod tests {
         assert_eq!(file_service_name(Path::new("billing.api.folded")), "billing.api");
         assert_eq!(file_service_name(Path::new(".gz")), ".gz");
         assert_eq!(file_service_name(Path::new("a{b}.txt")), "a_b_");
+        for ext in [
+            "gz",
+            "pb",
+            "pprof",
+            "prof",
+            "proto",
+            "jfr",
+            "json",
+            "speedscope",
+            "folded",
+            "txt",
+            "collapsed",
+        ] {
+            assert_eq!(
+                file_service_name(Path::new(&format!("cpu.{ext}"))),
+                "cpu",
+                "{ext}"
+            );
+            let upper = ext.to_ascii_uppercase();
+            assert_eq!(
+                file_service_name(Path::new(&format!("cpu.{upper}"))),
+                "cpu",
+                "{upper}"
+            );
+        }
+        assert_eq!(file_service_name(Path::new("cpu.xml")), "cpu.xml");
         assert_eq!(
             ingest_name(
                 "svc",
@@ -522,7 +546,7 @@ mod tests {
         let o = otlp_outcome(
             reqwest::StatusCode::OK,
             &partial.encode_to_vec(),
-            Detected::OtlpProtobuf,
+            &formats::otlp::PROTOBUF,
             (3, 30),
         )
         .unwrap();
@@ -539,7 +563,7 @@ mod tests {
         let err = otlp_outcome(
             reqwest::StatusCode::BAD_REQUEST,
             &status.encode_to_vec(),
-            Detected::OtlpProtobuf,
+            &formats::otlp::PROTOBUF,
             (1, 1),
         )
         .unwrap_err();

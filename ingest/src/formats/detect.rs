@@ -1,51 +1,43 @@
-//! Which format a file is in, from its content alone (after gunzip).
+//! Which format a file is in, from its content alone (after gunzip), for `stackhouse
+//! import`. Each format recognizes its own files ([`WireFormat::detect`]); this asks the
+//! formats of [`ALL`] in [`WireFormat::detect_rank`] order and words the refusal.
+//! A new format joins by implementing those two methods in its file and its line in `ALL`.
 //!
-//! Checked in an order where each test excludes the later ones: the JFR magic; JSON
-//! (OTLP by `resourceProfiles`, speedscope by `$schema` or `shared` + `profiles`); folded
-//! text (every line `frames value`, which binary protobuf practically never is); pprof (a
-//! `Profile` with sample types and a string table starting with ""); OTLP protobuf (only
-//! fields 1 and 2, `resource_profiles` present — a pprof always carries field 6, its
-//! string table).
+//! Content that starts like JSON is parsed once, here, and shown only to the JSON formats;
+//! everything else is shown as bytes to the others. Today's order, where each check excludes
+//! the later ones: the JFR magic; JSON (OTLP by `resourceProfiles`, speedscope by `$schema`
+//! or `shared` + `profiles`); folded text (every line `frames value`, which binary protobuf
+//! practically never is); pprof (a `Profile` with sample types and a string table starting
+//! with ""); OTLP protobuf (only fields 1 and 2, `resource_profiles` present — a pprof
+//! always carries field 6, its string table).
 
 use std::borrow::Cow;
 
-use prost::Message;
+use super::{ALL, WireFormat};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Detected {
-    OtlpProtobuf,
-    OtlpJson,
-    Pprof,
-    Jfr,
-    Speedscope,
-    Folded,
+/// A file's content as the formats see it.
+pub enum Sniff<'a> {
+    /// Content whose first non-blank byte is `{` or `[`, parsed: it is JSON or nothing, so
+    /// no binary or text format may claim it.
+    Json(&'a serde_json::Value),
+    /// Any other content.
+    Bytes(&'a [u8]),
 }
 
-impl Detected {
-    pub fn name(self) -> &'static str {
+impl Sniff<'_> {
+    /// The top-level object of JSON content.
+    pub fn json_object(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
         match self {
-            Detected::OtlpProtobuf => "otlp-protobuf",
-            Detected::OtlpJson => "otlp-json",
-            Detected::Pprof => "pprof",
-            Detected::Jfr => "jfr",
-            Detected::Speedscope => "speedscope",
-            Detected::Folded => "folded",
+            Sniff::Json(value) => value.as_object(),
+            Sniff::Bytes(_) => None,
         }
     }
 
-    /// The converter of content in this format.
-    pub fn wire_format(self) -> &'static dyn super::WireFormat {
-        super::by_name(self.name()).expect("every detected format is registered")
-    }
-
-    /// The `/ingest` `format=` value; `None` for OTLP, which has its own endpoint.
-    pub fn ingest_format(self) -> Option<&'static str> {
+    /// Content that is not JSON.
+    pub fn bytes(&self) -> Option<&[u8]> {
         match self {
-            Detected::OtlpProtobuf | Detected::OtlpJson => None,
-            Detected::Pprof => Some("pprof"),
-            Detected::Jfr => Some("jfr"),
-            Detected::Speedscope => Some("speedscope"),
-            Detected::Folded => Some("folded"),
+            Sniff::Json(_) => None,
+            Sniff::Bytes(data) => Some(data),
         }
     }
 }
@@ -62,91 +54,38 @@ pub fn gunzip(data: &[u8], limit: usize) -> Result<Cow<'_, [u8]>, String> {
     crate::body::decompress(data, Some("gzip"), limit).map_err(|e| e.to_string())
 }
 
-/// Top-level view of an OTLP request: both fields as raw bytes, so that any layout's
-/// nested messages decode.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ShallowRequest {
-    #[prost(bytes = "vec", repeated, tag = "1")]
-    resource_profiles: Vec<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    dictionary: Option<Vec<u8>>,
-}
-
-/// A pprof `Profile` with its strings as bytes: a file with invalid UTF-8 is still pprof
-/// (the server decides what to do with it).
-#[derive(Clone, PartialEq, prost::Message)]
-struct ShallowProfile {
-    #[prost(message, repeated, tag = "1")]
-    sample_type: Vec<stackhouse_proto::pprof::ValueType>,
-    #[prost(bytes = "vec", repeated, tag = "6")]
-    string_table: Vec<Vec<u8>>,
-}
-
-pub fn detect(data: &[u8]) -> Result<Detected, String> {
-    if data.starts_with(b"FLR\0") {
-        return Ok(Detected::Jfr);
-    }
+/// The first format, by rank, that recognizes `data`. The refusals name the formats of
+/// today: they are what users read and match on, so they do not follow the registry.
+pub fn detect(data: &[u8]) -> Result<&'static dyn WireFormat, String> {
     let text_start = data.iter().position(|b| !b.is_ascii_whitespace());
-    if let Some(i) = text_start
-        && matches!(data[i], b'{' | b'[')
-    {
-        return detect_json(data);
-    }
-    if is_folded(data) {
-        return Ok(Detected::Folded);
-    }
-    if let Ok(p) = ShallowProfile::decode(data)
-        && !p.sample_type.is_empty()
-        && p.string_table.first().is_some_and(Vec::is_empty)
-    {
-        return Ok(Detected::Pprof);
-    }
-    if let Ok(r) = ShallowRequest::decode(data)
-        && !r.resource_profiles.is_empty()
-    {
-        return Ok(Detected::OtlpProtobuf);
-    }
-    if data.is_empty() {
-        return Err("the file is empty".into());
-    }
-    Err("unrecognized format: not OTLP (protobuf or JSON), pprof, JFR, speedscope or folded stacks".into())
-}
-
-fn detect_json(data: &[u8]) -> Result<Detected, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(data).map_err(|e| format!("looks like JSON but does not parse: {e}"))?;
-    let Some(object) = value.as_object() else {
-        return Err("JSON file is not an object: neither OTLP nor speedscope".into());
-    };
-    if object.contains_key("resourceProfiles") || object.contains_key("resource_profiles") {
-        return Ok(Detected::OtlpJson);
-    }
-    let schema_says = object
-        .get("$schema")
-        .and_then(|s| s.as_str())
-        .is_some_and(|s| s.contains("speedscope"));
-    if schema_says || (object.contains_key("shared") && object.contains_key("profiles")) {
-        return Ok(Detected::Speedscope);
-    }
-    Err("JSON file is neither OTLP (no \"resourceProfiles\") nor speedscope (no \"$schema\" or \"shared\" + \"profiles\")".into())
-}
-
-/// Every non-empty line is `frames <integer>`, and there is at least one.
-fn is_folded(data: &[u8]) -> bool {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return false;
-    };
-    let mut lines = 0;
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let Some((frames, value)) = line.rsplit_once(|c: char| c.is_ascii_whitespace()) else {
-            return false;
-        };
-        if frames.trim().is_empty() || value.parse::<i64>().is_err() {
-            return false;
+    let json: serde_json::Value;
+    let content = match text_start {
+        Some(i) if matches!(data[i], b'{' | b'[') => {
+            json = serde_json::from_slice(data)
+                .map_err(|e| format!("looks like JSON but does not parse: {e}"))?;
+            Sniff::Json(&json)
         }
-        lines += 1;
+        _ => Sniff::Bytes(data),
+    };
+    let mut ranked: Vec<(u8, &'static dyn WireFormat)> =
+        ALL.iter().filter_map(|&f| Some((f.detect_rank()?, f))).collect();
+    ranked.sort_unstable_by_key(|&(rank, _)| rank);
+    if let Some(&(_, format)) = ranked.iter().find(|(_, f)| f.detect(&content)) {
+        return Ok(format);
     }
-    lines > 0
+    Err(match content {
+        Sniff::Json(value) if !value.is_object() => {
+            "JSON file is not an object: neither OTLP nor speedscope"
+        }
+        Sniff::Json(_) => {
+            "JSON file is neither OTLP (no \"resourceProfiles\") nor speedscope (no \"$schema\" or \"shared\" + \"profiles\")"
+        }
+        Sniff::Bytes([]) => "the file is empty",
+        Sniff::Bytes(_) => {
+            "unrecognized format: not OTLP (protobuf or JSON), pprof, JFR, speedscope or folded stacks"
+        }
+    }
+    .into())
 }
 
 #[cfg(test)]
@@ -164,18 +103,19 @@ mod tests {
         dir
     }
 
-    fn detect_file(rel: &str) -> Result<Detected, String> {
+    /// The detected format's name, which is how the tests below say which one they expect.
+    fn detected(data: &[u8]) -> Result<&'static str, String> {
+        detect(data).map(|f| f.name())
+    }
+
+    fn detect_file(rel: &str) -> Result<&'static str, String> {
         let raw = std::fs::read(testdata().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-        detect(&gunzip(&raw, 1 << 30).unwrap())
+        detected(&gunzip(&raw, 1 << 30).unwrap())
     }
 
     #[test]
     fn every_testdata_file_is_detected_by_its_directory() {
-        let expected = [
-            ("pprof", Detected::Pprof),
-            ("jfr", Detected::Jfr),
-            ("speedscope", Detected::Speedscope),
-        ];
+        let expected = [("pprof", "pprof"), ("jfr", "jfr"), ("speedscope", "speedscope")];
         let mut seen = 0;
         for (dir, want) in expected {
             for entry in std::fs::read_dir(testdata().join(dir)).unwrap() {
@@ -186,37 +126,54 @@ mod tests {
             }
         }
         assert!(seen >= 15, "only {seen} files");
-        assert_eq!(
-            detect_file("otlp/ebpf-cpu-offcpu.v1_10.pb"),
-            Ok(Detected::OtlpProtobuf)
-        );
-        assert_eq!(
-            detect_file("otlp/ebpf-cpu-offcpu.v1_10.json"),
-            Ok(Detected::OtlpJson)
-        );
+        assert_eq!(detect_file("otlp/ebpf-cpu-offcpu.v1_10.pb"), Ok("otlp-protobuf"));
+        assert_eq!(detect_file("otlp/ebpf-cpu-offcpu.v1_10.json"), Ok("otlp-json"));
     }
 
     #[test]
     fn text_and_rejects() {
-        assert_eq!(detect(b"main;work 10\nmain;idle 3\n\n"), Ok(Detected::Folded));
-        assert_eq!(detect(b"  main;a b;c  7 \r\n"), Ok(Detected::Folded));
-        assert_eq!(detect(b"{\"resourceProfiles\":[]}"), Ok(Detected::OtlpJson));
+        assert_eq!(detected(b"main;work 10\nmain;idle 3\n\n"), Ok("folded"));
+        assert_eq!(detected(b"  main;a b;c  7 \r\n"), Ok("folded"));
+        assert_eq!(detected(b"{\"resourceProfiles\":[]}"), Ok("otlp-json"));
         assert_eq!(
-            detect(br#"{"shared":{"frames":[]},"profiles":[]}"#),
-            Ok(Detected::Speedscope)
+            detected(br#"{"shared":{"frames":[]},"profiles":[]}"#),
+            Ok("speedscope")
         );
-        assert_eq!(detect(b"FLR\0\x00\x02"), Ok(Detected::Jfr));
+        assert_eq!(detected(b"FLR\0\x00\x02"), Ok("jfr"));
         for (bad, needle) in [
             (&b""[..], "empty"),
             (b"main;work ten\n", "unrecognized"),
             (b"{\"foo\":1}", "neither OTLP"),
             (b"[1,2]", "not an object"),
             (b"{broken", "does not parse"),
+            // JSON or nothing: text that would be folded stacks is not tried.
+            (b"[main;work 5\n", "does not parse"),
             (b"\x00\x01\x02garbage", "unrecognized"),
         ] {
             let err = detect(bad).unwrap_err();
             assert!(err.contains(needle), "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn refusals_are_worded_as_ever() {
+        assert_eq!(detect(b"").unwrap_err(), "the file is empty");
+        assert_eq!(
+            detect(b"\x00\x01\x02garbage").unwrap_err(),
+            "unrecognized format: not OTLP (protobuf or JSON), pprof, JFR, speedscope or folded stacks"
+        );
+        assert_eq!(
+            detect(b"[1,2]").unwrap_err(),
+            "JSON file is not an object: neither OTLP nor speedscope"
+        );
+        assert_eq!(
+            detect(b"{\"foo\":1}").unwrap_err(),
+            "JSON file is neither OTLP (no \"resourceProfiles\") nor speedscope (no \"$schema\" or \"shared\" + \"profiles\")"
+        );
+        assert_eq!(
+            detect(b"{broken").unwrap_err(),
+            "looks like JSON but does not parse: key must be a string at line 1 column 2"
+        );
     }
 
     #[test]
@@ -226,7 +183,7 @@ mod tests {
         enc.write_all(b"a;b 1\n").unwrap();
         let gz = enc.finish().unwrap();
         assert!(is_gzip(&gz));
-        assert_eq!(detect(&gunzip(&gz, 100).unwrap()), Ok(Detected::Folded));
+        assert_eq!(detected(&gunzip(&gz, 100).unwrap()), Ok("folded"));
         assert!(gunzip(&gz, 3).is_err());
     }
 }

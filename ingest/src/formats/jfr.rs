@@ -1,5 +1,6 @@
 //! JFR recordings, raw or a multipart `jfr` with its `labels`.
 
+use super::detect::Sniff;
 use super::{Body, Params, WireFormat, built};
 use crate::convert::Conversion;
 use crate::jfr::convert;
@@ -10,6 +11,23 @@ pub struct Jfr;
 impl WireFormat for Jfr {
     fn name(&self) -> &'static str {
         "jfr"
+    }
+
+    fn ingest_name(&self) -> Option<&'static str> {
+        Some("jfr")
+    }
+
+    fn file_extensions(&self) -> &'static [&'static str] {
+        &["jfr"]
+    }
+
+    /// First: a magic number is the surest sign there is.
+    fn detect_rank(&self) -> Option<u8> {
+        Some(10)
+    }
+
+    fn detect(&self, content: &Sniff<'_>) -> bool {
+        content.bytes().is_some_and(|data| data.starts_with(b"FLR\0"))
     }
 
     fn convert(&self, body: &Body, params: &Params) -> Result<Conversion, IngestError> {

@@ -1,7 +1,9 @@
 //! Every wire format a receiver accepts, one file each: a [`WireFormat`] turns a request
 //! body (and what the transport says about it, [`Params`]) into a [`Conversion`], the OTLP
-//! request the rest of the pipeline reads. Adding a format is adding a file here and
-//! registering it in [`ALL`].
+//! request the rest of the pipeline reads. The format also says everything else that is
+//! particular to it: its `format=` value on Pyroscope's `/ingest`, how a file of it is
+//! recognized on import ([`detect`]), where import sends it and its file extensions. So
+//! adding a format is a file here and a line in [`ALL`], nothing else.
 //!
 //! The decoders themselves live in their own modules ([`crate::otlp`], [`crate::pprof`],
 //! [`crate::jfr`], ...); these are the adapters that pick their inputs out of the body.
@@ -21,18 +23,61 @@ use stackhouse_proto::pyroscope_push::PushRequest;
 use crate::convert::{Conversion, ConvertError, Converted, RequestBuilder, Source};
 use crate::otlp::layout::Layout;
 use crate::pipeline::IngestError;
-use crate::pyroscope::Format;
+use detect::Sniff;
 
-/// One wire format: how its requests become OTLP.
+/// One wire format: how its requests become OTLP, and what the transports and the import
+/// command need to know about it. Only `name` and `convert` are required: a format a
+/// receiver picks by itself (Push, the OTLP endpoints) has nothing else to say.
 pub trait WireFormat: Send + Sync + 'static {
-    /// How `format=`, detection and messages name it.
+    /// How errors, logs and [`by_name`] name it.
     fn name(&self) -> &'static str;
+
+    /// Its `format=` value on Pyroscope's `/ingest`; `None`: not sent there.
+    fn ingest_name(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Its encoding when it is the current OTLP request (what `/v1development/profiles`
+    /// takes): `stackhouse import` sends such a file there, not to `/ingest`.
+    fn otlp_encoding(&self) -> Option<Encoding> {
+        None
+    }
+
+    /// Where [`detect::detect`] asks this format, lowest first, if files of it can be
+    /// recognized from their content; unique among the formats. A check may count on every
+    /// lower rank having said no, so a loose check (any protobuf that decodes) ranks after
+    /// the strict ones it would otherwise shadow. Today's ranks are tens, leaving room to
+    /// slot a format in between without renumbering.
+    fn detect_rank(&self) -> Option<u8> {
+        None
+    }
+
+    /// Whether a file's content is in this format; asked only when
+    /// [`detect_rank`](Self::detect_rank) is set.
+    fn detect(&self, _content: &Sniff<'_>) -> bool {
+        false
+    }
+
+    /// The extensions its files carry (`cpu.pb.gz`), which `stackhouse import` strips to
+    /// name the service after the file.
+    fn file_extensions(&self) -> &'static [&'static str] {
+        &[]
+    }
 
     /// The whole request, converted; profiles refused alone are counted in the result.
     fn convert(&self, body: &Body, params: &Params) -> Result<Conversion, IngestError>;
 }
 
-/// Every format, each once; [`by_name`] looks them up.
+/// Formats are told apart by name, which is all a log or a test needs to see.
+impl std::fmt::Debug for dyn WireFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Every format, each once; [`by_name`] and [`of_ingest`] look them up. The order is the one
+/// `/ingest`'s messages list the `format=` values in (after the default), so it is part of
+/// those messages; detection has its own order ([`WireFormat::detect_rank`]).
 pub static ALL: [&dyn WireFormat; 9] = [
     &otlp::PROTOBUF,
     &otlp::JSON,
@@ -49,9 +94,9 @@ pub fn by_name(name: &str) -> Option<&'static dyn WireFormat> {
     ALL.iter().copied().find(|f| f.name() == name)
 }
 
-/// The format of a Pyroscope `/ingest` request's `format=`.
-pub fn of_ingest(format: Format) -> &'static dyn WireFormat {
-    by_name(format.name()).expect("every /ingest format is registered")
+/// The format whose [`WireFormat::ingest_name`] is `value`.
+pub fn of_ingest(value: &str) -> Option<&'static dyn WireFormat> {
+    ALL.iter().copied().find(|f| f.ingest_name() == Some(value))
 }
 
 /// How an OTLP request is encoded.
@@ -134,9 +179,10 @@ fn built(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pyroscope::parse_format;
 
     #[test]
-    fn names_are_unique_and_every_ingest_format_is_registered() {
+    fn names_are_unique() {
         for (i, f) in ALL.iter().enumerate() {
             assert!(
                 ALL[..i].iter().all(|g| g.name() != f.name()),
@@ -144,19 +190,30 @@ mod tests {
                 f.name()
             );
         }
-        for format in [Format::Folded, Format::Pprof, Format::Jfr, Format::Speedscope] {
-            assert_eq!(of_ingest(format).name(), format.name());
-        }
-        use detect::Detected;
-        for detected in [
-            Detected::OtlpProtobuf,
-            Detected::OtlpJson,
-            Detected::Pprof,
-            Detected::Jfr,
-            Detected::Speedscope,
-            Detected::Folded,
-        ] {
-            assert_eq!(detected.wire_format().name(), detected.name());
+    }
+
+    /// What makes a line in ALL enough: everything that picks a format by a value or by
+    /// content finds every registered format that says it can be picked that way.
+    #[test]
+    fn registration_alone_makes_a_format_reachable() {
+        let same = |a: &dyn WireFormat, b: &dyn WireFormat| a.name() == b.name();
+        let mut ingest_names = Vec::new();
+        let mut ranks = Vec::new();
+        for &f in &ALL {
+            assert!(same(by_name(f.name()).unwrap(), f), "{f:?}");
+            if let Some(value) = f.ingest_name() {
+                assert!(same(parse_format(value).unwrap(), f), "{f:?}");
+                assert!(!ingest_names.contains(&value), "format={value} twice");
+                ingest_names.push(value);
+            }
+            if let Some(rank) = f.detect_rank() {
+                assert!(!ranks.contains(&rank), "detect rank {rank} twice");
+                ranks.push(rank);
+                assert!(
+                    f.ingest_name().is_some() || f.otlp_encoding().is_some(),
+                    "{f:?} is detected but import has nowhere to send it"
+                );
+            }
         }
     }
 }

@@ -1,6 +1,9 @@
 //! OTLP profiles v1development in any layout the sender declared or the wire shows,
 //! protobuf (its dictionary decoded flat) or JSON.
 
+use prost::Message;
+
+use super::detect::Sniff;
 use super::{Body, Encoding, Params, WireFormat};
 use crate::convert::Conversion;
 use crate::otlp::layout::{self, Layout};
@@ -16,6 +19,40 @@ impl WireFormat for Development {
         match self.0 {
             Encoding::Protobuf => "otlp-protobuf",
             Encoding::Json => "otlp-json",
+        }
+    }
+
+    fn otlp_encoding(&self) -> Option<Encoding> {
+        Some(self.0)
+    }
+
+    fn file_extensions(&self) -> &'static [&'static str] {
+        match self.0 {
+            Encoding::Protobuf => &["pb", "proto"],
+            Encoding::Json => &["json"],
+        }
+    }
+
+    /// JSON: before speedscope, as `resourceProfiles` is the surer sign. Protobuf: last, as
+    /// most messages with a field 1 pass, a pprof among them.
+    fn detect_rank(&self) -> Option<u8> {
+        Some(match self.0 {
+            Encoding::Json => 20,
+            Encoding::Protobuf => 60,
+        })
+    }
+
+    /// JSON: a `resourceProfiles` key (or its proto name). Protobuf: a message that decodes
+    /// with fields 1 and 2 as bytes and has `resource_profiles`.
+    fn detect(&self, content: &Sniff<'_>) -> bool {
+        match self.0 {
+            Encoding::Json => content
+                .json_object()
+                .is_some_and(|o| o.contains_key("resourceProfiles") || o.contains_key("resource_profiles")),
+            Encoding::Protobuf => content
+                .bytes()
+                .and_then(|data| ShallowRequest::decode(data).ok())
+                .is_some_and(|r| !r.resource_profiles.is_empty()),
         }
     }
 
@@ -36,6 +73,16 @@ impl WireFormat for Development {
             },
         })
     }
+}
+
+/// Top-level view of an OTLP request: both fields as raw bytes, so that any layout's
+/// nested messages decode.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ShallowRequest {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    resource_profiles: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    dictionary: Option<Vec<u8>>,
 }
 
 /// The layout a sender declared (`value` of the `OTLP-Profiles-Development-Version` header

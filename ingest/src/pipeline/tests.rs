@@ -11,7 +11,6 @@ use stackhouse_storage::writer::WriterConfig;
 use super::*;
 use crate::convert::Source;
 use crate::formats::{self, Body};
-use crate::pyroscope::Format;
 
 const HOUR: i64 = 3_600_000_000_000;
 
@@ -35,7 +34,7 @@ fn folded_at(time_nanos: i64) -> Payload {
 
 fn folded_of(service: &str, time_nanos: i64) -> Payload {
     Payload {
-        format: formats::of_ingest(Format::Folded),
+        format: &formats::folded::Folded,
         body: Body::Raw(Bytes::from_static(b"main;work 10\nmain;idle 3\n")),
         params: Params {
             source: Source {

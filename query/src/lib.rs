@@ -4,7 +4,9 @@
 //! catalog listings: labels, series, profile types, settings, stats).
 //!
 //! `engine` is the machinery every query shares; `endpoints` has one module per endpoint
-//! (its request, how it runs, its result); `render` turns results into wire formats.
+//! (its query, how it runs, its result, its REST request and its Connect method);
+//! `request` and `pyroscope` hold what those share of the query API's and Pyroscope's
+//! dialects; `render` turns results into wire formats.
 
 // Every dependency of the library is used by the library; test-only crates are dev-dependencies.
 // (Not in [workspace.lints]: there it would flag each integration test and binary for the
@@ -14,7 +16,7 @@
 mod call_paths;
 pub mod cluster;
 pub mod debuginfo;
-mod endpoints;
+pub mod endpoints;
 mod engine;
 mod error;
 mod limits;
@@ -28,6 +30,8 @@ mod symbolize;
 pub mod tree;
 mod types;
 
+// The endpoints' queries and results at the crate root, as the API, its benches and the
+// tests name them; a new endpoint's are named by its module (`endpoints::<name>::…`).
 pub use endpoints::diff::{Diff, DiffNode, DiffQuery};
 pub use endpoints::events::{DEFAULT_EVENTS_LIMIT, Event, EventsPage, EventsQuery};
 pub use endpoints::exemplars::{
@@ -39,6 +43,7 @@ pub use endpoints::heatmap::{Heatmap, HeatmapGroup, HeatmapSlot, Y_BUCKETS, heat
 pub use endpoints::profile::{ProfileDetail, ProfileMeta};
 pub use endpoints::timeseries::{Aggregation, Timeseries, TimeseriesGroup, TimeseriesQuery};
 pub use endpoints::top::{Top, TopFunction, TopQuery};
+
 pub use engine::scope::{GroupKey, Scope, parse_group_by};
 pub use engine::{DEFAULT_MEMORY_BUDGET, DEFAULT_PATH_CACHE_ENTRIES, QueryConfig, QueryEngine};
 pub use error::QueryError;

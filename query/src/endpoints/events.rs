@@ -1,4 +1,5 @@
-//! Events: the selected samples themselves, in time order, one page at a time.
+//! Events: the selected samples themselves, in time order, one page at a time; the query
+//! API reads them as `GET /api/v1/events`.
 //!
 //! Rows are ordered by every column, so the order is total up to identical rows, and a
 //! cursor is "time t, after the first n rows at t". The next page re-reads from t and
@@ -20,6 +21,7 @@ use crate::engine::plan::Needs;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
 use crate::limits::size;
+use crate::request::ScopeRequest;
 use crate::symbolize::Symbolizer;
 use crate::types::{ProfileTypeInfo, ScanStats};
 
@@ -220,6 +222,31 @@ impl QueryEngine {
             }
             page.stats = Some(stats);
             Ok(page)
+        })
+        .await
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct EventsRequest {
+    pub scope: ScopeRequest,
+    /// Page size asked for; 0: the default.
+    pub limit: usize,
+    pub cursor: Option<String>,
+}
+
+impl QueryEngine {
+    /// `GET /api/v1/events`.
+    pub async fn read_events(&self, r: &EventsRequest) -> Result<EventsPage, QueryError> {
+        self.bounded("events", async {
+            let limit = self.events_limit(r.limit)?;
+            let scope = self.resolve_scope(&r.scope).await?;
+            self.events(&EventsQuery {
+                scope,
+                limit,
+                cursor: r.cursor.clone(),
+            })
+            .await
         })
         .await
     }

@@ -1,6 +1,7 @@
 //! Exemplars: the profiles (or spans) behind each point of a time series, each with its
 //! value in the point's bucket, so that a client can open exactly that profile or span.
-//! Also what a heatmap counts ([`crate::endpoints::heatmap`]).
+//! Also what a heatmap counts ([`crate::endpoints::heatmap`]). Pyroscope reads them on
+//! `SelectSeries` points and `SelectHeatmap` slots (`crate::pyroscope::exemplars`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 

@@ -1,9 +1,13 @@
 //! pprof exports: the selected samples grouped by stack, series and attribute set, so each
-//! pprof sample carries its labels.
+//! pprof sample carries its labels. The query API's tree reads answer with one when asked
+//! for pprof; Pyroscope reads it as `SelectMergeProfile` (and `SelectMergeStacktraces` in
+//! pprof format), under its own package name.
 
 use std::collections::BTreeMap;
 
 use stackhouse_proto::pprof::Profile;
+use stackhouse_proto::pyroscope_profile;
+use stackhouse_proto::pyroscope_querier::SelectMergeProfileRequest;
 use stackhouse_storage::model::{Series, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
@@ -12,7 +16,11 @@ use crate::engine::aggregate::{Dim, Row};
 use crate::engine::plan::{Needs, Plan};
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
+use crate::pyroscope::scope::{explicit_max_nodes, ids, select_scope, stack_filter};
+use crate::pyroscope::{Caller, pprof};
 use crate::render::pprof::{PprofInput, PprofSample, build};
+use crate::render::pprof_cut;
+use crate::stack_filter::StackFilter;
 
 /// What a pprof export holds.
 // Built once per request and never stored, so the size difference costs nothing.
@@ -124,4 +132,42 @@ fn labels(series: Option<&Series>, attr_set_id: SymbolId, symbols: &SymbolIndex)
         }
     }
     labels
+}
+
+/// Pyroscope's `SelectMergeProfile`.
+pub async fn select_merge_profile(
+    engine: &QueryEngine,
+    call: &Caller,
+    r: SelectMergeProfileRequest,
+) -> Result<pyroscope_profile::Profile, QueryError> {
+    engine
+        .bounded("pprof", async move {
+            let mut scope = select_scope(
+                engine,
+                call,
+                &r.profile_type_id,
+                &r.label_selector,
+                r.start,
+                r.end,
+            )
+            .await?;
+            scope.profile_ids = ids::<16>("profile id", &r.profile_id_selector)?;
+            scope.trace_ids = ids::<16>("trace id", &r.trace_id_selector)?;
+            let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+            merged_profile(engine, scope, &stacks, explicit_max_nodes(engine, r.max_nodes)?).await
+        })
+        .await
+}
+
+/// The selection as one pprof profile, under Pyroscope's package name, cut to the stacks
+/// `stacks` keeps and to `max_nodes` call-tree nodes (0: uncut).
+pub(crate) async fn merged_profile(
+    engine: &QueryEngine,
+    scope: Scope,
+    stacks: &StackFilter,
+    max_nodes: usize,
+) -> Result<pyroscope_profile::Profile, QueryError> {
+    let mut profile = engine.pprof(&PprofQuery::Scope(scope)).await?;
+    pprof_cut::cut(&mut profile, stacks, max_nodes);
+    Ok(pprof::to_pyroscope(profile))
 }

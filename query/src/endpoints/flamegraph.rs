@@ -1,8 +1,24 @@
-//! `flamegraph`: the call tree of the selected samples, optionally grouped.
+//! `flamegraph`: the call tree of the selected samples, optionally grouped. The query API
+//! reads it as `GET /api/v1/flamegraph` (a trace's too); Pyroscope as
+//! `SelectMergeStacktraces` (also as a tree, DOT or pprof) and `SelectMergeSpanProfile`.
 
+use stackhouse_proto::pyroscope_querier::{
+    FlameGraph, Level, PprofProfile, ProfileFormat, SelectMergeSpanProfileRequest,
+    SelectMergeSpanProfileResponse, SelectMergeStacktracesRequest, SelectMergeStacktracesResponse,
+};
+
+use crate::endpoints::export::{PprofQuery, merged_profile};
 use crate::engine::QueryEngine;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
+use crate::pyroscope::Caller;
+use crate::pyroscope::scope::{
+    explicit_max_nodes, ids, max_nodes, select_scope, stack_filter, stacktraces_scope,
+};
+use crate::render::dot::dot;
+use crate::render::flamebearer::levels;
+use crate::render::tree_bytes::tree_bytes;
+use crate::request::{ScopeRequest, TreeAnswer, TreeOutput};
 use crate::stack_filter::StackFilter;
 use crate::tree::{Flamegraph, FlamegraphJson};
 
@@ -63,5 +79,147 @@ impl QueryEngine {
             Ok(flamegraph)
         })
         .await
+    }
+}
+
+/// A flamegraph read: the scope (a trace's flamegraph is one with its trace id), grouping,
+/// the node budget asked for (0: the default).
+#[derive(Clone, Debug)]
+pub struct FlamegraphRequest {
+    pub scope: ScopeRequest,
+    pub group_by: Vec<GroupKey>,
+    pub max_nodes: usize,
+    pub output: TreeOutput,
+}
+
+impl QueryEngine {
+    /// `GET /api/v1/flamegraph` and `/traces/{id}/flamegraph`.
+    pub async fn read_flamegraph(
+        &self,
+        r: &FlamegraphRequest,
+    ) -> Result<TreeAnswer<FlamegraphJson, Flamegraph>, QueryError> {
+        self.bounded("flamegraph", async {
+            let max_nodes = self.max_nodes(r.max_nodes)?;
+            let scope = self.resolve_scope(&r.scope).await?;
+            let query = FlamegraphQuery {
+                scope,
+                group_by: r.group_by.clone(),
+                max_nodes,
+            };
+            Ok(match r.output {
+                TreeOutput::Pprof => TreeAnswer::Pprof(self.pprof(&PprofQuery::Scope(query.scope)).await?),
+                TreeOutput::Json => TreeAnswer::Json(self.flamegraph_json(&query).await?),
+                TreeOutput::Tree => TreeAnswer::Tree(self.flamegraph(&query).await?),
+            })
+        })
+        .await
+    }
+}
+
+/// Pyroscope's `SelectMergeStacktraces`.
+pub async fn select_merge_stacktraces(
+    engine: &QueryEngine,
+    call: &Caller,
+    r: SelectMergeStacktracesRequest,
+) -> Result<SelectMergeStacktracesResponse, QueryError> {
+    engine
+        .bounded("flamegraph", async move {
+            let scope = stacktraces_scope(engine, call, &r).await?;
+            match ProfileFormat::try_from(r.format) {
+                Ok(ProfileFormat::Pprof) => {
+                    let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+                    let profile =
+                        merged_profile(engine, scope, &stacks, explicit_max_nodes(engine, r.max_nodes)?)
+                            .await?;
+                    return Ok(SelectMergeStacktracesResponse {
+                        pprof: Some(PprofProfile {
+                            profile: Some(profile),
+                        }),
+                        ..Default::default()
+                    });
+                }
+                Ok(ProfileFormat::Dot) => {
+                    // `max_nodes` bounds the functions drawn; the graph is made from the default
+                    // call tree, as Pyroscope draws it from a merged profile.
+                    let query = FlamegraphQuery {
+                        scope,
+                        group_by: Vec::new(),
+                        max_nodes: 0,
+                    };
+                    let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+                    let flamegraph = engine.filtered_flamegraph(&query, &stacks).await?;
+                    return Ok(SelectMergeStacktracesResponse {
+                        dot: dot(&flamegraph, max_nodes(r.max_nodes)?),
+                        ..Default::default()
+                    });
+                }
+                // Unknown formats (the Drilldown app's FUNCTIONS and SANDWICH) get the flame graph,
+                // which the app falls back to.
+                _ => {}
+            }
+            let query = FlamegraphQuery {
+                scope,
+                group_by: Vec::new(),
+                max_nodes: max_nodes(r.max_nodes)?,
+            };
+            let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+            let flamegraph = engine.filtered_flamegraph(&query, &stacks).await?;
+            if r.format == ProfileFormat::Tree as i32 {
+                return Ok(SelectMergeStacktracesResponse {
+                    tree: tree_bytes(&flamegraph.root),
+                    ..Default::default()
+                });
+            }
+            Ok(SelectMergeStacktracesResponse {
+                flamegraph: Some(flame_graph(&flamegraph)),
+                ..Default::default()
+            })
+        })
+        .await
+}
+
+/// Pyroscope's `SelectMergeSpanProfile`.
+pub async fn select_merge_span_profile(
+    engine: &QueryEngine,
+    call: &Caller,
+    r: SelectMergeSpanProfileRequest,
+) -> Result<SelectMergeSpanProfileResponse, QueryError> {
+    engine
+        .bounded("flamegraph", async move {
+            let mut scope = select_scope(
+                engine,
+                call,
+                &r.profile_type_id,
+                &r.label_selector,
+                r.start,
+                r.end,
+            )
+            .await?;
+            scope.span_ids = ids::<8>("span id", &r.span_selector)?;
+            let query = FlamegraphQuery {
+                scope,
+                group_by: Vec::new(),
+                max_nodes: max_nodes(r.max_nodes)?,
+            };
+            let flamegraph = engine.flamegraph(&query).await?;
+            Ok(SelectMergeSpanProfileResponse {
+                flamegraph: Some(flame_graph(&flamegraph)),
+                ..Default::default()
+            })
+        })
+        .await
+}
+
+fn flame_graph(flamegraph: &Flamegraph) -> FlameGraph {
+    let laid_out = levels(&flamegraph.root);
+    FlameGraph {
+        names: laid_out.names,
+        levels: laid_out
+            .levels
+            .into_iter()
+            .map(|values| Level { values })
+            .collect(),
+        total: flamegraph.root.total,
+        max_self: laid_out.max_self,
     }
 }

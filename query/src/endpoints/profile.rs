@@ -1,5 +1,6 @@
 //! One stored profile, found by its id: the catalog says where it is and what it is; the
-//! scan then reads only those segments, filtered by the id.
+//! scan then reads only those segments, filtered by the id. The query API reads it as
+//! `GET /api/v1/profiles/{id}`.
 
 use std::collections::BTreeMap;
 
@@ -7,9 +8,12 @@ use serde::Serialize;
 use stackhouse_storage::model::{ProfileType, TimeRange};
 use utoipa::ToSchema;
 
+use crate::endpoints::export::PprofQuery;
+use crate::endpoints::flamegraph::FlamegraphQuery;
 use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
+use crate::request::{TreeAnswer, TreeOutput, hex_id, parse_profile_type};
 use crate::tree::Flamegraph;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
@@ -137,5 +141,49 @@ fn type_list<'a>(types: impl Iterator<Item = &'a ProfileType>) -> String {
         "none".to_string()
     } else {
         ids.join(", ")
+    }
+}
+
+/// A stored profile by its id.
+#[derive(Clone, Debug)]
+pub struct ProfileRequest {
+    pub tenant: String,
+    /// Hex, 32 characters.
+    pub profile_id: String,
+    /// Which of the profile's types, when it was sent with several.
+    pub profile_type: Option<String>,
+    pub max_nodes: usize,
+    pub output: TreeOutput,
+}
+
+impl QueryEngine {
+    /// `GET /api/v1/profiles/{id}`: its metadata with its flamegraph (`Json`), the tree, or
+    /// its samples as pprof.
+    pub async fn read_profile(
+        &self,
+        r: &ProfileRequest,
+    ) -> Result<TreeAnswer<ProfileDetail, Flamegraph>, QueryError> {
+        self.bounded("profile", async {
+            let profile_id = hex_id::<16>("profile_id", &r.profile_id)?;
+            let profile_type = r.profile_type.as_deref().map(parse_profile_type).transpose()?;
+            let max_nodes = self.max_nodes(r.max_nodes)?;
+            let (meta, scope) = self
+                .find_profile(&r.tenant, profile_id, profile_type.as_ref())
+                .await?;
+            if r.output == TreeOutput::Pprof {
+                return Ok(TreeAnswer::Pprof(self.pprof(&PprofQuery::Scope(scope)).await?));
+            }
+            let query = FlamegraphQuery {
+                scope,
+                group_by: Vec::new(),
+                max_nodes,
+            };
+            let flamegraph = self.flamegraph(&query).await?;
+            Ok(match r.output {
+                TreeOutput::Json => TreeAnswer::Json(ProfileDetail { meta, flamegraph }),
+                _ => TreeAnswer::Tree(flamegraph),
+            })
+        })
+        .await
     }
 }

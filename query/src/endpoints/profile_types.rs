@@ -1,12 +1,17 @@
-//! `profile_types`: the profile types a tenant has stored.
+//! `profile_types`: the profile types a tenant has stored. The query API reads them as
+//! `GET /api/v1/profile-types` (with the series that have them); Pyroscope as `ProfileTypes`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use stackhouse_storage::model::{ProfileType, TimeRange};
+use stackhouse_proto::pyroscope_querier::{ProfileTypesRequest, ProfileTypesResponse};
+use stackhouse_storage::model::{ProfileType, Series, TimeRange};
 
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
+use crate::pyroscope::scope::range_ms;
+use crate::pyroscope::{Caller, profile_type};
+use crate::request::ListingRequest;
 
 impl QueryEngine {
     /// Profile types with samples in `range`.
@@ -70,4 +75,47 @@ impl KnownTypes {
             .or_default()
             .insert(profile_type.clone());
     }
+}
+
+impl QueryEngine {
+    /// `GET /api/v1/profile-types`: the types with data in the range, and the series that
+    /// have them.
+    pub async fn read_profile_types(
+        &self,
+        r: &ListingRequest,
+    ) -> Result<(Vec<ProfileType>, Vec<Series>), QueryError> {
+        self.bounded("profile_types", async {
+            let range = self.resolve_range(&r.range)?;
+            futures::try_join!(
+                self.profile_types(&r.tenant, range),
+                self.series(&r.tenant, range)
+            )
+        })
+        .await
+    }
+}
+
+/// Pyroscope's `ProfileTypes`.
+pub async fn profile_types(
+    engine: &QueryEngine,
+    call: &Caller,
+    r: ProfileTypesRequest,
+) -> Result<ProfileTypesResponse, QueryError> {
+    engine
+        .bounded("profile_types", async move {
+            let Some(range) = range_ms(r.start, r.end, engine.now_nanos())? else {
+                return Ok(ProfileTypesResponse::default());
+            };
+            let mut profile_types: Vec<_> = engine
+                .profile_types(&call.tenant, range)
+                .await?
+                .iter()
+                .map(profile_type::to_wire)
+                .collect();
+            profile_types.sort_by(|a, b| a.id.cmp(&b.id));
+            // Counted CPU samples and CPU time are served as one type.
+            profile_types.dedup_by(|a, b| a.id == b.id);
+            Ok(ProfileTypesResponse { profile_types })
+        })
+        .await
 }

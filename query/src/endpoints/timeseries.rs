@@ -1,8 +1,12 @@
-//! `timeseries`: values bucketed by step, one series per group.
+//! `timeseries`: values bucketed by step, one series per group. The query API reads it as
+//! `GET /api/v1/timeseries`; Pyroscope as `SelectSeries`, with exemplars on its points.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
+use stackhouse_proto::pyroscope_querier::{SelectSeriesRequest, SelectSeriesResponse};
+use stackhouse_proto::pyroscope_types::{Point, TimeSeriesAggregationType};
+use stackhouse_storage::model::TimeRange;
 use utoipa::ToSchema;
 
 use crate::engine::QueryEngine;
@@ -12,8 +16,15 @@ use crate::engine::plan::Needs;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
 use crate::limits::exceeded;
+use crate::pyroscope::scope::{pairs, series_scope, stack_filter};
+use crate::pyroscope::{Caller, NANOS_PER_MILLI, exemplars};
+use crate::request::ScopeRequest;
 use crate::stack_filter::StackFilter;
 use crate::types::{ProfileTypeInfo, ScanStats};
+
+/// Buckets a time series gets at most when no step is given.
+const DEFAULT_BUCKETS: i64 = 1000;
+const NANOS_PER_SEC: i64 = 1_000_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -183,4 +194,139 @@ impl QueryEngine {
 struct Bucket {
     sum: i64,
     points: HashSet<(i64, i64)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TimeseriesRequest {
+    pub scope: ScopeRequest,
+    /// Bucket width; without one, the smallest whole number of seconds giving at most 1000
+    /// buckets over the range.
+    pub step_nanos: Option<i64>,
+    pub group_by: Vec<GroupKey>,
+    pub aggregation: Aggregation,
+}
+
+impl QueryEngine {
+    /// `GET /api/v1/timeseries`.
+    pub async fn read_timeseries(&self, r: &TimeseriesRequest) -> Result<Timeseries, QueryError> {
+        self.bounded("timeseries", async {
+            let scope = self.resolve_scope(&r.scope).await?;
+            let step_nanos = r.step_nanos.unwrap_or_else(|| default_step_nanos(scope.range));
+            let query = TimeseriesQuery {
+                scope,
+                step_nanos,
+                group_by: r.group_by.clone(),
+                aggregation: r.aggregation,
+            };
+            self.timeseries(&query).await
+        })
+        .await
+    }
+}
+
+/// The smallest whole number of seconds, at least one, that divides `range` into at most
+/// [`DEFAULT_BUCKETS`] buckets.
+pub fn default_step_nanos(range: TimeRange) -> i64 {
+    let span = (range.end as i128 - range.start as i128).max(0) as u128;
+    let per_bucket = span.div_ceil(DEFAULT_BUCKETS as u128);
+    let secs = per_bucket.div_ceil(NANOS_PER_SEC as u128).max(1);
+    i64::try_from(secs * NANOS_PER_SEC as u128).unwrap_or(i64::MAX / NANOS_PER_SEC * NANOS_PER_SEC)
+}
+
+/// Pyroscope's `SelectSeries`.
+pub async fn select_series(
+    engine: &QueryEngine,
+    call: &Caller,
+    r: SelectSeriesRequest,
+) -> Result<SelectSeriesResponse, QueryError> {
+    engine
+        .bounded("timeseries", async move {
+            let step_nanos = exemplars::step_nanos(r.step)?;
+            let (scope, group_by) = series_scope(
+                engine,
+                call,
+                &r.profile_type_id,
+                &r.label_selector,
+                (r.start, r.end),
+                &r.group_by,
+            )
+            .await?;
+            let aggregation = match r.aggregation.map(TimeSeriesAggregationType::try_from) {
+                Some(Ok(TimeSeriesAggregationType::Average)) => Aggregation::Avg,
+                _ => Aggregation::Sum,
+            };
+            let query = TimeseriesQuery {
+                scope,
+                step_nanos,
+                group_by: group_by.clone(),
+                aggregation,
+            };
+            let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
+            let mut timeseries = engine.filtered_timeseries(&query, &stacks).await?;
+            if let Some(limit) = r.limit.filter(|&l| l > 0) {
+                // Sorted by total, largest first: the top series by total are kept.
+                timeseries
+                    .series
+                    .truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            }
+            let mut series: Vec<_> = timeseries
+                .series
+                .iter()
+                .map(|s| {
+                    let labels = r
+                        .group_by
+                        .iter()
+                        .zip(&group_by)
+                        .map(|(wire, key)| {
+                            (wire.clone(), s.group.get(key.name()).cloned().unwrap_or_default())
+                        })
+                        .filter(|(_, value)| !value.is_empty());
+                    stackhouse_proto::pyroscope_types::Series {
+                        labels: pairs(labels),
+                        points: s
+                            .points
+                            .iter()
+                            .map(|&(bucket_start, value)| Point {
+                                value,
+                                // As Pyroscope: a point is stamped with its bucket's end.
+                                timestamp: (bucket_start + step_nanos) / NANOS_PER_MILLI,
+                                ..Default::default()
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            exemplars::attach(engine, call, &r, &query, &stacks, &timeseries.series, &mut series).await?;
+            Ok(SelectSeriesResponse { series })
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_step_keeps_at_most_1000_buckets_in_whole_seconds() {
+        let hour = TimeRange {
+            start: 0,
+            end: 3600 * NANOS_PER_SEC,
+        };
+        // 3600 s / 1000 = 3.6 s, rounded up to whole seconds.
+        assert_eq!(default_step_nanos(hour), 4 * NANOS_PER_SEC);
+        let exact = TimeRange {
+            start: 5,
+            end: 5 + 2000 * NANOS_PER_SEC,
+        };
+        assert_eq!(default_step_nanos(exact), 2 * NANOS_PER_SEC);
+        let short = TimeRange { start: 0, end: 10 };
+        assert_eq!(default_step_nanos(short), NANOS_PER_SEC);
+        let all = TimeRange {
+            start: i64::MIN,
+            end: i64::MAX,
+        };
+        let step = default_step_nanos(all);
+        assert!(step > 0 && step % NANOS_PER_SEC == 0);
+        assert!((all.end as i128 - all.start as i128) / step as i128 <= 1000);
+    }
 }

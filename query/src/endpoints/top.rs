@@ -1,4 +1,4 @@
-//! `top`: functions by self and total value.
+//! `top`: functions by self and total value. The query API reads it as `GET /api/v1/top`.
 
 use std::collections::HashMap;
 
@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
+use crate::request::ScopeRequest;
 use crate::tree::Node;
 use crate::types::{ProfileTypeInfo, ScanStats};
 
@@ -103,6 +104,27 @@ pub(crate) fn top_functions(root: &Node) -> Vec<TopFunction> {
             .then_with(|| a.name.cmp(&b.name))
     });
     functions
+}
+
+#[derive(Clone, Debug)]
+pub struct TopRequest {
+    pub scope: ScopeRequest,
+    pub limit: usize,
+}
+
+impl QueryEngine {
+    /// `GET /api/v1/top`.
+    pub async fn read_top(&self, r: &TopRequest) -> Result<Top, QueryError> {
+        self.bounded("top", async {
+            let scope = self.resolve_scope(&r.scope).await?;
+            self.top(&TopQuery {
+                scope,
+                limit: r.limit,
+            })
+            .await
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -14,22 +14,24 @@
 
 use std::collections::BTreeSet;
 
-use crate::{
-    EXEMPLARS_PER_POINT, Exemplar, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery, QueryError,
-    StackFilter, TimeseriesGroup, TimeseriesQuery,
-};
 use stackhouse_proto::pyroscope_querier::SelectSeriesRequest;
 use stackhouse_proto::pyroscope_types::{self, ExemplarType, LabelPair, Point, Series};
 
 use super::Caller;
 use super::NANOS_PER_MILLI;
 use super::names;
+use crate::endpoints::exemplars::{
+    EXEMPLARS_PER_POINT, Exemplar, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery,
+};
+use crate::endpoints::timeseries::{TimeseriesGroup, TimeseriesQuery};
 use crate::engine::QueryEngine;
+use crate::error::QueryError;
+use crate::stack_filter::StackFilter;
 
 const NANOS_PER_SECOND: f64 = 1e9;
 
 /// A Connect `step` (seconds, a double) in nanoseconds; Pyroscope refuses less than 1 ms.
-pub(super) fn step_nanos(step: f64) -> Result<i64, QueryError> {
+pub(crate) fn step_nanos(step: f64) -> Result<i64, QueryError> {
     if step.is_nan() || step < 0.001 {
         return Err(QueryError::bad_request(format!(
             "step must be at least 0.001 s, got {step}"
@@ -40,7 +42,7 @@ pub(super) fn step_nanos(step: f64) -> Result<i64, QueryError> {
 
 /// What an `exemplar_type` asks for; NONE and UNSPECIFIED ask for nothing, and cost no
 /// scan.
-pub(super) fn kind(exemplar_type: i32) -> Option<ExemplarKind> {
+pub(crate) fn kind(exemplar_type: i32) -> Option<ExemplarKind> {
     match ExemplarType::try_from(exemplar_type) {
         Ok(ExemplarType::Individual) => Some(ExemplarKind::Profile),
         Ok(ExemplarType::Span) => Some(ExemplarKind::Span),
@@ -50,7 +52,7 @@ pub(super) fn kind(exemplar_type: i32) -> Option<ExemplarKind> {
 
 /// Puts on each point of `series` (built in order from `groups`) the largest profile or
 /// span of its bucket, when the request's `exemplar_type` asks for them.
-pub(super) async fn attach(
+pub(crate) async fn attach(
     engine: &QueryEngine,
     call: &Caller,
     r: &SelectSeriesRequest,
@@ -115,7 +117,7 @@ fn add(
 }
 
 /// One exemplar as Grafana reads it.
-pub(super) fn to_wire(
+pub(crate) fn to_wire(
     e: &Exemplar,
     found: &Exemplars,
     wire_group_by: &[String],

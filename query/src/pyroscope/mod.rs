@@ -1,24 +1,33 @@
 //! Grafana Pyroscope's dialect over the engine: its label names (`service_name`,
 //! sanitized names, the labels derived from a profile type), its 5-part profile type ids,
-//! its series filtering, and every `querier.v1.QuerierService` method as one engine
-//! request. The API edge decodes a method's message, calls one function here, and encodes
-//! the answer.
+//! its series filtering, what its `querier.v1.QuerierService` requests share (`scope`),
+//! exemplars and pprof as it spells them, and its legacy `/render`. Each `querier.v1`
+//! method lives with its endpoint in [`crate::endpoints`], one engine request each: the
+//! API edge decodes a method's message, calls that function, and encodes the answer.
 
-mod exemplars;
-mod heatmap;
+pub(crate) mod exemplars;
 pub mod names;
-mod pprof;
+pub(crate) mod pprof;
 pub mod profile_type;
-mod querier;
 mod render;
+pub(crate) mod scope;
 
-pub use heatmap::select_heatmap;
 pub use names::{Matchers, Names};
-pub use querier::{
-    analyze_query, diff, get_profile_stats, label_names, label_values, profile_types, select_merge_profile,
-    select_merge_span_profile, select_merge_stacktraces, select_scope, select_series, series,
-};
 pub use render::{RenderQuery, RenderRequest, Rendered, render, render_diff, render_graph};
+pub use scope::select_scope;
+
+// old path, kept until the API imports move
+pub use crate::endpoints::{
+    diff::diff,
+    export::select_merge_profile,
+    flamegraph::{select_merge_span_profile, select_merge_stacktraces},
+    heatmap::select_heatmap,
+    labels::{label_names, label_values},
+    profile_types::profile_types,
+    series::series,
+    stats::{analyze_query, get_profile_stats},
+    timeseries::select_series,
+};
 
 /// Times on Pyroscope's wire are Unix milliseconds.
 pub const NANOS_PER_MILLI: i64 = 1_000_000;

@@ -7,7 +7,7 @@
 use stackhouse_proto::pprof;
 use stackhouse_proto::pyroscope_profile as pyroscope;
 
-pub(super) fn to_pyroscope(p: pprof::Profile) -> pyroscope::Profile {
+pub(crate) fn to_pyroscope(p: pprof::Profile) -> pyroscope::Profile {
     pyroscope::Profile {
         sample_type: p.sample_type.into_iter().map(value_type).collect(),
         sample: p.sample.into_iter().map(sample).collect(),

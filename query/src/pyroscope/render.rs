@@ -4,7 +4,7 @@
 use super::Caller;
 use super::NANOS_PER_MILLI;
 use super::names::Names;
-use super::querier::select_scope;
+use super::scope::select_scope;
 use crate::endpoints::diff::{Diff, DiffQuery};
 use crate::endpoints::flamegraph::FlamegraphQuery;
 use crate::endpoints::timeseries::{Aggregation, Timeseries, TimeseriesQuery};

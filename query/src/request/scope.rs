@@ -1,6 +1,6 @@
 //! The scope of a query API read as sent (text), and how the engine resolves it: the range
 //! with its defaults from the engine's clock, the selector, the ids, and a profile type the
-//! tenant stored.
+//! tenant stored; a catalog listing's scope is its tenant and range.
 
 use stackhouse_storage::model::{ProfileType, TimeRange};
 
@@ -33,6 +33,13 @@ pub struct ScopeRequest {
 pub struct RangeRequest {
     pub from: Option<String>,
     pub to: Option<String>,
+}
+
+/// A catalog listing over a range.
+#[derive(Clone, Debug)]
+pub struct ListingRequest {
+    pub tenant: String,
+    pub range: RangeRequest,
 }
 
 impl QueryEngine {

@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use stackhouse_query::pyroscope;
+use stackhouse_query::endpoints;
 use stackhouse_query::request::TreeAnswer;
 
 use super::call::ReadCall;
@@ -14,7 +14,7 @@ use crate::route::{Route, documented};
 use crate::state::AppState;
 
 pub(super) fn routes() -> Vec<Route> {
-    vec![documented!(diff), querier!("Diff", pyroscope::diff)]
+    vec![documented!(diff), querier!("Diff", endpoints::diff::diff)]
 }
 
 /// Two selections of one profile type merged into one tree carrying both sides' values.

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use stackhouse_query::EventsPage;
-use stackhouse_query::request::EventsRequest;
+use stackhouse_query::endpoints::events::EventsRequest;
 
 use super::call::ReadCall;
 use super::params::{EventsParams, ScopeParams, TenantHeader, TraceIdParams};

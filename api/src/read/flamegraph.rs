@@ -4,8 +4,9 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use stackhouse_query::pyroscope;
-use stackhouse_query::request::{FlamegraphRequest, TreeAnswer};
+use stackhouse_query::endpoints;
+use stackhouse_query::endpoints::flamegraph::FlamegraphRequest;
+use stackhouse_query::request::TreeAnswer;
 
 use super::call::ReadCall;
 use super::connect::querier;
@@ -20,9 +21,15 @@ pub(super) fn routes() -> Vec<Route> {
     vec![
         documented!(flamegraph),
         documented!(trace_flamegraph),
-        querier!("SelectMergeStacktraces", pyroscope::select_merge_stacktraces),
-        querier!("SelectMergeSpanProfile", pyroscope::select_merge_span_profile),
-        querier!("SelectMergeProfile", pyroscope::select_merge_profile),
+        querier!(
+            "SelectMergeStacktraces",
+            endpoints::flamegraph::select_merge_stacktraces
+        ),
+        querier!(
+            "SelectMergeSpanProfile",
+            endpoints::flamegraph::select_merge_span_profile
+        ),
+        querier!("SelectMergeProfile", endpoints::export::select_merge_profile),
     ]
 }
 

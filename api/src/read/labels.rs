@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::Serialize;
-use stackhouse_query::pyroscope;
+use stackhouse_query::endpoints;
 use stackhouse_storage::catalog::{CatalogStats, TableStats};
 use stackhouse_storage::model::{ProfileType, Series};
 use utoipa::ToSchema;
@@ -24,12 +24,12 @@ pub(super) fn routes() -> Vec<Route> {
         documented!(label_names),
         documented!(label_values),
         documented!(stats),
-        querier!("ProfileTypes", pyroscope::profile_types),
-        querier!("LabelNames", pyroscope::label_names),
-        querier!("LabelValues", pyroscope::label_values),
-        querier!("Series", pyroscope::series),
-        querier!("GetProfileStats", pyroscope::get_profile_stats),
-        querier!("AnalyzeQuery", pyroscope::analyze_query),
+        querier!("ProfileTypes", endpoints::profile_types::profile_types),
+        querier!("LabelNames", endpoints::labels::label_names),
+        querier!("LabelValues", endpoints::labels::label_values),
+        querier!("Series", endpoints::series::series),
+        querier!("GetProfileStats", endpoints::stats::get_profile_stats),
+        querier!("AnalyzeQuery", endpoints::stats::analyze_query),
     ]
 }
 

@@ -8,10 +8,9 @@
 #[cfg(test)]
 use std::collections::BTreeSet;
 
+use stackhouse_query::endpoints::diff::{DiffRequest, SideRequest};
 use stackhouse_query::render::{FORMATS, OutputFormat};
-use stackhouse_query::request::{
-    DiffRequest, ListingRequest, RangeRequest, ScopeRequest, SideRequest, TreeOutput,
-};
+use stackhouse_query::request::{ListingRequest, RangeRequest, ScopeRequest, TreeOutput};
 use stackhouse_query::{Aggregation, GroupKey, parse_group_by};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};

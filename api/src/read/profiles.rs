@@ -2,7 +2,8 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use stackhouse_query::request::{ProfileRequest, TreeAnswer};
+use stackhouse_query::endpoints::profile::ProfileRequest;
+use stackhouse_query::request::TreeAnswer;
 
 use super::call::ReadCall;
 use super::encode::{ProfileBody, json, pprof, rendered};

@@ -3,8 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use stackhouse_query::request::TimeseriesRequest;
-use stackhouse_query::{Timeseries, pyroscope};
+use stackhouse_query::Timeseries;
+use stackhouse_query::endpoints;
+use stackhouse_query::endpoints::timeseries::TimeseriesRequest;
 
 use super::call::ReadCall;
 use super::connect::querier;
@@ -17,8 +18,8 @@ use crate::state::AppState;
 pub(super) fn routes() -> Vec<Route> {
     vec![
         documented!(timeseries),
-        querier!("SelectSeries", pyroscope::select_series),
-        querier!("SelectHeatmap", pyroscope::select_heatmap),
+        querier!("SelectSeries", endpoints::timeseries::select_series),
+        querier!("SelectHeatmap", endpoints::heatmap::select_heatmap),
     ]
 }
 

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use stackhouse_query::Top;
-use stackhouse_query::request::TopRequest;
+use stackhouse_query::endpoints::top::TopRequest;
 
 use super::call::ReadCall;
 use super::params::{ScopeParams, TenantHeader, TopParams, TraceIdParams};

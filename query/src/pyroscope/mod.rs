@@ -16,19 +16,6 @@ pub use names::{Matchers, Names};
 pub use render::{RenderQuery, RenderRequest, Rendered, render, render_diff, render_graph};
 pub use scope::select_scope;
 
-// old path, kept until the API imports move
-pub use crate::endpoints::{
-    diff::diff,
-    export::select_merge_profile,
-    flamegraph::{select_merge_span_profile, select_merge_stacktraces},
-    heatmap::select_heatmap,
-    labels::{label_names, label_values},
-    profile_types::profile_types,
-    series::series,
-    stats::{analyze_query, get_profile_stats},
-    timeseries::select_series,
-};
-
 /// Times on Pyroscope's wire are Unix milliseconds.
 pub const NANOS_PER_MILLI: i64 = 1_000_000;
 

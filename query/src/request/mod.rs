@@ -14,13 +14,3 @@ pub use output::{TreeAnswer, TreeOutput};
 pub(crate) use scope::selector;
 pub use scope::{ListingRequest, RangeRequest, ScopeRequest, parse_profile_type};
 pub use time::{parse_range, parse_time};
-
-// old path, kept until the API imports move
-pub use crate::endpoints::{
-    diff::{DiffRequest, SideRequest},
-    events::EventsRequest,
-    flamegraph::FlamegraphRequest,
-    profile::ProfileRequest,
-    timeseries::{TimeseriesRequest, default_step_nanos},
-    top::TopRequest,
-};

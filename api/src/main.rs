@@ -1,5 +1,8 @@
 //! The `stackhouse` binary.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 

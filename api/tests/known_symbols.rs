@@ -2,6 +2,9 @@
 //! that resends stored stacks (in its own dictionary order) brings no symbols for them, its
 //! samples get the same stack ids as without the lookup, and queries answer the same.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -3,6 +3,9 @@
 //! RESOURCE_EXHAUSTED carrying RetryInfo; a request larger than the whole budget is
 //! refused for good (413, RESOURCE_EXHAUSTED without RetryInfo).
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

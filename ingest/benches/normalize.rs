@@ -1,6 +1,9 @@
 //! Throughput of the OTLP hot path on the real eBPF capture, without a benchmark
 //! framework: `cargo bench -p stackhouse-ingest`.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

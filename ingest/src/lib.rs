@@ -4,11 +4,6 @@
 //! holds it to the tenant's [`limits`], normalizes it and waits for the storage writer.
 //! Knows wire formats, never Parquet.
 
-// Every dependency of the library is used by the library; test-only crates are dev-dependencies.
-// (Not in [workspace.lints]: there it would flag each integration test and binary for the
-// package dependencies only the library uses.)
-#![cfg_attr(not(test), deny(unused_crate_dependencies))]
-
 pub mod body;
 pub mod convert;
 pub mod folded;

@@ -1,6 +1,8 @@
 //! Request body decompression, measured with a counting allocator: the limit must hold
 //! for memory, not only for the result.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
 // A counting global allocator is the one way to see what decompression allocates.
 #![allow(unsafe_code)]
 

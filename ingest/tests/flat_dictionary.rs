@@ -3,6 +3,9 @@
 //! forms real encoders rarely write (unpacked indices, a message sent twice, unknown
 //! fields). prost is the independent decoder every expectation comes from.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use common::{CAPTURE_PB, SPAN_ID, STRINGS, TRACE_ID, two_profiles};

@@ -3,6 +3,9 @@
 //! come from the inputs (hand-written here, or the test data files read by a minimal
 //! reader below).
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 
 use stackhouse_ingest::convert::{RequestBuilder, Source};

@@ -3,6 +3,9 @@
 //! message naming the layouts. The old layouts are written here with their own prost
 //! structs, transcribed from the v1.8.0 and v1.9.0 protos, not with the decoder's code.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use common::{CAPTURE_JSON, CAPTURE_PB};

@@ -2,6 +2,9 @@
 //! normalization keeps every observation. Expectations are computed by walking the raw
 //! request here, not with the code under test.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::collections::BTreeMap;

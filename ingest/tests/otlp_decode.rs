@@ -1,5 +1,8 @@
 //! Wire decoding errors and the OTLP/JSON rules that differ from plain protojson.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use prost::Message;
 use stackhouse_ingest::otlp::{DecodeError, decode_json, decode_protobuf};
 

@@ -1,6 +1,9 @@
 //! A tenant's bounds applied while normalizing: stack depth (cut, not refused), label names
 //! per series and series admission (the profile alone refused).
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use stackhouse_ingest::convert::{RequestBuilder, Source};
 use stackhouse_ingest::folded;
 use stackhouse_ingest::otlp::{

@@ -1,5 +1,8 @@
 //! What a small hand-built request normalizes into, field by field.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use common::{PROFILE_ID, SPAN_ID, TRACE_ID, dictionary, profile, two_profiles};

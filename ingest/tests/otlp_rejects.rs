@@ -1,5 +1,8 @@
 //! Invalid references and shapes reject only the profile that has them.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use common::{dictionary, profile, two_profiles};

@@ -4,6 +4,9 @@
 //! shipped) run every endpoint. Workers refuse a coordinator without the cluster secret,
 //! and a query whose workers are all gone runs in the coordinator.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -2,6 +2,9 @@
 //! a SQLite catalog, queried with the engine. Expected values are computed here from the
 //! hand-made samples, independently of the engine's planning.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::collections::{BTreeMap, HashMap};

@@ -5,6 +5,9 @@
 //! Data goes in through the real group-commit writer, so segments and symbol objects are
 //! laid out as ingest lays them out. Expected values are summed from the generated samples.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use rand::rngs::SmallRng;

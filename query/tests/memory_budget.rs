@@ -2,6 +2,9 @@
 //! error naming the budget, when DataFusion's memory pool is too small for its
 //! aggregation, and the same query succeeds with the default budget.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

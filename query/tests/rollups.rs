@@ -9,6 +9,9 @@
 //! ragged edge says which wider range it covers, and a query that needs raw samples there
 //! is refused.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

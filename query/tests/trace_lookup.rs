@@ -7,6 +7,9 @@
 //! and 10% of the samples without a trace, as real profilers send. Expected values are
 //! summed here while generating.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use rand::rngs::SmallRng;

@@ -4,6 +4,9 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`), where commits really run at once; an
 //! unreachable server fails the tests.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::collections::HashMap;

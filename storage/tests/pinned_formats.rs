@@ -8,6 +8,9 @@
 //! changed the stacks table only). `STACKHOUSE_REGENERATE_FIXTURES=1` rewrites the newest
 //! — only for a deliberate new schema version, in a new directory, keeping the old ones.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::collections::BTreeMap;

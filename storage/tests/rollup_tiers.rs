@@ -3,6 +3,9 @@
 //! nanosecond), and the rollup tiers expire in turn. Every expectation is computed from the
 //! rows written, never from what storage returns.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,6 +2,9 @@
 //! localhost port. CI installs it with `python3 -m pip install 'moto[server]'`; without it
 //! these tests fail, they never skip.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::io::{Read, Write};

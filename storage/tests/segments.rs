@@ -1,5 +1,8 @@
 //! Segment objects: what `write_segment` puts in Parquet, read back with the `parquet` crate.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use arrow::array::{Array, AsArray, RecordBatch};

@@ -1,5 +1,8 @@
 //! The group-commit writer against a real SQLite catalog and a local object store.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::sync::Arc;

@@ -2,6 +2,9 @@
 //! delay and leave nothing behind, those that fit are stored and acknowledged, and the
 //! room comes back once their flush is acknowledged.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 mod common;
 
 use std::sync::Arc;

@@ -4,6 +4,9 @@
 //! tried with no credentials, a wrong token, the other tenant's header, and the right
 //! token. Expected totals are computed from each tenant's input.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::process::Command;
 
 use base64::Engine;

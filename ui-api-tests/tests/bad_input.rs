@@ -1,5 +1,8 @@
 //! Bad input gets a clear error, no panic, and the valid part of a request is stored.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
 use opentelemetry_proto::tonic::collector::profiles::v1development::{
     ExportProfilesServiceRequest, ExportProfilesServiceResponse,

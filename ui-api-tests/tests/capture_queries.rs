@@ -1,6 +1,9 @@
 //! The shared eBPF capture, queried with group_by, time series and a node budget; every
 //! expected value comes from the capture itself (`ui_api_tests::capture`).
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;

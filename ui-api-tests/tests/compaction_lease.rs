@@ -4,6 +4,9 @@
 //! `--compaction-lease-ttl` plus one `--compaction-interval`), not after the two minutes a
 //! lease used to last.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -2,6 +2,9 @@
 //! under the default flags, and the ingest, query and compactor roles run as separate
 //! processes sharing one Postgres catalog and one object store.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -2,6 +2,9 @@
 //! overrides the file, the command line overrides both; a bad file stops the server with
 //! a message naming the key. Which value won is read back from the limit a query reports.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::process::Command;
 
 use ui_api_tests::server::{Options, Server, binary};

@@ -5,6 +5,9 @@
 //! ready, takes the eBPF capture over OTLP gRPC and answers a query whose total is summed
 //! from the capture.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

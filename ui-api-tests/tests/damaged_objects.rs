@@ -1,6 +1,9 @@
 //! A damaged object in storage: the tenant that owns it gets a JSON 5xx naming the object,
 //! the same answer every time; other tenants and the health endpoints are unaffected.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

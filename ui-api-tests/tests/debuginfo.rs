@@ -5,6 +5,9 @@
 //! (`stackhouse debuginfo upload`), or served by Debian's `debuginfod -F`, the flamegraph
 //! names each frame as binutils' `addr2line -f -i -e` does, inlined frames included.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

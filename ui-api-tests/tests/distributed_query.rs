@@ -5,6 +5,9 @@
 //! with SQLite and on moto S3 with Postgres. A worker frozen or killed mid-query gives a
 //! retryable 503 within the query timeout, and the next queries answer from the others.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -23,6 +23,9 @@
 //! against the workload: listed profile types, folded flamegraphs path by path, totals of
 //! top lists and time series, and the stored-profiles counter of `/metrics`.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;

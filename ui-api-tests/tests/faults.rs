@@ -4,6 +4,9 @@
 //! retryable one, and afterwards the stored samples equal the acknowledged ones exactly:
 //! nothing acknowledged lost, nothing half-committed visible, no retry stored twice.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -4,6 +4,9 @@
 //! reader computes from the file. Malformed input is refused with a message naming the
 //! problem, and nothing of it is stored.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -3,6 +3,9 @@
 //! hand-written requests), against the real binary holding the shared eBPF capture. Every
 //! expected value is computed from the capture (`ui_api_tests::capture`).
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 

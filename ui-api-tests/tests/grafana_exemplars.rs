@@ -7,6 +7,9 @@
 //! workload, with Pyroscope's rules: one exemplar per point, the largest; heatmap value
 //! buckets 20 linear steps from the smallest to the largest total.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 

@@ -7,6 +7,9 @@
 //! helm and kubernetes-validate come from `deploy/helm/install-tools.sh` (`.ci/run` runs
 //! it) into `$CARGO_TARGET_DIR/helm-tools`.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,6 +3,9 @@
 //! opentelemetry-proto, not our types) into per-type path and thread totals and event
 //! timestamps that must equal what `jfr print --json` says about the same file.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::io::Write;
 

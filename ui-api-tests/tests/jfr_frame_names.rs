@@ -3,6 +3,9 @@
 //! JDK's dotted names when asked, each equal to what the independent reader computes from
 //! `jfr print --json`.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use ui_api_tests::client::Api;
 use ui_api_tests::format_checks::assert_stored;
 use ui_api_tests::ingest_client::Ingest;

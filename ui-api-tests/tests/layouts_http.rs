@@ -4,6 +4,9 @@
 //! attributes, link and timestamps, or refused with a message naming the layout. None is
 //! stored wrong. v1.8 and v1.9 messages are declared here from those releases' protos.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 
 use http::uri::PathAndQuery;

@@ -6,6 +6,9 @@
 //! once: the catalog stores each profile once, so in the end the store holds exactly what
 //! the senders got acknowledged.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

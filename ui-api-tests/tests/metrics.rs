@@ -2,6 +2,9 @@
 //! counters equal what was sent (counted from the capture), and a real Prometheus scrapes
 //! it and sums the same over its HTTP API.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

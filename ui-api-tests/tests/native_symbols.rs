@@ -2,6 +2,9 @@
 //! `ui_api_tests::native_program`: our frames for each address equal what
 //! `addr2line -f -i -e` prints.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::process::Command;
 
 use stackhouse_query::native::{DebugFile, DebugFileError, NativeMapping};

@@ -3,6 +3,9 @@
 //! the engine's own metric, `stackhouse_query_duration_seconds_count`, summed over its
 //! labels, before and after each request to the real binary.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
 use prost::Message;

@@ -4,6 +4,9 @@
 //! content type. Object schemas are closed for the check (`unevaluatedProperties: false`),
 //! so a field renamed or added without the schema following fails here.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use opentelemetry_proto::tonic::profiles::v1development::Link;

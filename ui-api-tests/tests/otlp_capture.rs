@@ -1,6 +1,9 @@
 //! The eBPF profiler capture, sent by independent clients over gRPC and OTLP/HTTP JSON,
 //! queried back and compared with values computed from the input itself.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
 use prost::Message;

@@ -7,6 +7,9 @@
 //! configure, the call chain of the busy function, the profile types the SDKs document
 //! (see `sdk/README.md`), and totals bounded by how long the apps ran.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

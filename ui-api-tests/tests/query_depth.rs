@@ -4,6 +4,9 @@
 //! One server, started and loaded by the first test that runs, serves every test of this
 //! file; each check is its own test (`cargo test --test query_depth <name>` runs one).
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 

@@ -1,5 +1,8 @@
 //! README's first command: `stackhouse serve` with no configuration at all.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

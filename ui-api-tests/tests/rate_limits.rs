@@ -3,6 +3,9 @@
 //! client (RESOURCE_EXHAUSTED, with RetryInfo only when a retry can succeed). Nothing of a
 //! refused request is stored: totals are the sum of the accepted requests' input.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;

@@ -3,6 +3,9 @@
 //! `v1experimental.ProfilesService/Export`, then read back with its attribute, trace link and
 //! timestamp; a request with one bad container keeps the good one.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::BTreeMap;
 
 use http::uri::PathAndQuery;

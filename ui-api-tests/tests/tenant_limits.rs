@@ -3,6 +3,9 @@
 //! label names per series and the stack depth. A refused profile is named in
 //! `partial_success` and the rest of its request is stored; a too deep stack is stored cut.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;

@@ -3,6 +3,9 @@
 //! (which the next retention run would delete right after acknowledging them) and profiles
 //! further ahead than `--ingest-max-future`.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;

@@ -3,6 +3,9 @@
 //! Python's grpcio (`ui-api-tests/python/otlp_grpc_export.py`), each trusting only that CA.
 //! Expected totals are summed from the shared eBPF capture.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

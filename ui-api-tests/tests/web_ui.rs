@@ -3,6 +3,9 @@
 //! samples; the browser script (`ui-api-tests/browser/ui.mjs`) only reports what the page
 //! showed. Screenshots are kept in `$CARGO_TARGET_DIR/web-ui-screenshots/`.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};

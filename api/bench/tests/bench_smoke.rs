@@ -1,6 +1,9 @@
 //! `stackhouse-bench --scale tiny` in-process: every measurement row with positive numbers, and
 //! a workload generator that is deterministic and counts its samples right.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use prost::Message;
 use stackhouse_bench::{self as bench, Plan, Scale, Workload, load_capture};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;

@@ -1,3 +1,5 @@
 #![no_main]
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| stackhouse_fuzz::http_api::request(data));

@@ -8,6 +8,9 @@
 //!
 //! One module per catalog entity; each declares its behaviours with `suite!`.
 
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
 use std::future::Future;
 
 use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};

@@ -1,7 +1,9 @@
 //! Every read, one module per family, each holding its REST handlers (`/api/v1`) and its
 //! Connect methods (Grafana's `querier.v1`) side by side. A handler reads its request
-//! (query string or Connect message), makes one engine request (`stackhouse_query::request`
-//! for REST, `stackhouse_query::pyroscope` for Connect) and encodes the answer.
+//! (query string or Connect message), makes one engine request (the endpoint's own, in
+//! `stackhouse_query::endpoints::<name>`) and encodes the answer. A REST handler is routed
+//! with `documented!`, which puts it in the OpenAPI document; a Connect method with
+//! `querier!`.
 
 mod call;
 pub(crate) mod connect;

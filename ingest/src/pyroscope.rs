@@ -2,7 +2,7 @@
 //! `until`, `format`, ...) and a Push series' labels, turned into a [`Source`]. The
 //! `format=` values are the formats' own ([`WireFormat::ingest_name`]).
 
-use crate::convert::Source;
+use crate::convert::{SERVICE_NAME, Source};
 use crate::formats::{self, WireFormat};
 
 /// The profile types Pyroscope clients append to the application name (`app.cpu`). Only
@@ -29,9 +29,6 @@ pub const PROFILE_TYPE_SUFFIXES: &[&str] = &[
     "alloc_outside_tlab_bytes",
     "exceptions",
 ];
-
-/// Resource attribute key the application name becomes.
-pub const SERVICE_NAME: &str = "service.name";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{0}")]
@@ -336,30 +333,6 @@ fn skip_spaces(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>) {
     }
 }
 
-/// A Push series' labels: `service_name` → `service.name`, `__name__` → the type hint,
-/// other `__`-prefixed labels dropped (Pyroscope's internal ones), the rest resource
-/// attributes. Without `service_name` the service is `unknown_service`, as OpenTelemetry
-/// names it.
-pub fn source_from_labels<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Source {
-    let mut source = Source::default();
-    let mut service = None;
-    let mut rest = Vec::new();
-    for (name, value) in labels {
-        match name {
-            "service_name" => service = Some(value.to_string()),
-            "__name__" => source.type_hint = non_empty(value),
-            n if n.starts_with("__") => {}
-            n => rest.push((n.to_string(), value.to_string())),
-        }
-    }
-    let service = service
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown_service".to_string());
-    source.resource = vec![(SERVICE_NAME.to_string(), service)];
-    source.resource.extend(rest);
-    source
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,22 +498,5 @@ mod tests {
             assert_eq!(parse_format(value).unwrap_err().to_string(), message);
         }
         assert_eq!(parse_format("").unwrap().name(), "folded");
-    }
-
-    #[test]
-    fn push_labels() {
-        let s = source_from_labels([
-            ("__name__", "process_cpu"),
-            ("service_name", "checkout"),
-            ("__delta__", "false"),
-            ("pod", "p-1"),
-        ]);
-        assert_eq!(s.resource, tags(&[("service.name", "checkout"), ("pod", "p-1")]));
-        assert_eq!(s.type_hint.as_deref(), Some("process_cpu"));
-        let s = source_from_labels([("env", "x")]);
-        assert_eq!(
-            s.resource,
-            tags(&[("service.name", "unknown_service"), ("env", "x")])
-        );
     }
 }

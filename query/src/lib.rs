@@ -30,7 +30,7 @@ mod types;
 
 // The endpoints' queries and results at the crate root, as the API, its benches and the
 // tests name them; a new endpoint's are named by its module (`endpoints::<name>::…`).
-pub use endpoints::diff::{Diff, DiffNode, DiffQuery};
+pub use endpoints::diff::DiffQuery;
 pub use endpoints::events::{DEFAULT_EVENTS_LIMIT, Event, EventsPage, EventsQuery};
 pub use endpoints::exemplars::{
     EXEMPLARS_PER_POINT, Exemplar, ExemplarGroup, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery,
@@ -41,6 +41,7 @@ pub use endpoints::heatmap::{Heatmap, HeatmapGroup, HeatmapSlot, Y_BUCKETS, heat
 pub use endpoints::profile::{ProfileDetail, ProfileMeta};
 pub use endpoints::timeseries::{Aggregation, Timeseries, TimeseriesGroup, TimeseriesQuery};
 pub use endpoints::top::{Top, TopFunction, TopQuery};
+pub use tree::{Diff, DiffNode};
 
 pub use engine::scope::{GroupKey, Scope, parse_group_by};
 pub use engine::{DEFAULT_MEMORY_BUDGET, DEFAULT_PATH_CACHE_ENTRIES, QueryConfig, QueryEngine};

@@ -6,6 +6,10 @@ pub mod builder;
 
 pub use builder::{FrameLine, MappingSpec, RequestBuilder};
 
+/// Resource attribute key of the service (OpenTelemetry's), which Pyroscope's application
+/// name and Push's `service_name` label become.
+pub const SERVICE_NAME: &str = "service.name";
+
 /// What the transport says about a profile that the format itself may not carry: the
 /// Pyroscope `/ingest` query, a Push series' labels, or `stackhouse import`'s flags.
 #[derive(Clone, Debug, Default)]

@@ -3,7 +3,7 @@
 use super::{Body, Encoding, Params, WireFormat};
 use crate::convert::Conversion;
 use crate::otlp::experimental::{from_json, from_protobuf};
-use crate::pipeline::IngestError;
+use crate::pipeline::error::IngestError;
 
 pub struct Experimental(pub Encoding);
 

@@ -4,7 +4,7 @@ use super::detect::Sniff;
 use super::{Body, Params, WireFormat, built};
 use crate::convert::Conversion;
 use crate::jfr::convert;
-use crate::pipeline::IngestError;
+use crate::pipeline::error::IngestError;
 
 pub struct Jfr;
 

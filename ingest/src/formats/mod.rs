@@ -22,7 +22,7 @@ use stackhouse_proto::pyroscope_push::PushRequest;
 
 use crate::convert::{Conversion, ConvertError, Converted, RequestBuilder, Source};
 use crate::otlp::layout::Layout;
-use crate::pipeline::IngestError;
+use crate::pipeline::error::IngestError;
 use detect::Sniff;
 
 /// One wire format: how its requests become OTLP, and what the transports and the import

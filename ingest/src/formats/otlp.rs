@@ -7,7 +7,7 @@ use super::detect::Sniff;
 use super::{Body, Encoding, Params, WireFormat};
 use crate::convert::Conversion;
 use crate::otlp::layout::{self, Layout};
-use crate::pipeline::IngestError;
+use crate::pipeline::error::IngestError;
 
 pub struct Development(pub Encoding);
 

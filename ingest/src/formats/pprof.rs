@@ -6,7 +6,7 @@ use prost::Message;
 use super::detect::Sniff;
 use super::{Body, Params, WireFormat, built};
 use crate::convert::Conversion;
-use crate::pipeline::IngestError;
+use crate::pipeline::error::IngestError;
 use crate::pprof::{PprofOptions, convert};
 
 pub struct Pprof;

@@ -5,10 +5,9 @@
 use stackhouse_proto::pyroscope_push::PushRequest;
 
 use super::{Body, Params, WireFormat};
-use crate::convert::{Conversion, ConvertError, RequestBuilder};
-use crate::pipeline::IngestError;
+use crate::convert::{Conversion, ConvertError, RequestBuilder, SERVICE_NAME, Source};
+use crate::pipeline::error::IngestError;
 use crate::pprof::{self, PprofOptions};
-use crate::pyroscope::source_from_labels;
 
 pub struct Push;
 
@@ -53,6 +52,30 @@ fn convert(request: &PushRequest, limit: usize) -> Conversion {
     }
 }
 
+/// A Push series' labels: `service_name` → `service.name`, `__name__` → the type hint,
+/// other `__`-prefixed labels dropped (Pyroscope's internal ones), the rest resource
+/// attributes. Without `service_name` the service is `unknown_service`, as OpenTelemetry
+/// names it.
+fn source_from_labels<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Source {
+    let mut source = Source::default();
+    let mut service = None;
+    let mut rest = Vec::new();
+    for (name, value) in labels {
+        match name {
+            "service_name" => service = Some(value.to_string()),
+            "__name__" => source.type_hint = (!value.is_empty()).then(|| value.to_string()),
+            n if n.starts_with("__") => {}
+            n => rest.push((n.to_string(), value.to_string())),
+        }
+    }
+    let service = service
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown_service".to_string());
+    source.resource = vec![(SERVICE_NAME.to_string(), service)];
+    source.resource.extend(rest);
+    source
+}
+
 #[cfg(test)]
 mod tests {
     use stackhouse_proto::pyroscope_push::{RawProfileSeries, RawSample};
@@ -81,5 +104,29 @@ mod tests {
             "{:?}",
             conversion.errors
         );
+    }
+
+    #[test]
+    fn push_labels() {
+        let s = source_from_labels([
+            ("__name__", "process_cpu"),
+            ("service_name", "checkout"),
+            ("__delta__", "false"),
+            ("pod", "p-1"),
+        ]);
+        assert_eq!(s.resource, tags(&[("service.name", "checkout"), ("pod", "p-1")]));
+        assert_eq!(s.type_hint.as_deref(), Some("process_cpu"));
+        let s = source_from_labels([("env", "x")]);
+        assert_eq!(
+            s.resource,
+            tags(&[("service.name", "unknown_service"), ("env", "x")])
+        );
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 }

@@ -3,7 +3,7 @@
 use super::detect::Sniff;
 use super::{Body, Params, WireFormat, built};
 use crate::convert::Conversion;
-use crate::pipeline::IngestError;
+use crate::pipeline::error::IngestError;
 use crate::speedscope::convert;
 
 pub struct Speedscope;

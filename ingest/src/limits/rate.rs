@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use stackhouse_storage::per_tenant::PerTenant;
 
-use crate::pipeline::IngestError;
+use crate::pipeline::error::IngestError;
 
 /// One kind of bucket's rate per second; `0` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

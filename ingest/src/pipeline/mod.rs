@@ -2,7 +2,7 @@
 //! format, checks it against the tenant's time window and limits, normalizes it, hands it
 //! to the group-commit writer and waits until it is durable.
 
-mod error;
+pub(crate) mod error;
 mod exported;
 
 use std::sync::Arc;

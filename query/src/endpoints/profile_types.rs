@@ -1,9 +1,6 @@
 //! `profile_types`: the profile types a tenant has stored. The query API reads them as
 //! `GET /api/v1/profile-types` (with the series that have them); Pyroscope as `ProfileTypes`.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-
 use stackhouse_proto::pyroscope_querier::{ProfileTypesRequest, ProfileTypesResponse};
 use stackhouse_storage::model::{ProfileType, Series, TimeRange};
 
@@ -53,27 +50,6 @@ impl QueryEngine {
         }
         self.known_types.insert(tenant, profile_type);
         Ok(Ok(()))
-    }
-}
-
-/// Per tenant, the profile types queries found stored.
-#[derive(Default)]
-pub(crate) struct KnownTypes(Mutex<HashMap<String, HashSet<ProfileType>>>);
-
-impl KnownTypes {
-    fn contains(&self, tenant: &str, profile_type: &ProfileType) -> bool {
-        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        known
-            .get(tenant)
-            .is_some_and(|types| types.contains(profile_type))
-    }
-
-    fn insert(&self, tenant: &str, profile_type: &ProfileType) {
-        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        known
-            .entry(tenant.to_string())
-            .or_default()
-            .insert(profile_type.clone());
     }
 }
 

@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 use stackhouse_proto::pyroscope_querier::{SelectSeriesRequest, SelectSeriesResponse};
-use stackhouse_proto::pyroscope_types::{Point, TimeSeriesAggregationType};
+use stackhouse_proto::pyroscope_types::{Point, Series, TimeSeriesAggregationType};
 use stackhouse_storage::model::TimeRange;
 use utoipa::ToSchema;
 
+use crate::endpoints::exemplars::{EXEMPLARS_PER_POINT, Exemplar, Exemplars, ExemplarsQuery};
 use crate::engine::QueryEngine;
 use crate::engine::aggregate::Dim;
 use crate::engine::grouping::{group_values, too_many_groups};
@@ -296,10 +297,77 @@ pub async fn select_series(
                     }
                 })
                 .collect();
-            exemplars::attach(engine, call, &r, &query, &stacks, &timeseries.series, &mut series).await?;
+            attach(engine, call, &r, &query, &stacks, &timeseries.series, &mut series).await?;
             Ok(SelectSeriesResponse { series })
         })
         .await
+}
+
+/// Puts on each point of `series` (built in order from `groups`) the largest profile or
+/// span of its bucket, when the request's `exemplar_type` asks for them, as Pyroscope
+/// spells exemplars ([`exemplars`]).
+async fn attach(
+    engine: &QueryEngine,
+    call: &Caller,
+    r: &SelectSeriesRequest,
+    query: &TimeseriesQuery,
+    stacks: &StackFilter,
+    groups: &[TimeseriesGroup],
+    series: &mut [Series],
+) -> Result<(), QueryError> {
+    let wire_group_by = &r.group_by;
+    let Some(kind) = exemplars::kind(r.exemplar_type) else {
+        return Ok(());
+    };
+    if series.is_empty() {
+        return Ok(());
+    }
+    let q = ExemplarsQuery {
+        scope: query.scope.clone(),
+        step_nanos: query.step_nanos,
+        group_by: query.group_by.clone(),
+        kind,
+    };
+    let found = match engine.exemplars(&q, stacks).await {
+        Ok(found) => found,
+        Err(QueryError::RawGone(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for (group, wire) in groups.iter().zip(series.iter_mut()) {
+        let key: Vec<String> = query
+            .group_by
+            .iter()
+            .map(|k| group.group.get(k.name()).cloned().unwrap_or_default())
+            .collect();
+        let Some(found_group) = found.groups.iter().find(|g| g.group == key) else {
+            continue;
+        };
+        let top = found_group.top_per_bucket(EXEMPLARS_PER_POINT);
+        for (&(bucket_start, _), point) in group.points.iter().zip(wire.points.iter_mut()) {
+            add(
+                point,
+                top.get(&bucket_start),
+                &found,
+                wire_group_by,
+                call.utf8_names,
+            );
+        }
+    }
+    Ok(())
+}
+
+fn add(
+    point: &mut Point,
+    top: Option<&Vec<&Exemplar>>,
+    found: &Exemplars,
+    wire_group_by: &[String],
+    utf8: bool,
+) {
+    point.exemplars = top
+        .into_iter()
+        .flatten()
+        .map(|e| exemplars::to_wire(e, found, wire_group_by, utf8))
+        .collect();
 }
 
 #[cfg(test)]

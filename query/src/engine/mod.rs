@@ -5,6 +5,7 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod grouping;
+mod known_types;
 pub(crate) mod plan;
 pub(crate) mod scan;
 pub(crate) mod scope;
@@ -30,9 +31,9 @@ use self::stack_sums::StackSumRule;
 use crate::call_paths::CallPathCache;
 use crate::cluster::{self, ClusterConfig};
 use crate::debuginfo::{DebugInfo, DebugInfoConfig};
-use crate::endpoints::profile_types::KnownTypes;
 use crate::error::QueryError;
 use crate::limits::QueryLimits;
+use known_types::KnownTypes;
 
 /// The default of [`QueryConfig::memory_limit_bytes`]: 2 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 2 << 30;

@@ -14,19 +14,12 @@
 
 use std::collections::BTreeSet;
 
-use stackhouse_proto::pyroscope_querier::SelectSeriesRequest;
-use stackhouse_proto::pyroscope_types::{self, ExemplarType, LabelPair, Point, Series};
+use stackhouse_proto::pyroscope_types::{self, ExemplarType, LabelPair};
 
-use super::Caller;
 use super::NANOS_PER_MILLI;
 use super::names;
-use crate::endpoints::exemplars::{
-    EXEMPLARS_PER_POINT, Exemplar, ExemplarId, ExemplarKind, Exemplars, ExemplarsQuery,
-};
-use crate::endpoints::timeseries::{TimeseriesGroup, TimeseriesQuery};
-use crate::engine::QueryEngine;
+use crate::endpoints::exemplars::{Exemplar, ExemplarId, ExemplarKind, Exemplars};
 use crate::error::QueryError;
-use crate::stack_filter::StackFilter;
 
 const NANOS_PER_SECOND: f64 = 1e9;
 
@@ -48,72 +41,6 @@ pub(crate) fn kind(exemplar_type: i32) -> Option<ExemplarKind> {
         Ok(ExemplarType::Span) => Some(ExemplarKind::Span),
         _ => None,
     }
-}
-
-/// Puts on each point of `series` (built in order from `groups`) the largest profile or
-/// span of its bucket, when the request's `exemplar_type` asks for them.
-pub(crate) async fn attach(
-    engine: &QueryEngine,
-    call: &Caller,
-    r: &SelectSeriesRequest,
-    query: &TimeseriesQuery,
-    stacks: &StackFilter,
-    groups: &[TimeseriesGroup],
-    series: &mut [Series],
-) -> Result<(), QueryError> {
-    let wire_group_by = &r.group_by;
-    let Some(kind) = kind(r.exemplar_type) else {
-        return Ok(());
-    };
-    if series.is_empty() {
-        return Ok(());
-    }
-    let q = ExemplarsQuery {
-        scope: query.scope.clone(),
-        step_nanos: query.step_nanos,
-        group_by: query.group_by.clone(),
-        kind,
-    };
-    let found = match engine.exemplars(&q, stacks).await {
-        Ok(found) => found,
-        Err(QueryError::RawGone(_)) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for (group, wire) in groups.iter().zip(series.iter_mut()) {
-        let key: Vec<String> = query
-            .group_by
-            .iter()
-            .map(|k| group.group.get(k.name()).cloned().unwrap_or_default())
-            .collect();
-        let Some(found_group) = found.groups.iter().find(|g| g.group == key) else {
-            continue;
-        };
-        let top = found_group.top_per_bucket(EXEMPLARS_PER_POINT);
-        for (&(bucket_start, _), point) in group.points.iter().zip(wire.points.iter_mut()) {
-            add(
-                point,
-                top.get(&bucket_start),
-                &found,
-                wire_group_by,
-                call.utf8_names,
-            );
-        }
-    }
-    Ok(())
-}
-
-fn add(
-    point: &mut Point,
-    top: Option<&Vec<&Exemplar>>,
-    found: &Exemplars,
-    wire_group_by: &[String],
-    utf8: bool,
-) {
-    point.exemplars = top
-        .into_iter()
-        .flatten()
-        .map(|e| to_wire(e, found, wire_group_by, utf8))
-        .collect();
 }
 
 /// One exemplar as Grafana reads it.

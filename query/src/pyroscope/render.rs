@@ -5,12 +5,13 @@ use super::Caller;
 use super::NANOS_PER_MILLI;
 use super::names::Names;
 use super::scope::select_scope;
-use crate::endpoints::diff::{Diff, DiffQuery};
+use crate::endpoints::diff::DiffQuery;
 use crate::endpoints::flamegraph::FlamegraphQuery;
 use crate::endpoints::timeseries::{Aggregation, Timeseries, TimeseriesQuery};
 use crate::engine::QueryEngine;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
+use crate::tree::Diff;
 use crate::tree::Flamegraph;
 
 const NANOS_PER_SECOND: i64 = 1_000_000_000;

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::endpoints::diff::{Diff, DiffNode};
+use crate::tree::{Diff, DiffNode};
 use crate::tree::{Flamegraph, Node, TreeNode};
 use crate::types::ProfileTypeInfo;
 

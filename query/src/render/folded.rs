@@ -1,7 +1,7 @@
 //! Folded stacks, as Brendan Gregg's `flamegraph.pl` and speedscope read them, and for a
 //! diff the two-value lines of `difffolded.pl`.
 
-use crate::endpoints::diff::{Diff, DiffNode};
+use crate::tree::{Diff, DiffNode};
 use crate::tree::{Flamegraph, Node};
 
 /// `format=folded`.

@@ -25,7 +25,7 @@ pub mod tree_bytes;
 
 pub use folded::{folded, folded_diff};
 
-use crate::endpoints::diff::Diff;
+use crate::tree::Diff;
 use crate::tree::Flamegraph;
 
 /// A `format=` of the query API's trees.

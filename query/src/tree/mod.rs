@@ -6,6 +6,7 @@
 mod build;
 mod children;
 mod cut;
+mod diff;
 mod model;
 mod select;
 #[cfg(test)]
@@ -16,6 +17,7 @@ pub use build::TreeBuilder;
 pub(crate) use build::{Interner, NameTable, PathTree};
 pub(crate) use children::Children;
 pub(crate) use cut::{Cut, cut};
+pub use diff::{Diff, DiffNode};
 pub use model::{DEFAULT_MAX_NODES, Flamegraph, Node, OTHER_NAME, ROOT_NAME, TreeNode, count_nodes};
 pub(crate) use select::RankedTree;
 pub use truncate::truncate_tree;

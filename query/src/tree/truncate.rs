@@ -127,7 +127,7 @@ mod tests {
     use stackhouse_storage::model::ProfileType;
 
     use super::*;
-    use crate::endpoints::diff::Diff;
+    use crate::tree::Diff;
     use crate::tree::testing::{
         assert_consistent, awkward_builder, count_named, random_builder, sample_tree, truncate_best_first,
     };

@@ -9,7 +9,7 @@ use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
 use crate::pyroscope::Caller;
-use crate::pyroscope::scope::{max_nodes, stack_filter, stacktraces_scope};
+use crate::pyroscope::scope::{max_nodes, merge_scope, stack_filter};
 use crate::render::flamebearer::diff_levels;
 use crate::request::{RangeRequest, TreeAnswer, TreeOutput, selector};
 use crate::stack_filter::StackFilter;
@@ -150,8 +150,8 @@ pub async fn diff(
                 return Err(QueryError::bad_request("diff needs both left and right"));
             };
             let (baseline, comparison) = futures::try_join!(
-                stacktraces_scope(engine, call, left),
-                stacktraces_scope(engine, call, right)
+                merge_scope(engine, call, left.into()),
+                merge_scope(engine, call, right.into())
             )?;
             let query = DiffQuery {
                 baseline,

@@ -16,7 +16,7 @@ use crate::engine::aggregate::{Dim, Row};
 use crate::engine::plan::{Needs, Plan};
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
-use crate::pyroscope::scope::{explicit_max_nodes, ids, select_scope, stack_filter};
+use crate::pyroscope::scope::{explicit_max_nodes, merge_scope, stack_filter};
 use crate::pyroscope::{Caller, pprof};
 use crate::render::pprof::{PprofInput, PprofSample, build};
 use crate::render::pprof_cut;
@@ -142,17 +142,7 @@ pub async fn select_merge_profile(
 ) -> Result<pyroscope_profile::Profile, QueryError> {
     engine
         .bounded("pprof", async move {
-            let mut scope = select_scope(
-                engine,
-                call,
-                &r.profile_type_id,
-                &r.label_selector,
-                r.start,
-                r.end,
-            )
-            .await?;
-            scope.profile_ids = ids::<16>("profile id", &r.profile_id_selector)?;
-            scope.trace_ids = ids::<16>("trace id", &r.trace_id_selector)?;
+            let scope = merge_scope(engine, call, (&r).into()).await?;
             let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
             merged_profile(engine, scope, &stacks, explicit_max_nodes(engine, r.max_nodes)?).await
         })

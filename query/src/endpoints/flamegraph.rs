@@ -12,9 +12,7 @@ use crate::engine::QueryEngine;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
 use crate::pyroscope::Caller;
-use crate::pyroscope::scope::{
-    explicit_max_nodes, ids, max_nodes, select_scope, stack_filter, stacktraces_scope,
-};
+use crate::pyroscope::scope::{explicit_max_nodes, max_nodes, merge_scope, stack_filter};
 use crate::render::dot::dot;
 use crate::render::flamebearer::levels;
 use crate::render::tree_bytes::tree_bytes;
@@ -124,7 +122,7 @@ pub async fn select_merge_stacktraces(
 ) -> Result<SelectMergeStacktracesResponse, QueryError> {
     engine
         .bounded("flamegraph", async move {
-            let scope = stacktraces_scope(engine, call, &r).await?;
+            let scope = merge_scope(engine, call, (&r).into()).await?;
             match ProfileFormat::try_from(r.format) {
                 Ok(ProfileFormat::Pprof) => {
                     let stacks = stack_filter(r.stack_trace_selector.as_ref())?;
@@ -186,16 +184,7 @@ pub async fn select_merge_span_profile(
 ) -> Result<SelectMergeSpanProfileResponse, QueryError> {
     engine
         .bounded("flamegraph", async move {
-            let mut scope = select_scope(
-                engine,
-                call,
-                &r.profile_type_id,
-                &r.label_selector,
-                r.start,
-                r.end,
-            )
-            .await?;
-            scope.span_ids = ids::<8>("span id", &r.span_selector)?;
+            let scope = merge_scope(engine, call, (&r).into()).await?;
             let query = FlamegraphQuery {
                 scope,
                 group_by: Vec::new(),

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use stackhouse_proto::pyroscope_querier::SelectMergeStacktracesRequest;
+use stackhouse_proto::pyroscope_querier::{
+    SelectMergeProfileRequest, SelectMergeSpanProfileRequest, SelectMergeStacktracesRequest,
+};
 use stackhouse_proto::pyroscope_types::{LabelPair, StackTraceSelector};
 use stackhouse_storage::model::{Series, TimeRange};
 
@@ -194,24 +196,70 @@ pub(crate) fn stack_filter(selector: Option<&StackTraceSelector>) -> Result<Stac
     Ok(filter)
 }
 
-/// The request's scope with its trace, span and profile id selectors.
-pub(crate) async fn stacktraces_scope(
+/// What a `SelectMerge*` message selects: a profile type, a label selector, a range in
+/// milliseconds, and the id selectors its message has (the others stay empty).
+#[derive(Default)]
+pub(crate) struct MergeSelection<'a> {
+    pub(crate) profile_type_id: &'a str,
+    pub(crate) label_selector: &'a str,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) profile_ids: &'a [String],
+    pub(crate) trace_ids: &'a [String],
+    pub(crate) span_ids: &'a [String],
+}
+
+impl<'a> From<&'a SelectMergeStacktracesRequest> for MergeSelection<'a> {
+    fn from(r: &'a SelectMergeStacktracesRequest) -> Self {
+        MergeSelection {
+            profile_type_id: &r.profile_type_id,
+            label_selector: &r.label_selector,
+            start: r.start,
+            end: r.end,
+            profile_ids: &r.profile_id_selector,
+            trace_ids: &r.trace_id_selector,
+            span_ids: &r.span_selector,
+        }
+    }
+}
+
+impl<'a> From<&'a SelectMergeSpanProfileRequest> for MergeSelection<'a> {
+    fn from(r: &'a SelectMergeSpanProfileRequest) -> Self {
+        MergeSelection {
+            profile_type_id: &r.profile_type_id,
+            label_selector: &r.label_selector,
+            start: r.start,
+            end: r.end,
+            span_ids: &r.span_selector,
+            ..MergeSelection::default()
+        }
+    }
+}
+
+impl<'a> From<&'a SelectMergeProfileRequest> for MergeSelection<'a> {
+    fn from(r: &'a SelectMergeProfileRequest) -> Self {
+        MergeSelection {
+            profile_type_id: &r.profile_type_id,
+            label_selector: &r.label_selector,
+            start: r.start,
+            end: r.end,
+            profile_ids: &r.profile_id_selector,
+            trace_ids: &r.trace_id_selector,
+            ..MergeSelection::default()
+        }
+    }
+}
+
+/// The scope a `SelectMerge*` message selects, its id selectors included.
+pub(crate) async fn merge_scope(
     engine: &QueryEngine,
     call: &Caller,
-    r: &SelectMergeStacktracesRequest,
+    s: MergeSelection<'_>,
 ) -> Result<Scope, QueryError> {
-    let mut scope = select_scope(
-        engine,
-        call,
-        &r.profile_type_id,
-        &r.label_selector,
-        r.start,
-        r.end,
-    )
-    .await?;
-    scope.profile_ids = ids::<16>("profile id", &r.profile_id_selector)?;
-    scope.trace_ids = ids::<16>("trace id", &r.trace_id_selector)?;
-    scope.span_ids = ids::<8>("span id", &r.span_selector)?;
+    let mut scope = select_scope(engine, call, s.profile_type_id, s.label_selector, s.start, s.end).await?;
+    scope.profile_ids = ids::<16>("profile id", s.profile_ids)?;
+    scope.trace_ids = ids::<16>("trace id", s.trace_ids)?;
+    scope.span_ids = ids::<8>("span id", s.span_ids)?;
     Ok(scope)
 }
 

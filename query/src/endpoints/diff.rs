@@ -2,14 +2,14 @@
 //! values. The query API reads it as `GET /api/v1/diff` (also as pprof); Pyroscope as
 //! `Diff`.
 
-use stackhouse_proto::pyroscope_querier::{self, DiffResponse, FlameGraphDiff, Level};
+use stackhouse_proto::pyroscope_querier::{self, DiffResponse, FlameGraphDiff};
 
 use crate::endpoints::export::PprofQuery;
 use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
-use crate::pyroscope::Caller;
 use crate::pyroscope::scope::{max_nodes, merge_scope, stack_filter};
+use crate::pyroscope::{Caller, wire_levels};
 use crate::render::flamebearer::diff_levels;
 use crate::request::{RangeRequest, TreeAnswer, TreeOutput, selector};
 use crate::stack_filter::StackFilter;
@@ -165,11 +165,7 @@ pub async fn diff(
             Ok(DiffResponse {
                 flamegraph: Some(FlameGraphDiff {
                     names: laid_out.names,
-                    levels: laid_out
-                        .levels
-                        .into_iter()
-                        .map(|values| Level { values })
-                        .collect(),
+                    levels: wire_levels(laid_out.levels),
                     total: diff.baseline_total + diff.comparison_total,
                     max_self: laid_out.max_self,
                     left_ticks: diff.baseline_total,

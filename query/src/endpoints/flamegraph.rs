@@ -3,16 +3,16 @@
 //! `SelectMergeStacktraces` (also as a tree, DOT or pprof) and `SelectMergeSpanProfile`.
 
 use stackhouse_proto::pyroscope_querier::{
-    FlameGraph, Level, PprofProfile, ProfileFormat, SelectMergeSpanProfileRequest,
-    SelectMergeSpanProfileResponse, SelectMergeStacktracesRequest, SelectMergeStacktracesResponse,
+    FlameGraph, PprofProfile, ProfileFormat, SelectMergeSpanProfileRequest, SelectMergeSpanProfileResponse,
+    SelectMergeStacktracesRequest, SelectMergeStacktracesResponse,
 };
 
 use crate::endpoints::export::{PprofQuery, merged_profile};
 use crate::engine::QueryEngine;
 use crate::engine::scope::{GroupKey, Scope};
 use crate::error::QueryError;
-use crate::pyroscope::Caller;
 use crate::pyroscope::scope::{explicit_max_nodes, max_nodes, merge_scope, stack_filter};
+use crate::pyroscope::{Caller, wire_levels};
 use crate::render::dot::dot;
 use crate::render::flamebearer::levels;
 use crate::render::tree_bytes::tree_bytes;
@@ -203,11 +203,7 @@ fn flame_graph(flamegraph: &Flamegraph) -> FlameGraph {
     let laid_out = levels(&flamegraph.root);
     FlameGraph {
         names: laid_out.names,
-        levels: laid_out
-            .levels
-            .into_iter()
-            .map(|values| Level { values })
-            .collect(),
+        levels: wire_levels(laid_out.levels),
         total: flamegraph.root.total,
         max_self: laid_out.max_self,
     }

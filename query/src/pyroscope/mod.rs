@@ -26,3 +26,11 @@ pub struct Caller {
     /// Whether label names may be served as stored (`allow-utf8-labelnames=true`).
     pub utf8_names: bool,
 }
+
+/// A flamebearer layout's rows as `querier.v1` sends them, one `Level` a row.
+pub(crate) fn wire_levels(levels: Vec<Vec<i64>>) -> Vec<stackhouse_proto::pyroscope_querier::Level> {
+    levels
+        .into_iter()
+        .map(|values| stackhouse_proto::pyroscope_querier::Level { values })
+        .collect()
+}

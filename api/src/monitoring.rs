@@ -152,6 +152,10 @@ fn describe() {
         "Arrow bytes coordinators received from query workers."
     );
     describe_counter!(
+        "stackhouse_query_worker_retries_total",
+        "Queries a query worker failed, planned and run again over the workers that answer."
+    );
+    describe_counter!(
         "stackhouse_query_rows_scanned_total",
         "Rows queries decoded, by the resolution read: raw samples, or the 1m and 1h rollup tiers (tier)."
     );

@@ -207,6 +207,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             memory_limit_bytes: Some(args.query_memory_budget),
             debuginfo: args.debuginfo.config(),
             cluster: args.cluster.config().await?,
+            rollups: args.query_rollups,
             clock: clock.clone(),
             ..QueryConfig::default()
         },

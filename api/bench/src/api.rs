@@ -21,8 +21,8 @@ use super::report::{Report, Row, ms};
 
 /// The part of a flamegraph answer the bench checks.
 #[derive(serde::Deserialize)]
-struct Total {
-    total: i64,
+pub(crate) struct Total {
+    pub total: i64,
 }
 
 /// What Grafana's Profiles Drilldown asks for by default.

@@ -17,11 +17,25 @@ use stackhouse_storage::writer::{Writer, WriterConfig};
 pub(crate) const TENANT: &str = "bench";
 
 pub(crate) struct Env {
-    /// Removed with the store when the environment is dropped (unless
-    /// `STACKHOUSE_BENCH_KEEP` is set).
-    dir: tempfile::TempDir,
+    dir: Dir,
     pub store: Store,
     pub catalog: Arc<dyn Catalog>,
+}
+
+/// Where a store lives: a temporary directory removed with it (unless
+/// `STACKHOUSE_BENCH_KEEP` is set), or one kept between runs.
+enum Dir {
+    Temporary(tempfile::TempDir),
+    Kept(std::path::PathBuf),
+}
+
+impl Dir {
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Dir::Temporary(dir) => dir.path(),
+            Dir::Kept(path) => path,
+        }
+    }
 }
 
 impl Env {
@@ -32,16 +46,31 @@ impl Env {
             dir.disable_cleanup(true);
             eprintln!("bench: keeping the store in {}", dir.path().display());
         }
-        let store = Store::open(dir.path().join("objects").to_str().context("utf-8 temp path")?)
+        Env::open_dir(Dir::Temporary(dir)).await
+    }
+
+    /// The store in `path`, created there if it is not yet, and kept after the run.
+    pub(crate) async fn open_kept(path: &std::path::Path) -> anyhow::Result<Env> {
+        std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+        Env::open_dir(Dir::Kept(path.to_path_buf())).await
+    }
+
+    async fn open_dir(dir: Dir) -> anyhow::Result<Env> {
+        let store = Store::open(dir.path().join("objects").to_str().context("utf-8 store path")?)
             .context("opening the store")?;
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("catalog.db").display());
         let catalog = open_catalog(&url).await.context("opening the catalog")?;
         Ok(Env { dir, store, catalog })
     }
 
+    /// The directory of the store and catalog.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// `serve` flags for a server over this store and catalog.
     pub(crate) fn serve_flags(&self) -> Vec<String> {
-        let dir = self.dir.path();
+        let dir = self.path();
         vec![
             "--data-dir".into(),
             dir.display().to_string(),
@@ -65,14 +94,18 @@ impl Env {
         )
     }
 
-    pub(crate) async fn compact(&self) -> anyhow::Result<CompactionReport> {
-        let compactor = Compactor::new(
+    /// The compactor the server would run over this store, with the default settings.
+    pub(crate) fn compactor(&self) -> Compactor {
+        Compactor::new(
             self.store.clone(),
             self.catalog.clone(),
             CompactionConfig::default(),
             stackhouse_storage::clock::system(),
-        );
-        compactor
+        )
+    }
+
+    pub(crate) async fn compact(&self) -> anyhow::Result<CompactionReport> {
+        self.compactor()
             .compact_tenant(TENANT, CompactMode::Full)
             .await
             .context("compacting")

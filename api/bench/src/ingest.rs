@@ -18,7 +18,7 @@ use stackhouse_storage::writer::WriterConfig;
 use super::env::{Env, TENANT};
 use super::measure::{cpu, cpu_time, peak_rss, quantile, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
-use super::workload::{EXPORT_NANOS, Workload};
+use super::workload::Workload;
 use super::{Plan, query};
 use stackhouse_ingest::formats::{self, Body, Params};
 use stackhouse_ingest::pipeline::{Payload, Pipeline};
@@ -268,11 +268,8 @@ pub(crate) async fn ingest_measurements(
         .notes
         .push(format!("Stored after compaction, {}.", env.breakdown().await?));
 
-    let c = workload.config();
-    let range = TimeRange {
-        start: c.start_nanos,
-        end: c.start_nanos + workload.windows() as i64 * EXPORT_NANOS,
-    };
+    let (start, end) = workload.range_nanos();
+    let range = TimeRange { start, end };
     query::flamegraph_measurement(plan, &env, range, samples, plan.large_seconds.is_none(), report).await?;
     Ok(())
 }

@@ -3,11 +3,14 @@
 //! run, and prints them as a markdown table.
 
 mod api;
+mod cgroup;
 mod distributed;
 mod duckdb;
 mod env;
+mod fleet;
 mod ingest;
 pub mod measure;
+mod pods;
 mod query;
 pub mod report;
 mod rollups;
@@ -19,6 +22,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 
+pub use fleet::FleetSize;
 pub use report::{Report, Row};
 pub use workload::{FleetConfig, Generated, Workload, load_capture};
 
@@ -51,6 +55,14 @@ pub struct BenchArgs {
     /// reported); many runs make a query dominate a profile.
     #[arg(long)]
     pub warm_runs: Option<usize>,
+    /// The fleet phase's store: 7 hours (s), 3 days (m) or 30 days (l) of the same fleet;
+    /// by default tiny at the tiny scale, s at small, m at full.
+    #[arg(long, value_enum)]
+    pub fleet_size: Option<FleetSize>,
+    /// Keep the fleet store in this directory, and read it from there in later runs of
+    /// the same size and seed instead of building it again.
+    #[arg(long)]
+    pub fleet_store: Option<PathBuf>,
 }
 
 /// The phases of a run, in the order they run.
@@ -60,10 +72,15 @@ pub enum Phase {
     Ingest,
     /// The large store's flamegraph and memory (10 M at full).
     Large,
+    /// The large store's reads on query pods (real processes) under CPU quotas, 1 to 4
+    /// workers (the ingest workload's size where the scale has no large store).
+    Pods,
     /// The 30-day store: the 1-hour query, the 7-day API queries and the rollup tiers.
     Retention,
     /// Acknowledgement latency and memory under sustained load.
     Load,
+    /// The fleet-shaped store: cost against range, label listings, bytes per tier.
+    Fleet,
 }
 
 /// Sizes of every phase at one scale.
@@ -81,35 +98,18 @@ pub struct Plan {
     pub load_period: Duration,
     pub load_duration: Duration,
     pub warm_runs: usize,
+    pub seed: u64,
+    /// The size of the fleet phase's store, and where it is kept (if anywhere).
+    pub fleet_size: FleetSize,
+    pub fleet_store: Option<PathBuf>,
+    /// The CPU quota of each query pod of the Pods phase, in cores.
+    pub pod_cores: f64,
     pub flush_interval: Duration,
     /// The query engine's memory budget.
     pub query_budget: usize,
 }
 
 const HOUR_NANOS: i64 = 3_600_000_000_000;
-
-fn fleet(
-    hosts: usize,
-    processes: usize,
-    cores: usize,
-    hz: u32,
-    seconds: u64,
-    seed: u64,
-    start: i64,
-) -> FleetConfig {
-    FleetConfig {
-        hosts,
-        processes_per_host: processes,
-        cores,
-        hz,
-        seconds,
-        start_nanos: start,
-        seed,
-        services: processes.clamp(1, 8),
-        stacks_per_service: 2000,
-        linked_share: 0.1,
-    }
-}
 
 impl Plan {
     pub fn new(scale: Scale, seed: u64) -> Plan {
@@ -126,40 +126,51 @@ impl Plan {
         let hour_start = this_hour - (days as i64 * 24 + 1) * HOUR_NANOS;
         let hour_fleet = FleetConfig {
             stacks_per_service: 1000,
-            ..fleet(1, 1, 1, hour_hz, 3600, seed ^ 4, hour_start)
+            ..FleetConfig::new(1, 1, 1, hour_hz, 3600, hour_start, seed ^ 4)
         };
         let base = Plan {
-            fleet: fleet(2, 2, 2, 20, 20, seed, start),
+            fleet: FleetConfig::new(2, 2, 2, 20, 20, start, seed),
             large_seconds: None,
             hour_fleet,
             days,
-            load_fleet: fleet(4, 2, 2, 20, 10, seed ^ 5, start),
+            load_fleet: FleetConfig::new(4, 2, 2, 20, 10, start, seed ^ 5),
             load_period: Duration::from_secs(1),
             load_duration: Duration::from_secs(3),
             warm_runs: 3,
+            seed,
+            fleet_size: FleetSize::Tiny,
+            fleet_store: None,
+            // A debug build at tiny scale: a whole core, so the smoke stays seconds long.
+            pod_cores: 1.0,
             flush_interval: stackhouse_storage::writer::WriterConfig::default().flush_interval,
             query_budget: 1 << 30,
         };
         match scale {
             Scale::Tiny => base,
             Scale::Small => Plan {
-                fleet: fleet(5, 4, 4, 20, 60, seed, start),
-                load_fleet: fleet(10, 5, 4, 20, 10, seed ^ 5, start),
+                fleet: FleetConfig::new(5, 4, 4, 20, 60, start, seed),
+                load_fleet: FleetConfig::new(10, 5, 4, 20, 10, start, seed ^ 5),
                 load_period: Duration::from_secs(5),
                 load_duration: Duration::from_secs(20),
                 warm_runs: 5,
+                fleet_size: FleetSize::S,
+                pod_cores: 0.2,
                 ..base
             },
             Scale::Full => Plan {
                 // 10 hosts × 5 processes × 4 cores × 20 Hz, 80% busy: 3200 samples/s.
-                fleet: fleet(10, 5, 4, 20, 315, seed, start),
+                fleet: FleetConfig::new(10, 5, 4, 20, 315, start, seed),
                 large_seconds: Some(3125),
-                load_fleet: fleet(100, 5, 4, 20, 10, seed ^ 5, start),
+                load_fleet: FleetConfig::new(100, 5, 4, 20, 10, start, seed ^ 5),
                 load_period: Duration::from_secs(5),
                 load_duration: Duration::from_secs(60),
                 // A 1 M-sample flamegraph takes about 30 ms: the median of 5 swung its ratio
                 // to the bare scan by ±0.2 between runs on these machines.
                 warm_runs: 20,
+                fleet_size: FleetSize::M,
+                // Five processes at 0.2 core (a coordinator and 4 workers) leave this
+                // 2-core machine's other core to the client and the kernel.
+                pod_cores: 0.2,
                 ..base
             },
         }
@@ -185,17 +196,28 @@ pub async fn run_phases(plan: Plan, scale: Scale, phases: &[Phase]) -> anyhow::R
             .await
             .context("ingest, storage and first query measurements")?;
     }
-    if let Some(seconds) = plan.large_seconds.filter(|_| runs(Phase::Large)) {
-        let large = Workload::new(
+    let large = plan.large_seconds.filter(|_| runs(Phase::Large));
+    if large.is_some() || runs(Phase::Pods) {
+        let workload = Workload::new(
             FleetConfig {
-                seconds,
+                seconds: plan.large_seconds.unwrap_or(plan.fleet.seconds),
                 ..plan.fleet.clone()
             },
             &capture,
         );
-        query::large_query_measurements(&plan, large, &mut report)
+        let built = query::build_store(workload, "Large store", &mut report)
             .await
-            .context("large query measurements")?;
+            .context("building the large store")?;
+        if large.is_some() {
+            query::flamegraph_measurement(&plan, &built.env, built.range, built.samples, true, &mut report)
+                .await
+                .context("large query measurements")?;
+        }
+        if runs(Phase::Pods) {
+            pods::measurements(&plan, &built.env, built.range, built.samples, &mut report)
+                .await
+                .context("query pods under CPU quotas")?;
+        }
     }
     if runs(Phase::Retention) {
         query::retention_measurement(&plan, &capture, &mut report)
@@ -207,6 +229,18 @@ pub async fn run_phases(plan: Plan, scale: Scale, phases: &[Phase]) -> anyhow::R
             .await
             .context("sustained load measurements")?;
     }
+    if runs(Phase::Fleet) {
+        fleet::measurements(
+            &plan,
+            plan.fleet_size,
+            plan.fleet_store.as_ref(),
+            plan.seed,
+            &capture,
+            &mut report,
+        )
+        .await
+        .context("fleet measurements")?;
+    }
     Ok(report)
 }
 
@@ -217,6 +251,10 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(runs) = args.warm_runs {
         plan.warm_runs = runs.max(1);
     }
+    if let Some(size) = args.fleet_size {
+        plan.fleet_size = size;
+    }
+    plan.fleet_store = args.fleet_store;
     let report = runtime.block_on(run_phases(plan, args.scale, &args.only))?;
     let text = format!("{}\n{}", machine(), report.markdown());
     println!("{text}");

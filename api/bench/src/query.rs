@@ -17,7 +17,7 @@ use stackhouse_storage::model::{Batch, TimeRange};
 use super::env::{Env, TENANT, flamegraph_query, middle_quarter};
 use super::measure::{cpu_time, median, peak_rss, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
-use super::workload::{EXPORT_NANOS, Workload};
+use super::workload::Workload;
 use super::{HOUR_NANOS, Plan};
 use super::{api, duckdb};
 use stackhouse_storage::clock::system_now_nanos as now_nanos;
@@ -286,18 +286,27 @@ async fn native_overhead(
     Ok(())
 }
 
-/// Builds the large store (10 M samples at full) through normalize and the writer,
-/// compacts it, and measures the flamegraph and its memory.
-pub(crate) async fn large_query_measurements(
-    plan: &Plan,
+/// A store of one workload, compacted.
+pub(crate) struct BuiltStore {
+    pub env: Env,
+    /// Samples the generator wrote.
+    pub samples: usize,
+    /// The time the workload covers.
+    pub range: TimeRange,
+}
+
+/// Writes `workload` through normalize and the writer and compacts it; a note named
+/// `name` tells how long that took and what it stored.
+pub(crate) async fn build_store(
     workload: Workload,
+    name: &str,
     report: &mut Report,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<BuiltStore> {
     let workload = Arc::new(workload);
     let env = Env::open().await?;
     let writer = env.writer(Duration::from_millis(200));
     let (n, procs) = (workload.request_count(), workload.processes());
-    eprintln!("bench: building the large store, {n} requests");
+    eprintln!("bench: building the {name}, {n} requests");
     let built = Instant::now();
     let received = now_nanos();
     let writer = &writer;
@@ -323,19 +332,16 @@ pub(crate) async fn large_query_measurements(
     env.compact().await?;
     let (bytes, objects, segments) = env.stored().await?;
     report.notes.push(format!(
-        "Large store: {samples} samples generated, normalized and written in {:.1} s, compacted in {:.1} s \
+        "{name}: {samples} samples generated, normalized and written in {:.1} s, compacted in {:.1} s \
          to {segments} segments / {objects} objects / {:.1} MiB ({:.2} B/sample).",
         compacted.duration_since(built).as_secs_f64(),
         compacted.elapsed().as_secs_f64(),
         mib(bytes),
         bytes as f64 / samples as f64,
     ));
-    let c = workload.config();
-    let range = TimeRange {
-        start: c.start_nanos,
-        end: c.start_nanos + workload.windows() as i64 * EXPORT_NANOS,
-    };
-    flamegraph_measurement(plan, &env, range, samples, true, report).await
+    let (start, end) = workload.range_nanos();
+    let range = TimeRange { start, end };
+    Ok(BuiltStore { env, samples, range })
 }
 
 /// One generated hour as two half-hour batches, so that each stored hour is two writer

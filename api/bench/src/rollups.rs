@@ -32,7 +32,7 @@ pub(crate) struct Store<'a> {
 }
 
 /// A result as JSON without its scan statistics: what must not depend on the tier read.
-fn answer<T: Serialize>(result: &T) -> anyhow::Result<String> {
+pub(crate) fn answer<T: Serialize>(result: &T) -> anyhow::Result<String> {
     let mut value = serde_json::to_value(result)?;
     if let Some(object) = value.as_object_mut() {
         object.remove("stats");
@@ -61,7 +61,11 @@ pub(crate) async fn measurements(plan: &Plan, store: &Store<'_>, report: &mut Re
 }
 
 /// Medians of `plan.warm_runs` interleaved runs of `ours` and `base`.
-async fn timed<F, G, A, B>(plan: &Plan, mut ours: F, mut base: G) -> anyhow::Result<(Duration, Duration)>
+pub(crate) async fn timed<F, G, A, B>(
+    plan: &Plan,
+    mut ours: F,
+    mut base: G,
+) -> anyhow::Result<(Duration, Duration)>
 where
     F: AsyncFnMut() -> anyhow::Result<A>,
     G: AsyncFnMut() -> anyhow::Result<B>,
@@ -78,7 +82,7 @@ where
     Ok((median(a), median(b)))
 }
 
-fn speedup_row(measurement: String, ours: Duration, base: Duration) -> Row {
+pub(crate) fn speedup_row(measurement: String, ours: Duration, base: Duration) -> Row {
     Row {
         measurement,
         ours: ms(ours),
@@ -91,7 +95,7 @@ fn speedup_row(measurement: String, ours: Duration, base: Duration) -> Row {
 }
 
 /// Which tiers a scan read, as `tier rows` pairs.
-fn tiers_read(rows_by_tier: &std::collections::BTreeMap<String, u64>) -> String {
+pub(crate) fn tiers_read(rows_by_tier: &std::collections::BTreeMap<String, u64>) -> String {
     let read: Vec<String> = rows_by_tier.iter().map(|(t, n)| format!("{t} {n}")).collect();
     read.join(", ")
 }

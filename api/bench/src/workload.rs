@@ -1,7 +1,9 @@
 //! A deterministic fleet: hosts × processes, each sampled at `hz` on every core and
-//! exporting one OTLP request (v1.10 layout) every 5 s. Stacks are 10–120 frames deep,
-//! grown from each other so they share prefixes, and picked with a Zipf-like popularity;
-//! frames come from the shared eBPF capture plus synthetic ones.
+//! exporting one OTLP request (v1.10 layout) every 5 s (or as configured). Stacks are
+//! 10–120 frames deep, grown from each other so they share prefixes, and picked with a
+//! Zipf-like popularity; frames come from the shared eBPF capture plus synthetic ones.
+//! Optionally (the fleet phase): timestamps on each core's sampling cadence, pods that are
+//! replaced (a churning `k8s.pod.name`), and stacks that end in a host's own frame.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
@@ -62,6 +64,52 @@ pub struct FleetConfig {
     pub stacks_per_service: usize,
     /// Share of samples that carry a trace link.
     pub linked_share: f64,
+    /// Share of ticks a core is busy; the profiler samples only then.
+    pub busy: f64,
+    /// How long one export covers: the eBPF profiler's 5 s, or a collector's longer batch.
+    pub export_nanos: i64,
+    /// Timestamps on each core's sampling cadence (a fixed phase per core, plus jitter of
+    /// up to 1 % of the period) rather than anywhere inside the tick.
+    pub cadence: bool,
+    /// Pods are replaced this often, each replacement a new `k8s.pod.name`, so that series
+    /// churn as they do on Kubernetes. `None`: no pod label.
+    pub pod_lifetime_nanos: Option<i64>,
+    /// Share of samples whose stack ends in a frame of their own host (kernels and libraries
+    /// differ across hosts), so that distinct stacks grow with the fleet.
+    pub host_variants: f64,
+}
+
+impl FleetConfig {
+    /// A fleet with the defaults of the ingest workload: 80 % busy cores, 5 s exports,
+    /// timestamps anywhere in their tick, no pods, no per-host stacks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        hosts: usize,
+        processes_per_host: usize,
+        cores: usize,
+        hz: u32,
+        seconds: u64,
+        start_nanos: i64,
+        seed: u64,
+    ) -> FleetConfig {
+        FleetConfig {
+            hosts,
+            processes_per_host,
+            cores,
+            hz,
+            seconds,
+            start_nanos,
+            seed,
+            services: processes_per_host.clamp(1, 8),
+            stacks_per_service: 2000,
+            linked_share: 0.1,
+            busy: 0.8,
+            export_nanos: EXPORT_NANOS,
+            cadence: false,
+            pod_lifetime_nanos: None,
+            host_variants: 0.0,
+        }
+    }
 }
 
 /// A code frame the generator can put in a stack.
@@ -131,7 +179,16 @@ impl Workload {
     }
 
     pub fn windows(&self) -> usize {
-        (self.config.seconds as i64 * 1_000_000_000 / EXPORT_NANOS) as usize
+        (self.config.seconds as i64 * 1_000_000_000 / self.config.export_nanos) as usize
+    }
+
+    /// The time the requests cover: whole exports from the start.
+    pub fn range_nanos(&self) -> (i64, i64) {
+        let c = &self.config;
+        (
+            c.start_nanos,
+            c.start_nanos + self.windows() as i64 * c.export_nanos,
+        )
     }
 
     /// Requests in time order: window by window, process by process.
@@ -152,9 +209,14 @@ impl Workload {
         );
         let service = process % c.services.max(1);
         let host = process / c.processes_per_host.max(1);
-        let window_start = c.start_nanos + window as i64 * EXPORT_NANOS;
+        let window_start = c.start_nanos + window as i64 * c.export_nanos;
         let period = 1_000_000_000 / i64::from(c.hz.max(1));
-        let ticks = EXPORT_NANOS / period;
+        let ticks = c.export_nanos / period;
+        // Each core's profiler timer fires at its own phase of the period.
+        let phases: Vec<i64> = (0..c.cores)
+            .map(|core| (mix(c.seed ^ (process as u64) << 20 ^ core as u64) % period as u64) as i64)
+            .collect();
+        let jitter = (period / 100).max(1);
         let threads: Vec<String> = std::iter::once("main".to_string())
             .chain((0..c.cores * 2).map(|i| format!("worker-{i}")))
             .chain(["gc".to_string(), "io".to_string()])
@@ -173,35 +235,41 @@ impl Workload {
         let mut samples: Vec<Sample> = Vec::new();
         let mut by_key: HashMap<(i32, i32, i32), usize> = HashMap::new();
         let mut count = 0;
-        for tick in 0..ticks {
-            for _core in 0..c.cores {
-                // A core is idle for some ticks; the profiler sees nothing then.
-                if rng.random::<f64>() < 0.2 {
-                    continue;
-                }
-                let stack = self.universe.popularity.pick(&mut rng);
-                let stack_index = dict.stack(service, stack);
-                let attr = dict.thread(&threads[thread_pick.pick(&mut rng)]);
-                let link = if rng.random::<f64>() < c.linked_share {
-                    let (trace, span) = traces[rng.random_range(0..traces.len() as u64) as usize];
-                    dict.link(trace, span)
-                } else {
-                    0
-                };
-                let t = window_start + tick * period + rng.random_range(0..period as u64) as i64;
-                let at = *by_key.entry((stack_index, attr, link)).or_insert_with(|| {
-                    samples.push(Sample {
-                        stack_index,
-                        attribute_indices: vec![attr],
-                        link_index: link,
-                        values: Vec::new(),
-                        timestamps_unix_nano: Vec::new(),
-                    });
-                    samples.len() - 1
+        // Every (tick, core) is a slot; the profiler sees a core only in its busy slots.
+        let slots = ticks as usize * c.cores;
+        let mut slot = next_busy(&mut rng, 0, slots, c.busy);
+        while slot < slots {
+            let (tick, core) = ((slot / c.cores) as i64, slot % c.cores);
+            let stack = self.universe.popularity.pick(&mut rng);
+            let variant = (c.host_variants > 0.0 && rng.random::<f64>() < c.host_variants).then_some(host);
+            let stack_index = dict.stack(service, stack, variant);
+            let attr = dict.thread(&threads[thread_pick.pick(&mut rng)]);
+            let link = if rng.random::<f64>() < c.linked_share {
+                let (trace, span) = traces[rng.random_range(0..traces.len() as u64) as usize];
+                dict.link(trace, span)
+            } else {
+                0
+            };
+            let t = if c.cadence {
+                let offset = rng.random_range(0..=2 * jitter as u64) as i64 - jitter;
+                (window_start + tick * period + phases[core] + offset)
+                    .clamp(window_start, window_start + c.export_nanos - 1)
+            } else {
+                window_start + tick * period + rng.random_range(0..period as u64) as i64
+            };
+            let at = *by_key.entry((stack_index, attr, link)).or_insert_with(|| {
+                samples.push(Sample {
+                    stack_index,
+                    attribute_indices: vec![attr],
+                    link_index: link,
+                    values: Vec::new(),
+                    timestamps_unix_nano: Vec::new(),
                 });
-                samples[at].timestamps_unix_nano.push(t as u64);
-                count += 1;
-            }
+                samples.len() - 1
+            });
+            samples[at].timestamps_unix_nano.push(t as u64);
+            count += 1;
+            slot = next_busy(&mut rng, slot + 1, slots, c.busy);
         }
         let string = |d: &mut DictBuilder<'_>, s: &str| d.string(s);
         let sample_type = ValueType {
@@ -216,7 +284,7 @@ impl Workload {
             sample_type: Some(sample_type),
             samples,
             time_unix_nano: window_start as u64,
-            duration_nano: EXPORT_NANOS as u64,
+            duration_nano: c.export_nanos as u64,
             period_type: Some(period_type),
             period,
             ..Default::default()
@@ -228,13 +296,21 @@ impl Workload {
             }),
             ..Default::default()
         };
+        let mut attributes = vec![
+            kv("service.name", format!("service-{service}")),
+            kv("host.name", format!("host-{host:04}")),
+            kv("process.pid", format!("{}", 1000 + process)),
+            kv("process.executable.name", format!("svc{service}")),
+        ];
+        if let Some(lifetime) = c.pod_lifetime_nanos {
+            // Replacements of one pod are staggered across the fleet, as rollouts are.
+            let stagger = (mix(c.seed ^ process as u64) % lifetime.max(1) as u64) as i64;
+            let generation = (window_start - c.start_nanos + stagger).div_euclid(lifetime.max(1));
+            let suffix = mix(process as u64 ^ (generation as u64) << 32) & 0xf_ffff;
+            attributes.push(kv("k8s.pod.name", format!("service-{service}-{suffix:05x}")));
+        }
         let resource = Resource {
-            attributes: vec![
-                kv("service.name", format!("service-{service}")),
-                kv("host.name", format!("host-{host:04}")),
-                kv("process.pid", format!("{}", 1000 + process)),
-                kv("process.executable.name", format!("svc{service}")),
-            ],
+            attributes,
             ..Default::default()
         };
         let request = ExportProfilesServiceRequest {
@@ -402,7 +478,7 @@ struct DictBuilder<'u> {
     functions: HashMap<usize, i32>,
     mappings: HashMap<usize, i32>,
     locations: HashMap<u32, i32>,
-    stacks: HashMap<(usize, usize), i32>,
+    stacks: HashMap<(usize, usize, Option<usize>), i32>,
     threads: HashMap<String, i32>,
     links: HashMap<([u8; 16], [u8; 8]), i32>,
 }
@@ -507,16 +583,24 @@ impl<'u> DictBuilder<'u> {
         i
     }
 
-    fn stack(&mut self, service: usize, stack: usize) -> i32 {
-        if let Some(&i) = self.stacks.get(&(service, stack)) {
+    /// Stack `stack` of `service`; with `variant`, ending in a frame of that host.
+    fn stack(&mut self, service: usize, stack: usize, variant: Option<usize>) -> i32 {
+        if let Some(&i) = self.stacks.get(&(service, stack, variant)) {
             return i;
         }
         let frames = &self.universe.services[service][stack];
         // OTLP lists the leaf first.
-        let location_indices = frames.iter().rev().map(|&f| self.location(f)).collect();
+        let leaf = variant
+            .filter(|_| self.universe.captured > 0)
+            .map(|host| (mix(host as u64 ^ (stack as u64) << 24) % self.universe.captured as u64) as u32);
+        let location_indices = leaf
+            .into_iter()
+            .chain(frames.iter().rev().copied())
+            .map(|f| self.location(f))
+            .collect();
         let i = self.dict.stack_table.len() as i32;
         self.dict.stack_table.push(Stack { location_indices });
-        self.stacks.insert((service, stack), i);
+        self.stacks.insert((service, stack, variant), i);
         i
     }
 
@@ -549,6 +633,36 @@ impl<'u> DictBuilder<'u> {
         self.links.insert((trace, span), i);
         i
     }
+}
+
+/// The first busy slot at or after `from` (`slots` when none is). A mostly busy fleet
+/// draws once per slot; a mostly idle one jumps to the next busy slot with one draw of the
+/// geometric gap, so that a month of idle cores does not cost a draw per tick.
+fn next_busy(rng: &mut SmallRng, mut from: usize, slots: usize, busy: f64) -> usize {
+    if busy >= 0.5 {
+        while from < slots && rng.random::<f64>() < 1.0 - busy {
+            from += 1;
+        }
+        return from.min(slots);
+    }
+    if busy <= 0.0 {
+        return slots;
+    }
+    // P(gap = k) = (1 - busy)^k · busy.
+    let u: f64 = rng.random::<f64>();
+    let gap = ((1.0 - u).ln() / (1.0 - busy).ln()).floor();
+    if gap.is_finite() && gap < (slots - from.min(slots)) as f64 {
+        from + gap as usize
+    } else {
+        slots
+    }
+}
+
+/// A 64-bit mix (splitmix64's finalizer): stable per-entity choices without an RNG stream.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// Reads the shared eBPF capture (`$STACKHOUSE_TESTDATA/otlp/…`, default

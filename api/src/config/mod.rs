@@ -99,6 +99,12 @@ pub struct ServeArgs {
     #[arg(long, env = "STACKHOUSE_QUERY_MEMORY_BUDGET", default_value = "2GiB", value_parser = parse_size)]
     pub query_memory_budget: usize,
 
+    /// Whether queries read the per-minute and per-hour rollups where they answer exactly
+    /// (`true`), or raw samples only (`false`: the same answers, more rows read; for
+    /// checking the tiers or measuring scans).
+    #[arg(long, env = "STACKHOUSE_QUERY_ROLLUPS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub query_rollups: bool,
+
     #[arg(long, env = "STACKHOUSE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 

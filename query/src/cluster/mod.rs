@@ -59,6 +59,12 @@ impl ClusterConfig {
     pub fn live_workers(&self) -> Vec<url::Url> {
         self.workers.urls()
     }
+
+    /// Probes the workers now, so that a query planned next leaves out one that just
+    /// failed.
+    pub(crate) async fn reprobe(&self) {
+        self.workers.reprobe().await;
+    }
 }
 
 /// `secret` as the value of [`SECRET_HEADER`].

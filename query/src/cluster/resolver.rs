@@ -1,8 +1,9 @@
 //! Where the query workers are, and which of them answer: a fixed list, or a DNS name (a
 //! headless Service, which lists ready pods only) looked up again every few seconds; each
 //! known worker is asked for its version every second, and only those that answer are
-//! handed tasks. A worker that dies fails the queries it was running; the next ones go to
-//! the others, and with none left a query runs in the coordinator itself.
+//! handed tasks. A query that a worker fails asks for a probe at once ([`Workers::reprobe`])
+//! and runs again over the workers that still answer; with none left it runs in the
+//! coordinator itself.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -33,9 +34,16 @@ pub enum WorkerSource {
 /// the lookups and probes run in a background task that replaces the list.
 #[derive(Clone)]
 pub struct Workers {
-    live: Arc<RwLock<Vec<Url>>>,
+    probed: Arc<Probed>,
     /// Stops the probes when the last handle goes.
     _probes: Arc<AbortOnDrop>,
+}
+
+struct Probed {
+    live: RwLock<Vec<Url>>,
+    /// Every worker the source names, answering or not: what a probe asks.
+    known: RwLock<Vec<Url>>,
+    channels: Channels,
 }
 
 struct AbortOnDrop(tokio::task::AbortHandle);
@@ -50,7 +58,7 @@ impl Workers {
     /// Probes the workers once, then every [`PROBE_INTERVAL`] in the background. A failed
     /// DNS lookup keeps the previous addresses: a DNS hiccup does not empty the cluster.
     pub(crate) async fn start(source: WorkerSource, channels: Channels) -> Result<Workers, String> {
-        let mut known = match &source {
+        let found = match &source {
             WorkerSource::Fixed(addrs) => addrs
                 .iter()
                 .map(|a| worker_url(a))
@@ -60,8 +68,12 @@ impl Workers {
                 Vec::new()
             }),
         };
-        let live = Arc::new(RwLock::new(probe_all(&known, &channels).await));
-        let shared = live.clone();
+        let probed = Arc::new(Probed {
+            live: RwLock::new(probe_all(&found, &channels).await),
+            known: RwLock::new(found),
+            channels,
+        });
+        let probing = probed.clone();
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(PROBE_INTERVAL);
             tick.tick().await;
@@ -72,29 +84,42 @@ impl Workers {
                     && round % lookups_every == 0
                 {
                     match lookup(name).await {
-                        Ok(found) => known = found,
+                        Ok(found) => *probing.known.write().expect("workers lock") = found,
                         Err(e) => {
                             tracing::warn!(workers = %name, error = %e, "looking up query workers failed");
                         }
                     }
                 }
-                let answered = probe_all(&known, &channels).await;
-                let mut live = shared.write().expect("workers lock");
-                if *live != answered {
-                    tracing::info!(workers = ?answered.iter().map(Url::as_str).collect::<Vec<_>>(), "query workers changed");
-                    *live = answered;
-                }
+                probing.reprobe().await;
             }
         });
         Ok(Workers {
-            live,
+            probed,
             _probes: Arc::new(AbortOnDrop(task.abort_handle())),
         })
     }
 
+    /// Asks every known worker now and keeps those that answer: after a query lost a
+    /// worker, the next plan goes to the others without waiting for the next round.
+    pub async fn reprobe(&self) {
+        self.probed.reprobe().await;
+    }
+
     /// The workers that answered the last probe.
     pub fn urls(&self) -> Vec<Url> {
-        self.live.read().expect("workers lock").clone()
+        self.probed.live.read().expect("workers lock").clone()
+    }
+}
+
+impl Probed {
+    async fn reprobe(&self) {
+        let known = self.known.read().expect("workers lock").clone();
+        let answered = probe_all(&known, &self.channels).await;
+        let mut live = self.live.write().expect("workers lock");
+        if *live != answered {
+            tracing::info!(workers = ?answered.iter().map(Url::as_str).collect::<Vec<_>>(), "query workers changed");
+            *live = answered;
+        }
     }
 }
 

@@ -141,7 +141,36 @@ impl QueryEngine {
         Ok(frames.try_fold(first, |all, df| all.union(df?))?)
     }
 
+    /// Runs `df`; when a query worker fails it (died, froze, cut off), the workers are
+    /// probed at once and the query is planned and run once more over those that answer,
+    /// or in this process when none do (datafusion-distributed does not retry tasks).
+    /// Nothing of the first run's output is kept: every batch is collected before any is
+    /// used, so the answer of the second run is whole.
     async fn run(&self, plan: &Plan, df: DataFrame) -> Result<(Vec<RecordBatch>, ScanStats), QueryError> {
+        let Some(cluster) = &self.cluster else {
+            return self.run_once(plan, df).await;
+        };
+        match self.run_once(plan, df.clone()).await {
+            Err(QueryError::WorkerUnavailable(first)) => {
+                tracing::warn!(error = %first, "a query worker failed a query; planning it again over the workers that answer");
+                metrics::counter!("stackhouse_query_worker_retries_total").increment(1);
+                cluster.reprobe().await;
+                self.run_once(plan, df).await.map_err(|e| match e {
+                    QueryError::WorkerUnavailable(second) => QueryError::WorkerUnavailable(format!(
+                        "{second} (and before, on the first try: {first})"
+                    )),
+                    e => e,
+                })
+            }
+            result => result,
+        }
+    }
+
+    async fn run_once(
+        &self,
+        plan: &Plan,
+        df: DataFrame,
+    ) -> Result<(Vec<RecordBatch>, ScanStats), QueryError> {
         let task = df.task_ctx();
         let physical = df.create_physical_plan().await?;
         let batches: Vec<RecordBatch> = execute_stream(physical.clone(), Arc::new(task))?

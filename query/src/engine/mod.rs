@@ -91,6 +91,8 @@ pub struct QueryEngine {
     pub(crate) limits: QueryLimits,
     pub(crate) rollups: bool,
     pub(crate) known_types: KnownTypes,
+    /// The query workers, asked again when one fails a query (see `aggregate`).
+    pub(crate) cluster: Option<ClusterConfig>,
     memory_limit_bytes: Option<usize>,
     /// "now" of every query: default ranges and relative times (`now-1h`).
     clock: SharedClock,
@@ -153,6 +155,7 @@ impl QueryEngine {
             limits: config.limits,
             rollups: config.rollups,
             known_types: KnownTypes::default(),
+            cluster: config.cluster,
             memory_limit_bytes: config.memory_limit_bytes,
             clock: config.clock,
             ctx,

@@ -47,7 +47,10 @@ impl Pod {
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
             .args(["--query-worker-addr", &worker_addr])
             .args(["--query-cluster-secret", SECRET])
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         if !workers.is_empty() {

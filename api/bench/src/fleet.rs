@@ -287,15 +287,9 @@ pub(crate) async fn measurements(
         tiers.flamegraph(&hour_q).await.map_err(anyhow::Error::from)
     })
     .await?;
-    report.rows.push(Row {
-        measurement: format!("{label}: whole-range flamegraph against its last hour"),
-        ours: ms(ours),
-        baseline: ms(one),
-        unit: "ms",
-        baseline_name: "1-hour flamegraph".into(),
-        target: "≤ 2×".into(),
-        pass: ours.as_secs_f64() <= 2.0 * one.as_secs_f64(),
-    });
+    report
+        .rows
+        .push(against_last_hour(&label, "flamegraph", ours, one));
     report.notes.push(format!(
         "{label}, flamegraph: rows read with the tiers {}; raw only {}; the last hour {}.",
         tiers_read(&from_tiers.stats.clone().unwrap_or_default().rows_by_tier),
@@ -337,15 +331,9 @@ pub(crate) async fn measurements(
         tiers.timeseries(&hour_s).await.map_err(anyhow::Error::from)
     })
     .await?;
-    report.rows.push(Row {
-        measurement: format!("{label}: whole-range series (step 1h) against its last hour"),
-        ours: ms(ours),
-        baseline: ms(one),
-        unit: "ms",
-        baseline_name: "1-hour series".into(),
-        target: "≤ 2×".into(),
-        pass: ours.as_secs_f64() <= 2.0 * one.as_secs_f64(),
-    });
+    report
+        .rows
+        .push(against_last_hour(&label, "series (step 1h)", ours, one));
 
     listing_rows(plan, &tiers, whole, &label, report).await?;
     bytes_rows(&env, &manifest, &label, report).await?;
@@ -381,6 +369,19 @@ pub(crate) async fn measurements(
         dir.map(|d| format!(", kept in {}", d.display())).unwrap_or_default(),
     ));
     Ok(())
+}
+
+/// The whole range's `what` against its last hour's: what a longer range may cost.
+fn against_last_hour(label: &str, what: &str, ours: Duration, one: Duration) -> Row {
+    Row {
+        measurement: format!("{label}: whole-range {what} against its last hour"),
+        ours: ms(ours),
+        baseline: ms(one),
+        unit: "ms",
+        baseline_name: format!("1-hour {}", what.split(' ').next().unwrap_or(what)),
+        target: "≤ 2×".into(),
+        pass: ours.as_secs_f64() <= 2.0 * one.as_secs_f64(),
+    }
 }
 
 /// The median of `plan.warm_runs` runs of `f`.

@@ -9,6 +9,7 @@ mod duckdb;
 mod env;
 mod fleet;
 mod ingest;
+mod labels;
 pub mod measure;
 mod pods;
 mod query;
@@ -81,6 +82,8 @@ pub enum Phase {
     Load,
     /// The fleet-shaped store: cost against range, label listings, bytes per tier.
     Fleet,
+    /// Label listings over a month of 10,000 services' catalog, SQLite and Postgres.
+    Labels,
 }
 
 /// Sizes of every phase at one scale.
@@ -240,6 +243,11 @@ pub async fn run_phases(plan: Plan, scale: Scale, phases: &[Phase]) -> anyhow::R
         )
         .await
         .context("fleet measurements")?;
+    }
+    if runs(Phase::Labels) {
+        labels::measurements(&plan, scale, &mut report)
+            .await
+            .context("label listing measurements")?;
     }
     Ok(report)
 }

@@ -123,6 +123,14 @@ async fn tiny_bench_produces_every_measurement() {
         "stored bytes per sample, rollup_1m",
         "stored bytes per sample, rollup_1h",
         "build CPU per sample",
+        "labels, SQLite: values of service.name over the whole month",
+        "labels, SQLite: values of service.name over a past day and a half",
+        "labels, SQLite: values of service.name over a past hour",
+        "labels, SQLite: label names over the whole month",
+        "labels, Postgres: values of service.name over the whole month",
+        "labels, Postgres: values of service.name over a past day and a half",
+        "labels, Postgres: values of service.name over a past hour",
+        "labels, Postgres: label names over the whole month",
     ];
     for measurement in expected {
         let row = report

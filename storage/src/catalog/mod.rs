@@ -7,6 +7,7 @@ mod backend;
 pub(crate) mod common;
 mod debug_files;
 mod deletions;
+mod label_index;
 mod leases;
 mod postgres;
 mod profiles;

@@ -6,8 +6,9 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use super::CatalogResult;
-use super::backend::{SqlCatalog, on_either};
-use super::common::{ProfileTypeRow, SeriesRow, sorted_distinct};
+use super::backend::{Dialect, SqlCatalog, on_either};
+use super::common::{ProfileTypeRow, SeriesRow};
+use super::label_index::{classify, days};
 use super::segments::LIVE_SERIES_IDS;
 use crate::model::{ProfileType, Series, TimeRange};
 
@@ -48,51 +49,56 @@ const PROFILE_TYPES_IN_RANGE: &str =
                   WHERE ss.tenant = s.tenant AND ss.series_id = s.series_id
                     AND ss.min_time < $2 AND ss.max_time >= $3)";
 
-const LABEL_NAMES_IN_RANGE: &str = "SELECT sl.name FROM series_labels sl
-    WHERE sl.tenant = $1
-      AND EXISTS (SELECT 1 FROM segment_series ss
-                  WHERE ss.tenant = sl.tenant AND ss.series_id = sl.series_id
-                    AND ss.min_time < $2 AND ss.max_time >= $3)
+// The label index (label_index.rs) answers for compacted segments; these read the segments
+// themselves: level-0 ones only (`$5` false), or every one where the index left a name or
+// value undecided (`$5` true), and sample attributes, known per segment.
+const SEGMENT_LABEL_NAMES: &str = "SELECT sl.name FROM segments g
+    JOIN segment_series ss ON ss.segment_id = g.id
+    JOIN series_labels sl ON sl.tenant = ss.tenant AND sl.series_id = ss.series_id
+    WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $4)
+      AND ss.min_time < $2 AND ss.max_time >= $3
     UNION
     SELECT l.name FROM sample_labels l JOIN segments g ON g.id = l.segment_id
     WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3";
 
-const LABEL_VALUES_IN_RANGE: &str = "SELECT sl.value FROM series_labels sl
-    WHERE sl.tenant = $1 AND sl.name = $4
-      AND EXISTS (SELECT 1 FROM segment_series ss
-                  WHERE ss.tenant = sl.tenant AND ss.series_id = sl.series_id
-                    AND ss.min_time < $2 AND ss.max_time >= $3)
+const SEGMENT_LABEL_VALUES: &str = "SELECT sl.value FROM segments g
+    JOIN segment_series ss ON ss.segment_id = g.id
+    JOIN series_labels sl ON sl.tenant = ss.tenant AND sl.series_id = ss.series_id
+    WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $5)
+      AND ss.min_time < $2 AND ss.max_time >= $3 AND sl.name = $4
     UNION
     SELECT l.value FROM sample_labels l JOIN segments g ON g.id = l.segment_id
     WHERE g.tenant = $1 AND l.name = $4 AND g.min_time < $2 AND g.max_time >= $3";
 
+const NAME_DAYS: &str = "SELECT name, min_time, max_time FROM label_name_days
+    WHERE tenant = $1 AND day BETWEEN $4 AND $5 AND min_time < $2 AND max_time >= $3";
+
+const VALUE_HULLS: &str = "SELECT value, min_time, max_time FROM label_values
+    WHERE tenant = $1 AND name = $4 AND min_time < $2 AND max_time >= $3";
+
+const VALUE_DAYS: &str = "SELECT value, min_time, max_time FROM label_value_days
+    WHERE tenant = $1 AND name = $4 AND day BETWEEN $5 AND $6 AND min_time < $2 AND max_time >= $3";
+
 impl SqlCatalog {
-    /// `sql` with `$1` tenant, `$2` range end, `$3` range start and, when given, `$4` name:
-    /// the binds of every `*_IN_RANGE` statement.
-    async fn in_range<O>(
-        &self,
-        sql: &'static str,
-        tenant: &str,
-        range: TimeRange,
-        name: Option<&str>,
-    ) -> CatalogResult<Vec<O>>
+    /// `sql` with `$1` tenant, `$2` range end and `$3` range start: the binds of every
+    /// `*_IN_RANGE` statement.
+    async fn in_range<O>(&self, sql: &'static str, tenant: &str, range: TimeRange) -> CatalogResult<Vec<O>>
     where
         O: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
-        Ok(on_either!(self, |pool| {
-            let mut query = sqlx::query_as(sql).bind(tenant).bind(range.end).bind(range.start);
-            if let Some(name) = name {
-                query = query.bind(name);
-            }
-            query.fetch_all(pool).await?
-        }))
+        Ok(on_either!(self, |pool| sqlx::query_as(sql)
+            .bind(tenant)
+            .bind(range.end)
+            .bind(range.start)
+            .fetch_all(pool)
+            .await?))
     }
 }
 
 #[async_trait]
 impl SeriesCatalog for SqlCatalog {
     async fn series(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<Series>> {
-        let rows: Vec<SeriesRow> = self.in_range(SERIES_IN_RANGE, tenant, range, None).await?;
+        let rows: Vec<SeriesRow> = self.in_range(SERIES_IN_RANGE, tenant, range).await?;
         rows.into_iter().map(Series::try_from).collect()
     }
 
@@ -104,21 +110,79 @@ impl SeriesCatalog for SqlCatalog {
     }
 
     async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {
-        let rows: Vec<ProfileTypeRow> = self.in_range(PROFILE_TYPES_IN_RANGE, tenant, range, None).await?;
+        let rows: Vec<ProfileTypeRow> = self.in_range(PROFILE_TYPES_IN_RANGE, tenant, range).await?;
         let mut types: Vec<ProfileType> = rows.into_iter().map(ProfileType::from).collect();
         types.sort();
         Ok(types)
     }
 
+    // One snapshot: a compaction between the index and the level-0 read would otherwise
+    // hide what it moved.
     async fn label_names(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        let rows: Vec<(String,)> = self.in_range(LABEL_NAMES_IN_RANGE, tenant, range, None).await?;
-        Ok(sorted_distinct(rows.into_iter().map(|(name,)| name).collect()))
+        let (first, last) = days(range);
+        on_either!(self, |pool| {
+            let mut tx = pool.begin_snapshot().await?;
+            let rows: Vec<(String, i64, i64)> = sqlx::query_as(NAME_DAYS)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .bind(first)
+                .bind(last)
+                .fetch_all(&mut *tx)
+                .await?;
+            let (mut names, undecided) = classify(range, rows);
+            let segments: Vec<(String,)> = sqlx::query_as(SEGMENT_LABEL_NAMES)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .bind(!undecided.is_empty())
+                .fetch_all(&mut *tx)
+                .await?;
+            names.extend(segments.into_iter().map(|(name,)| name));
+            Ok(names.into_iter().collect())
+        })
     }
 
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>> {
-        let rows: Vec<(String,)> = self
-            .in_range(LABEL_VALUES_IN_RANGE, tenant, range, Some(name))
-            .await?;
-        Ok(sorted_distinct(rows.into_iter().map(|(value,)| value).collect()))
+        let (first, last) = days(range);
+        on_either!(self, |pool| {
+            let mut tx = pool.begin_snapshot().await?;
+            let rows: Vec<(String, i64, i64)> = sqlx::query_as(VALUE_HULLS)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .bind(name)
+                .fetch_all(&mut *tx)
+                .await?;
+            let (mut values, mut undecided) = classify(range, rows);
+            if !undecided.is_empty() {
+                let rows: Vec<(String, i64, i64)> = sqlx::query_as(VALUE_DAYS)
+                    .bind(tenant)
+                    .bind(range.end)
+                    .bind(range.start)
+                    .bind(name)
+                    .bind(first)
+                    .bind(last)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let rows = rows
+                    .into_iter()
+                    .filter(|(value, ..)| undecided.contains(value))
+                    .collect();
+                let (inside, across) = classify(range, rows);
+                values.extend(inside);
+                undecided = across;
+            }
+            let segments: Vec<(String,)> = sqlx::query_as(SEGMENT_LABEL_VALUES)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .bind(name)
+                .bind(!undecided.is_empty())
+                .fetch_all(&mut *tx)
+                .await?;
+            values.extend(segments.into_iter().map(|(value,)| value));
+            Ok(values.into_iter().collect())
+        })
     }
 }

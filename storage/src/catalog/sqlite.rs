@@ -17,6 +17,7 @@ use super::common::{
     distinct_sample_labels, encode_labels, outcome, over_limit, profiles_heir, same_identity, segments_gone,
     series_from_columns, symbols_gone, to_i64,
 };
+use super::label_index::{UNCOVERED, index_segment, reindex_days};
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileKey, ProfileRecord, Series};
@@ -324,6 +325,7 @@ impl Dialect for SqlitePool {
         let refused_series = series_over_limit(&mut tx, tenant, series, max_series).await?;
         upsert_series(&mut tx, tenant, series).await?;
         insert_segment(&mut tx, commit).await?;
+        index_segment(&mut tx, &commit.segment.id, commit.segment.level).await?;
         let claimed = claim_profiles(&mut tx, &commit.segment, profiles).await?;
         let outcome = outcome(profiles, &claimed, refused_series);
         if outcome == CommitOutcome::Committed {
@@ -397,6 +399,12 @@ impl Dialect for SqlitePool {
             .execute(&mut *tx)
             .await?;
         }
+        let added_ids: Vec<String> = replacement.added.iter().map(|s| s.id.clone()).collect();
+        let uncovered: (Option<i64>, Option<i64>) = sqlx::query_as(UNCOVERED.sqlite)
+            .bind(&removed_json)
+            .bind(json_list(&added_ids)?)
+            .fetch_one(&mut *tx)
+            .await?;
         let deleted =
             sqlx::query("DELETE FROM segments WHERE tenant = ?1 AND id IN (SELECT value FROM json_each(?2))")
                 .bind(tenant)
@@ -406,6 +414,12 @@ impl Dialect for SqlitePool {
                 .rows_affected();
         if deleted != removed.len() as u64 {
             return Err(segments_gone(removed, deleted as usize));
+        }
+        if let (Some(first), Some(last)) = uncovered {
+            reindex_days(&mut tx, tenant, (first, last)).await?;
+        }
+        for added in &replacement.added {
+            index_segment(&mut tx, &added.id, added.level).await?;
         }
         tx.commit().await?;
         Ok(())

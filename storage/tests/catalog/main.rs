@@ -85,6 +85,7 @@ macro_rules! suite {
 mod debug_files;
 mod deletions;
 mod fixtures;
+mod label_index;
 mod leases;
 mod profiles;
 mod replacements;

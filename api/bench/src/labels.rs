@@ -19,7 +19,7 @@ use stackhouse_storage::model::{Labels, Series, TimeRange};
 use super::env::{TENANT, cpu_type};
 use super::report::{Report, Row, ms};
 use super::rollups::timed;
-use super::{HOUR_NANOS, Plan, Scale};
+use super::{CatalogKind, HOUR_NANOS, Plan, Scale};
 
 const DAY_NANOS: i64 = 24 * HOUR_NANOS;
 
@@ -196,16 +196,20 @@ pub(crate) async fn measurements(plan: &Plan, scale: Scale, report: &mut Report)
     let mut pg_url = url::Url::parse(&admin_url)?;
     pg_url.set_path(&db);
     let outcome = async {
-        for (backend, url) in [("SQLite", sqlite_url.clone()), ("Postgres", pg_url.to_string())] {
+        for kind in &plan.labels_catalogs {
+            let (backend, url) = match kind {
+                CatalogKind::Sqlite => ("SQLite", sqlite_url.clone()),
+                CatalogKind::Postgres => ("Postgres", pg_url.to_string()),
+            };
             let catalog = open_catalog(&url)
                 .await
                 .with_context(|| format!("opening {backend}"))?;
             let t = Instant::now();
             build(catalog.as_ref(), &shape, start).await?;
             let built = t.elapsed();
-            let database = match backend {
-                "SQLite" => Database::Sqlite(sqlx::SqlitePool::connect(&url).await?),
-                _ => Database::Postgres(sqlx::PgPool::connect(&url).await?),
+            let database = match kind {
+                CatalogKind::Sqlite => Database::Sqlite(sqlx::SqlitePool::connect(&url).await?),
+                CatalogKind::Postgres => Database::Postgres(sqlx::PgPool::connect(&url).await?),
             };
             if let Database::Postgres(pool) = &database {
                 // As autovacuum would have by the time a month is stored.
@@ -321,6 +325,24 @@ async fn rows(
         ours,
         base,
         50.0,
+    ));
+    // What every query over the month lists before it reads Parquet: the next fixed cost
+    // at this cardinality, measured once each.
+    let t = Instant::now();
+    let listed = catalog.series(TENANT, month).await?.len();
+    let series_t = t.elapsed();
+    let t = Instant::now();
+    let extents: usize = catalog
+        .segments(TENANT, month)
+        .await?
+        .iter()
+        .map(|s| s.series.len())
+        .sum();
+    report.notes.push(format!(
+        "labels, {backend}: a query's catalog listings over the month: series {:.0} ms ({listed} series), \
+         segments {:.0} ms ({extents} series extents).",
+        ms(series_t),
+        ms(t.elapsed())
     ));
     Ok(())
 }

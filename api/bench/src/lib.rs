@@ -64,6 +64,16 @@ pub struct BenchArgs {
     /// the same size and seed instead of building it again.
     #[arg(long)]
     pub fleet_store: Option<PathBuf>,
+    /// The catalogs the labels phase builds and lists from (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite,postgres")]
+    pub labels_catalogs: Vec<CatalogKind>,
+}
+
+/// A catalog database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CatalogKind {
+    Sqlite,
+    Postgres,
 }
 
 /// The phases of a run, in the order they run.
@@ -105,6 +115,8 @@ pub struct Plan {
     /// The size of the fleet phase's store, and where it is kept (if anywhere).
     pub fleet_size: FleetSize,
     pub fleet_store: Option<PathBuf>,
+    /// The catalogs of the Labels phase.
+    pub labels_catalogs: Vec<CatalogKind>,
     /// The CPU quota of each query pod of the Pods phase, in cores.
     pub pod_cores: f64,
     pub flush_interval: Duration,
@@ -143,6 +155,7 @@ impl Plan {
             seed,
             fleet_size: FleetSize::Tiny,
             fleet_store: None,
+            labels_catalogs: vec![CatalogKind::Sqlite, CatalogKind::Postgres],
             // A debug build at tiny scale: a whole core, so the smoke stays seconds long.
             pod_cores: 1.0,
             flush_interval: stackhouse_storage::writer::WriterConfig::default().flush_interval,
@@ -263,6 +276,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
         plan.fleet_size = size;
     }
     plan.fleet_store = args.fleet_store;
+    plan.labels_catalogs = args.labels_catalogs;
     let report = runtime.block_on(run_phases(plan, args.scale, &args.only))?;
     let text = format!("{}\n{}", machine(), report.markdown());
     println!("{text}");

@@ -470,6 +470,14 @@ impl SegmentCatalog for FailingCatalog {
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
         self.inner.segments(tenant, range).await
     }
+    async fn segments_holding(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+        series_ids: &[i64],
+    ) -> CatalogResult<Vec<SegmentMeta>> {
+        self.inner.segments_holding(tenant, range, series_ids).await
+    }
     async fn tenants(&self) -> CatalogResult<Vec<String>> {
         self.inner.tenants().await
     }

@@ -329,7 +329,7 @@ async fn rows(
     // What every query over the month lists before it reads Parquet: the next fixed cost
     // at this cardinality, measured once each.
     let t = Instant::now();
-    let listed = catalog.series(TENANT, month).await?.len();
+    let listed = catalog.series(TENANT, month).await?;
     let series_t = t.elapsed();
     let t = Instant::now();
     let extents: usize = catalog
@@ -338,10 +338,32 @@ async fn rows(
         .iter()
         .map(|s| s.series.len())
         .sum();
+    let segments_t = t.elapsed();
+    // A query that selects one service lists only its pods' extents.
+    let one: Vec<i64> = listed
+        .iter()
+        .filter(|s| s.labels.get("service.name").map(String::as_str) == Some("svc-00000"))
+        .map(|s| s.id)
+        .collect();
+    let t = Instant::now();
+    let held: usize = catalog
+        .segments_holding(TENANT, month, &one)
+        .await?
+        .iter()
+        .map(|s| s.series.len())
+        .sum();
+    ensure!(
+        held == shape.hours() as usize,
+        "{backend}: one service holds {held} extents over the month"
+    );
     report.notes.push(format!(
-        "labels, {backend}: a query's catalog listings over the month: series {:.0} ms ({listed} series), \
-         segments {:.0} ms ({extents} series extents).",
+        "labels, {backend}: a query's catalog listings over the month: series {:.0} ms ({} series), \
+         segments {:.0} ms ({extents} series extents), the segments of one service's {} series {:.1} ms \
+         ({held} extents).",
         ms(series_t),
+        listed.len(),
+        ms(segments_t),
+        one.len(),
         ms(t.elapsed())
     ));
     Ok(())

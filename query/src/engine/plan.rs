@@ -93,13 +93,7 @@ impl QueryEngine {
         if scope.segments.is_none() {
             self.check_range(&scope.tenant, scope.range).await?;
         }
-        // Both listings in one round trip's time; the segments are listed before the
-        // symbols are read, so that the symbol cache already holds every attribute set
-        // these segments can reference.
-        let (series, mut segments) = futures::try_join!(
-            self.catalog.series(&scope.tenant, scope.range),
-            self.catalog.segments(&scope.tenant, scope.range),
-        )?;
+        let series = self.catalog.series(&scope.tenant, scope.range).await?;
         let matched = match_series(&series, &scope.profile_types(), &scope.selector);
         let matched_count: usize = matched.values().map(Vec::len).sum();
         if matched_count > self.limits.max_series {
@@ -114,6 +108,19 @@ impl QueryEngine {
         if matched.is_empty() {
             return Ok(None);
         }
+        // Where the selector picks some of the range's series, only theirs are listed: at
+        // fleet cardinality the extents of every series are most of a query's catalog
+        // time. The segments are listed before the symbols are read, so that the symbol
+        // cache already holds every attribute set these segments can reference.
+        let matched_ids: Vec<i64> = matched.values().flatten().map(|s| s.id).collect();
+        let partial = matched_ids.len() < series.len();
+        let mut segments = if partial {
+            self.catalog
+                .segments_holding(&scope.tenant, scope.range, &matched_ids)
+                .await?
+        } else {
+            self.catalog.segments(&scope.tenant, scope.range).await?
+        };
         if let Some(only) = &scope.segments {
             let only: HashSet<&str> = only.iter().map(String::as_str).collect();
             segments.retain(|s| only.contains(s.id.as_str()));
@@ -163,6 +170,11 @@ impl QueryEngine {
             .into_iter()
             .map(|source| {
                 let implied = Implied::of(&source.segments, &source.ranges, &groups, &selected);
+                // Partial listings do not show the unselected series a segment holds.
+                let implied = Implied {
+                    series: implied.series && !partial,
+                    ..implied
+                };
                 let filter = [selection_filter(&source.ranges, &groups, implied), links.clone()]
                     .into_iter()
                     .flatten()

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::backend::{Claim, Dialect, SegmentSwap, SqlCatalog, on_either};
+use super::backend::{Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, on_either};
 use super::common::{
     ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, check_replacement,
     distinct_profiles, distinct_series, distinct_sorted, empty_stats, sorted_distinct,
@@ -38,6 +38,15 @@ pub trait SegmentCatalog: Send + Sync {
     /// Segments of `tenant` whose time extent overlaps `range`, with objects and series.
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>>;
 
+    /// [`Self::segments`] with only the extents of `series_ids` that overlap `range`, and only
+    /// the segments holding one: what a query that selects a few of many series plans from.
+    async fn segments_holding(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+        series_ids: &[i64],
+    ) -> CatalogResult<Vec<SegmentMeta>>;
+
     /// Every tenant that has segments or symbols.
     async fn tenants(&self) -> CatalogResult<Vec<String>>;
 
@@ -69,6 +78,20 @@ const SEGMENT_SERIES_IN_RANGE: &str =
     "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
     FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
     WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3";
+
+/// `$4` a JSON array of series ids.
+const SELECTED_SEGMENT_SERIES_IN_RANGE: PerDialect = PerDialect {
+    sqlite: "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
+        FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
+        WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3
+          AND ss.tenant = $1 AND ss.min_time < $2 AND ss.max_time >= $3
+          AND ss.series_id IN (SELECT value FROM json_each($4))",
+    postgres: "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
+        FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
+        WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3
+          AND ss.tenant = $1 AND ss.min_time < $2 AND ss.max_time >= $3
+          AND ss.series_id IN (SELECT jsonb_array_elements_text($4::jsonb)::BIGINT)",
+};
 
 /// Series of a tenant that have raw samples, what the series limit counts (as the
 /// ingesters' own counters do): a series whose samples retention removed frees its place,
@@ -103,6 +126,55 @@ const PING: &str = "SELECT 1";
 
 const DATA_RANGE: &str = "SELECT MIN(min_time), MAX(max_time) FROM segments WHERE tenant = $1";
 
+impl SqlCatalog {
+    /// Segments overlapping `range` with their objects and their series extents, only those
+    /// of `series_ids` (a JSON array) when given: three queries inside one snapshot, so the
+    /// rows agree with each other.
+    async fn list_segments(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+        series_ids: Option<&str>,
+    ) -> CatalogResult<Vec<SegmentMeta>> {
+        on_either!(self, |pool| {
+            let mut tx = pool.begin_snapshot().await?;
+            let segments = sqlx::query_as::<_, SegmentRow>(SEGMENTS_IN_RANGE)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .fetch_all(&mut *tx)
+                .await?;
+            let objects = sqlx::query_as::<_, ObjectRow>(OBJECTS_IN_RANGE)
+                .bind(tenant)
+                .bind(range.end)
+                .bind(range.start)
+                .fetch_all(&mut *tx)
+                .await?;
+            let series = match series_ids {
+                None => {
+                    sqlx::query_as::<_, SegmentSeriesRow>(SEGMENT_SERIES_IN_RANGE)
+                        .bind(tenant)
+                        .bind(range.end)
+                        .bind(range.start)
+                        .fetch_all(&mut *tx)
+                        .await?
+                }
+                Some(ids) => {
+                    sqlx::query_as::<_, SegmentSeriesRow>(pool.sql(&SELECTED_SEGMENT_SERIES_IN_RANGE))
+                        .bind(tenant)
+                        .bind(range.end)
+                        .bind(range.start)
+                        .bind(ids)
+                        .fetch_all(&mut *tx)
+                        .await?
+                }
+            };
+            tx.commit().await?;
+            assemble_segments(segments, objects, series)
+        })
+    }
+}
+
 #[async_trait]
 impl SegmentCatalog for SqlCatalog {
     async fn commit_segment_within(
@@ -121,31 +193,21 @@ impl SegmentCatalog for SqlCatalog {
         on_either!(self, |pool| pool.commit_segment(claim).await)
     }
 
-    // Three queries inside one snapshot, so the rows agree with each other.
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
-        on_either!(self, |pool| {
-            let mut tx = pool.begin_snapshot().await?;
-            let segments = sqlx::query_as::<_, SegmentRow>(SEGMENTS_IN_RANGE)
-                .bind(tenant)
-                .bind(range.end)
-                .bind(range.start)
-                .fetch_all(&mut *tx)
-                .await?;
-            let objects = sqlx::query_as::<_, ObjectRow>(OBJECTS_IN_RANGE)
-                .bind(tenant)
-                .bind(range.end)
-                .bind(range.start)
-                .fetch_all(&mut *tx)
-                .await?;
-            let series = sqlx::query_as::<_, SegmentSeriesRow>(SEGMENT_SERIES_IN_RANGE)
-                .bind(tenant)
-                .bind(range.end)
-                .bind(range.start)
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            assemble_segments(segments, objects, series)
-        })
+        self.list_segments(tenant, range, None).await
+    }
+
+    async fn segments_holding(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+        series_ids: &[i64],
+    ) -> CatalogResult<Vec<SegmentMeta>> {
+        let ids = serde_json::to_string(series_ids)
+            .map_err(|e| CatalogError::Corrupt(format!("series ids do not serialize: {e}")))?;
+        let mut segments = self.list_segments(tenant, range, Some(&ids)).await?;
+        segments.retain(|s| !s.series.is_empty());
+        Ok(segments)
     }
 
     async fn tenants(&self) -> CatalogResult<Vec<String>> {

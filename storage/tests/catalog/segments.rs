@@ -23,6 +23,7 @@ suite!(
     concurrent_commits_share_new_series,
     data_range_spans_every_segment,
     tenants_with_segments_or_symbols,
+    segments_holding_lists_only_the_selected_series,
 );
 
 async fn commit_round_trips(url: String) {
@@ -469,4 +470,85 @@ async fn tenants_with_segments_or_symbols(url: String) {
         .await
         .unwrap();
     assert_eq!(cat.tenants().await.unwrap(), strings(&["a"]));
+}
+
+/// (series id, first time, last time).
+type Extent = (i64, i64, i64);
+
+async fn segments_holding_lists_only_the_selected_series(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let api = series(cpu(), &[("service.name", "api")]);
+    let db = series(off_cpu(), &[("service.name", "db")]);
+    let c1 = commit("t", "seg-1", &[(&web, 100, 200), (&api, 150, 160)]);
+    let c2 = commit("t", "seg-2", &[(&api, 300, 400), (&db, 300, 350)]);
+    let c3 = commit("t", "seg-3", &[(&db, 500, 600)]);
+    let other = commit("u", "seg-u", &[(&api, 100, 600)]);
+    for c in [&c1, &c2, &c3, &other] {
+        cat.commit_segment(c).await.unwrap();
+    }
+    let extents = |segments: Vec<stackhouse_storage::catalog::SegmentMeta>| -> Vec<(String, Vec<Extent>)> {
+        segments
+            .into_iter()
+            .map(|s| {
+                let mut series: Vec<_> = s
+                    .series
+                    .iter()
+                    .map(|x| (x.series_id, x.min_time, x.max_time))
+                    .collect();
+                series.sort();
+                (s.id, series)
+            })
+            .collect()
+    };
+    let mut both = extents(
+        cat.segments_holding("t", TimeRange::ALL, &[api.id])
+            .await
+            .unwrap(),
+    );
+    both.sort();
+    assert_eq!(
+        both,
+        vec![
+            ("seg-1".to_string(), vec![(api.id, 150, 160)]),
+            ("seg-2".to_string(), vec![(api.id, 300, 400)]),
+        ]
+    );
+    // An extent outside the range is not listed, nor is a segment left without one, nor
+    // another tenant's.
+    assert_eq!(
+        extents(
+            cat.segments_holding("t", range(170, 450), &[api.id, web.id])
+                .await
+                .unwrap()
+        ),
+        vec![
+            ("seg-1".to_string(), vec![(web.id, 100, 200)]),
+            ("seg-2".to_string(), vec![(api.id, 300, 400)]),
+        ]
+    );
+    assert!(
+        cat.segments_holding("t", range(450, 700), &[api.id])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        cat.segments_holding("t", TimeRange::ALL, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The objects come along as `segments` lists them.
+    let all = cat.segments("t", TimeRange::ALL).await.unwrap();
+    let held = cat.segments_holding("t", TimeRange::ALL, &[db.id]).await.unwrap();
+    for s in &held {
+        let listed = all.iter().find(|a| a.id == s.id).unwrap();
+        assert_eq!(s.objects, listed.objects);
+        assert_eq!(
+            (s.min_time, s.max_time, s.level),
+            (listed.min_time, listed.max_time, listed.level)
+        );
+    }
+    assert_eq!(ids(&held), ["seg-2", "seg-3"]);
 }

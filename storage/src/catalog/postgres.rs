@@ -27,10 +27,14 @@ impl SqlCatalog {
     /// Connects to `postgres://…` and runs the migrations (sqlx holds an advisory lock
     /// while migrating, so replicas starting together do not race).
     pub async fn connect_postgres(url: &str) -> CatalogResult<SqlCatalog> {
-        let options = PgConnectOptions::from_str(url).map_err(|e| CatalogError::InvalidUrl {
-            url: redact_password(url),
-            reason: e.to_string(),
-        })?;
+        // The catalog's statements are short lookups whose cost Postgres overestimates for
+        // time ranges; its JIT then spends longer compiling than the statement runs.
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| CatalogError::InvalidUrl {
+                url: redact_password(url),
+                reason: e.to_string(),
+            })?
+            .options([("jit", "off")]);
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options)

@@ -6,7 +6,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 
 use super::CatalogResult;
-use super::backend::{Dialect, SqlCatalog, on_either};
+use super::backend::{Dialect, PerDialect, SqlCatalog, on_either};
 use super::common::{ProfileTypeRow, SeriesRow};
 use super::label_index::{classify, days};
 use super::segments::LIVE_SERIES_IDS;
@@ -52,23 +52,52 @@ const PROFILE_TYPES_IN_RANGE: &str =
 // The label index (label_index.rs) answers for compacted segments; these read the segments
 // themselves: level-0 ones only (`$5` false), or every one where the index left a name or
 // value undecided (`$5` true), and sample attributes, known per segment.
-const SEGMENT_LABEL_NAMES: &str = "SELECT sl.name FROM segments g
-    JOIN segment_series ss ON ss.segment_id = g.id
-    JOIN series_labels sl ON sl.tenant = ss.tenant AND sl.series_id = ss.series_id
-    WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $4)
-      AND ss.min_time < $2 AND ss.max_time >= $3
-    UNION
-    SELECT l.name FROM sample_labels l JOIN segments g ON g.id = l.segment_id
-    WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3";
+// Postgres cannot see that a segment's `min_time` and `max_time` move together, so for a
+// short range it expects a third of all segments and scans every extent; `LATERAL` with
+// `OFFSET 0` makes it walk from the few segments of the range to their extents and labels
+// by key. SQLite's planner walks that way by itself.
+const SEGMENT_LABEL_NAMES: PerDialect = PerDialect {
+    sqlite: "SELECT sl.name FROM segments g
+        JOIN segment_series ss ON ss.segment_id = g.id
+        JOIN series_labels sl ON sl.tenant = ss.tenant AND sl.series_id = ss.series_id
+        WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $4)
+          AND ss.min_time < $2 AND ss.max_time >= $3
+        UNION
+        SELECT l.name FROM sample_labels l JOIN segments g ON g.id = l.segment_id
+        WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3",
+    postgres: "SELECT sl.name FROM segments g
+        CROSS JOIN LATERAL (SELECT ss.tenant, ss.series_id FROM segment_series ss
+                            WHERE ss.segment_id = g.id AND ss.min_time < $2 AND ss.max_time >= $3
+                            OFFSET 0) ss
+        CROSS JOIN LATERAL (SELECT sl.name FROM series_labels sl
+                            WHERE sl.tenant = ss.tenant AND sl.series_id = ss.series_id OFFSET 0) sl
+        WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $4)
+        UNION
+        SELECT l.name FROM sample_labels l JOIN segments g ON g.id = l.segment_id
+        WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3",
+};
 
-const SEGMENT_LABEL_VALUES: &str = "SELECT sl.value FROM segments g
-    JOIN segment_series ss ON ss.segment_id = g.id
-    JOIN series_labels sl ON sl.tenant = ss.tenant AND sl.series_id = ss.series_id
-    WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $5)
-      AND ss.min_time < $2 AND ss.max_time >= $3 AND sl.name = $4
-    UNION
-    SELECT l.value FROM sample_labels l JOIN segments g ON g.id = l.segment_id
-    WHERE g.tenant = $1 AND l.name = $4 AND g.min_time < $2 AND g.max_time >= $3";
+const SEGMENT_LABEL_VALUES: PerDialect = PerDialect {
+    sqlite: "SELECT sl.value FROM segments g
+        JOIN segment_series ss ON ss.segment_id = g.id
+        JOIN series_labels sl ON sl.tenant = ss.tenant AND sl.series_id = ss.series_id
+        WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $5)
+          AND ss.min_time < $2 AND ss.max_time >= $3 AND sl.name = $4
+        UNION
+        SELECT l.value FROM sample_labels l JOIN segments g ON g.id = l.segment_id
+        WHERE g.tenant = $1 AND l.name = $4 AND g.min_time < $2 AND g.max_time >= $3",
+    postgres: "SELECT sl.value FROM segments g
+        CROSS JOIN LATERAL (SELECT ss.tenant, ss.series_id FROM segment_series ss
+                            WHERE ss.segment_id = g.id AND ss.min_time < $2 AND ss.max_time >= $3
+                            OFFSET 0) ss
+        CROSS JOIN LATERAL (SELECT sl.value FROM series_labels sl
+                            WHERE sl.tenant = ss.tenant AND sl.series_id = ss.series_id AND sl.name = $4
+                            OFFSET 0) sl
+        WHERE g.tenant = $1 AND g.min_time < $2 AND g.max_time >= $3 AND (g.level = 0 OR $5)
+        UNION
+        SELECT l.value FROM sample_labels l JOIN segments g ON g.id = l.segment_id
+        WHERE g.tenant = $1 AND l.name = $4 AND g.min_time < $2 AND g.max_time >= $3",
+};
 
 const NAME_DAYS: &str = "SELECT name, min_time, max_time FROM label_name_days
     WHERE tenant = $1 AND day BETWEEN $4 AND $5 AND min_time < $2 AND max_time >= $3";
@@ -131,7 +160,7 @@ impl SeriesCatalog for SqlCatalog {
                 .fetch_all(&mut *tx)
                 .await?;
             let (mut names, undecided) = classify(range, rows);
-            let segments: Vec<(String,)> = sqlx::query_as(SEGMENT_LABEL_NAMES)
+            let segments: Vec<(String,)> = sqlx::query_as(pool.sql(&SEGMENT_LABEL_NAMES))
                 .bind(tenant)
                 .bind(range.end)
                 .bind(range.start)
@@ -173,7 +202,7 @@ impl SeriesCatalog for SqlCatalog {
                 values.extend(inside);
                 undecided = across;
             }
-            let segments: Vec<(String,)> = sqlx::query_as(SEGMENT_LABEL_VALUES)
+            let segments: Vec<(String,)> = sqlx::query_as(pool.sql(&SEGMENT_LABEL_VALUES))
                 .bind(tenant)
                 .bind(range.end)
                 .bind(range.start)

@@ -313,6 +313,14 @@ impl Layout {
 /// node of each new path, and a stack has tens of nodes of its own.
 const DENSE_FRACTION: usize = 256;
 
+/// One frame name's sums: see [`PathSums::name_sums`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NameSum<'p> {
+    pub name: &'p str,
+    pub self_value: i64,
+    pub total: i64,
+}
+
 /// One query's values on a [`CallPaths`] tree, optionally under group nodes: what the query
 /// costs follows the nodes its stacks pass through, however large the cached tree is.
 pub(crate) struct PathSums<'p> {
@@ -380,6 +388,57 @@ impl<'p> PathSums<'p> {
             self.placed.insert((group, node), out);
         }
         out
+    }
+
+    /// Per frame name on the paths of the values added under the root: the value of the
+    /// paths that end in it (self) and of the paths through it, each path counted once
+    /// however often the name recurs on it (total); and the value of every path. Walks
+    /// each distinct path up once, by name numbers: top functions need no tree and no
+    /// name per node. Names on no path are left out; ungrouped sums only.
+    pub(crate) fn name_sums(mut self) -> (Vec<NameSum<'p>>, i64) {
+        debug_assert!(self.group_names.is_empty(), "name sums of grouped values");
+        let mut ends = std::mem::take(&mut self.at_root);
+        ends.sort_unstable_by_key(|&(end, _)| end);
+        ends.dedup_by(|next, kept| {
+            let same = next.0 == kept.0;
+            if same {
+                kept.1 += next.1;
+            }
+            same
+        });
+        let paths = self.paths;
+        let names = paths.names.names();
+        // Per name: (self, total), and the last path that added to its total.
+        let mut sums = vec![(0i64, 0i64); names.len()];
+        let mut last_path = vec![usize::MAX; names.len()];
+        let mut all = 0;
+        for (path, &(end, value)) in ends.iter().enumerate() {
+            all += value;
+            if end != CallPaths::ROOT {
+                sums[paths.node_names[end as usize] as usize].0 += value;
+            }
+            let mut node = end;
+            while node != CallPaths::ROOT {
+                let name = paths.node_names[node as usize] as usize;
+                if last_path[name] != path {
+                    last_path[name] = path;
+                    sums[name].1 += value;
+                }
+                node = paths.parents[node as usize];
+            }
+        }
+        let out = last_path
+            .iter()
+            .zip(sums)
+            .zip(names)
+            .filter(|((last, _), _)| **last != usize::MAX)
+            .map(|((_, (self_value, total)), name)| NameSum {
+                name,
+                self_value,
+                total,
+            })
+            .collect();
+        (out, all)
     }
 
     /// Whether the values under the root reach a good part of the cached tree (a
@@ -684,6 +743,16 @@ mod tests {
         rows: &[(SymbolId, i64)],
         max_nodes: Option<usize>,
     ) -> (Node, MissingSymbols) {
+        let (sums, missing) = sums_of(paths, index, rows);
+        (sums.build(max_nodes), missing)
+    }
+
+    /// The ungrouped sums of `(stack, value)` pairs over `paths`.
+    fn sums_of<'p>(
+        paths: &'p mut CallPaths,
+        index: &SymbolIndex,
+        rows: &[(SymbolId, i64)],
+    ) -> (PathSums<'p>, MissingSymbols) {
         let mut missing = MissingSymbols::default();
         let ends: Vec<PathNode> = rows
             .iter()
@@ -693,7 +762,80 @@ mod tests {
         for (end, (_, value)) in ends.into_iter().zip(rows) {
             sums.add(PathSums::ROOT, end, *value);
         }
-        (sums.build(max_nodes), missing)
+        (sums, missing)
+    }
+
+    /// The name sums of `(path, value)` pairs (root first) counted from the paths
+    /// themselves: self at the leaf, total once per path per distinct name.
+    fn expected_name_sums(rows: &[(Vec<String>, i64)]) -> Vec<(String, i64, i64)> {
+        let mut sums: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+        for (path, value) in rows {
+            if let Some(leaf) = path.last() {
+                sums.entry(leaf.clone()).or_default().0 += value;
+            }
+            let distinct: std::collections::BTreeSet<&String> = path.iter().collect();
+            for name in distinct {
+                sums.entry(name.clone()).or_default().1 += value;
+            }
+        }
+        sums.into_iter().map(|(n, (s, t))| (n, s, t)).collect()
+    }
+
+    fn name_sums_of(
+        paths: &mut CallPaths,
+        index: &SymbolIndex,
+        rows: &[(SymbolId, i64)],
+    ) -> (Vec<(String, i64, i64)>, i64) {
+        let (sums, _) = sums_of(paths, index, rows);
+        let (names, total) = sums.name_sums();
+        let mut out: Vec<_> = names
+            .into_iter()
+            .map(|n| (n.name.to_string(), n.self_value, n.total))
+            .collect();
+        out.sort();
+        (out, total)
+    }
+
+    #[test]
+    fn name_sums_count_each_path_once_per_name() {
+        let mut b = Batch::new("t");
+        let names = ["main", "f", "g", "h", "loop"];
+        let locations = locations_named(&mut b, names.iter().map(|n| n.to_string()));
+        // 500 stacks 1-12 frames deep over 5 names, so that most recurse; some repeat.
+        let mut rows = Vec::new();
+        let mut by_path = Vec::new();
+        let mut x = 7u64;
+        for n in 0..500usize {
+            let depth = 1 + n % 12;
+            let frames: Vec<usize> = (0..depth)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (x >> 33) as usize % names.len()
+                })
+                .collect();
+            // Leaf first, as samples reference them.
+            let leaf_first: Vec<SymbolId> = frames.iter().rev().map(|&f| locations[f]).collect();
+            let stack = b.add_stack(&leaf_first);
+            let value = (n % 17) as i64 + 1;
+            rows.push((stack, value));
+            by_path.push((
+                frames.iter().map(|&f| names[f].to_string()).collect::<Vec<_>>(),
+                value,
+            ));
+        }
+        rows.push((SymbolId::ZERO, 4));
+        by_path.push((Vec::new(), 4));
+        let index = index_of(&b);
+        let mut cache = CallPaths::default();
+        let (sums, total) = name_sums_of(&mut cache, &index, &rows);
+        assert_eq!(total, by_path.iter().map(|(_, v)| v).sum::<i64>());
+        assert_eq!(sums, expected_name_sums(&by_path));
+        // Over a warm cache holding more paths than the query's, only its own count.
+        let (few, total) = name_sums_of(&mut cache, &index, &rows[..3]);
+        assert_eq!(total, by_path[..3].iter().map(|(_, v)| v).sum::<i64>());
+        assert_eq!(few, expected_name_sums(&by_path[..3]));
     }
 
     #[test]

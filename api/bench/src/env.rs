@@ -82,16 +82,15 @@ impl Env {
     }
 
     pub(crate) fn writer(&self, flush_interval: Duration) -> Writer {
+        self.writer_with(WriterConfig {
+            flush_interval,
+            ..WriterConfig::default()
+        })
+    }
+
+    pub(crate) fn writer_with(&self, config: WriterConfig) -> Writer {
         let symbols = Arc::new(SymbolCache::new(self.store.clone(), self.catalog.clone()));
-        Writer::start(
-            self.store.clone(),
-            self.catalog.clone(),
-            symbols,
-            WriterConfig {
-                flush_interval,
-                ..WriterConfig::default()
-            },
-        )
+        Writer::start(self.store.clone(), self.catalog.clone(), symbols, config)
     }
 
     /// The compactor the server would run over this store, with the default settings.

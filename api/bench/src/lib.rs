@@ -15,6 +15,7 @@ mod pods;
 mod query;
 pub mod report;
 mod rollups;
+mod sustained;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -67,6 +68,13 @@ pub struct BenchArgs {
     /// The catalogs the labels phase builds and lists from (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite,postgres")]
     pub labels_catalogs: Vec<CatalogKind>,
+    /// How long the sustained phase sends, in seconds of wall time (by default 4 at the
+    /// tiny scale, 120 at small, 600 at full).
+    #[arg(long)]
+    pub sustained_seconds: Option<u64>,
+    /// How many times faster than the wall the sustained phase's store clock runs.
+    #[arg(long)]
+    pub sustained_speed: Option<u32>,
 }
 
 /// A catalog database.
@@ -94,6 +102,9 @@ pub enum Phase {
     Fleet,
     /// Label listings over a month of 10,000 services' catalog, SQLite and Postgres.
     Labels,
+    /// The fleet's exports sent as they fall due for minutes, with compaction, rollups and
+    /// retention running on a fast clock.
+    Sustained,
 }
 
 /// Sizes of every phase at one scale.
@@ -117,6 +128,10 @@ pub struct Plan {
     pub fleet_store: Option<PathBuf>,
     /// The catalogs of the Labels phase.
     pub labels_catalogs: Vec<CatalogKind>,
+    /// How long the Sustained phase sends (wall time), and how much faster than the wall
+    /// its store's clock runs.
+    pub sustained_run: Duration,
+    pub sustained_speed: u32,
     /// The CPU quota of each query pod of the Pods phase, in cores.
     pub pod_cores: f64,
     pub flush_interval: Duration,
@@ -156,6 +171,8 @@ impl Plan {
             fleet_size: FleetSize::Tiny,
             fleet_store: None,
             labels_catalogs: vec![CatalogKind::Sqlite, CatalogKind::Postgres],
+            sustained_run: Duration::from_secs(4),
+            sustained_speed: 300,
             // A debug build at tiny scale: a whole core, so the smoke stays seconds long.
             pod_cores: 1.0,
             flush_interval: stackhouse_storage::writer::WriterConfig::default().flush_interval,
@@ -171,6 +188,8 @@ impl Plan {
                 warm_runs: 5,
                 fleet_size: FleetSize::S,
                 pod_cores: 0.2,
+                sustained_run: Duration::from_secs(120),
+                sustained_speed: 60,
                 ..base
             },
             Scale::Full => Plan {
@@ -187,6 +206,10 @@ impl Plan {
                 // Five processes at 0.2 core (a coordinator and 4 workers) leave this
                 // 2-core machine's other core to the client and the kernel.
                 pod_cores: 0.2,
+                // Ten hours of the fleet's data in ten minutes: hour blocks, rollups and
+                // retention all run several times.
+                sustained_run: Duration::from_secs(600),
+                sustained_speed: 60,
                 ..base
             },
         }
@@ -257,6 +280,11 @@ pub async fn run_phases(plan: Plan, scale: Scale, phases: &[Phase]) -> anyhow::R
         .await
         .context("fleet measurements")?;
     }
+    if runs(Phase::Sustained) {
+        sustained::measurements(&plan, scale == Scale::Tiny, &capture, &mut report)
+            .await
+            .context("sustained ingest with maintenance")?;
+    }
     if runs(Phase::Labels) {
         labels::measurements(&plan, scale, &mut report)
             .await
@@ -277,6 +305,12 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     }
     plan.fleet_store = args.fleet_store;
     plan.labels_catalogs = args.labels_catalogs;
+    if let Some(seconds) = args.sustained_seconds {
+        plan.sustained_run = Duration::from_secs(seconds.max(1));
+    }
+    if let Some(speed) = args.sustained_speed {
+        plan.sustained_speed = speed.max(1);
+    }
     let report = runtime.block_on(run_phases(plan, args.scale, &args.only))?;
     let text = format!("{}\n{}", machine(), report.markdown());
     println!("{text}");

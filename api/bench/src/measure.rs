@@ -17,6 +17,20 @@ pub fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// CPU time of the calling thread so far.
+pub fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the struct we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// Runs `f` and returns its result with the process CPU time it took.
 pub fn cpu<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let start = cpu_time();

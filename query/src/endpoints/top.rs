@@ -1,15 +1,15 @@
 //! `top`: functions by self and total value. The query API reads it as `GET /api/v1/top`.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::call_paths::PathSums;
 use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
+use crate::engine::stack_tree::TreeOut;
 use crate::error::QueryError;
 use crate::request::ScopeRequest;
-use crate::tree::Node;
+use crate::tree::{Node, ROOT_NAME};
 use crate::types::{ProfileTypeInfo, ScanStats};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
@@ -50,60 +50,54 @@ impl QueryEngine {
             if q.limit == 0 {
                 return Err(QueryError::InvalidArgument("limit must be at least 1".into()));
             }
-            let flamegraph = self.tree(&q.scope, &[], None, &[]).await?;
-            let mut functions = top_functions(&flamegraph.root);
+            let (sums, built) = self.tree_as::<FunctionSums>(&q.scope, &[], None, &[]).await?;
+            let head = built.flamegraph(Node::leaf(ROOT_NAME, sums.total));
+            let mut functions = sums.functions;
             functions.truncate(q.limit);
             Ok(Top {
-                kind: flamegraph.kind,
-                unit: flamegraph.unit,
-                total: flamegraph.total,
+                kind: head.kind,
+                unit: head.unit,
+                total: head.total,
                 functions,
-                stats: flamegraph.stats,
+                stats: head.stats,
             })
         })
         .await
     }
 }
 
-/// Functions of an untruncated tree by self value. A function's total counts each call
-/// path once even when the function recurses: only its outermost occurrence adds.
-pub(crate) fn top_functions(root: &Node) -> Vec<TopFunction> {
-    fn walk<'n>(
-        node: &'n Node,
-        on_path: &mut HashMap<&'n str, usize>,
-        out: &mut HashMap<&'n str, (i64, i64)>,
-    ) {
-        let entry = out.entry(&node.name).or_default();
-        entry.0 += node.self_value;
-        let depth = on_path.entry(&node.name).or_default();
-        if *depth == 0 {
-            entry.1 += node.total;
-        }
-        *depth += 1;
-        for child in &node.children {
-            walk(child, on_path, out);
-        }
-        *on_path.get_mut(node.name.as_str()).expect("pushed above") -= 1;
+/// Every function of a scope's stacks by self value, and the value of all stacks.
+struct FunctionSums {
+    /// Sorted by self value, largest first, then by total and name.
+    functions: Vec<TopFunction>,
+    total: i64,
+}
+
+impl TreeOut for FunctionSums {
+    fn build(sums: PathSums<'_>, _max_nodes: Option<usize>) -> Self {
+        let (names, total) = sums.name_sums();
+        let mut functions: Vec<TopFunction> = names
+            .into_iter()
+            .map(|n| TopFunction {
+                name: n.name.to_string(),
+                self_value: n.self_value,
+                total: n.total,
+            })
+            .collect();
+        functions.sort_by(|a, b| {
+            (b.self_value, b.total)
+                .cmp(&(a.self_value, a.total))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        FunctionSums { functions, total }
     }
-    let mut out = HashMap::new();
-    let mut on_path = HashMap::new();
-    for child in &root.children {
-        walk(child, &mut on_path, &mut out);
+
+    fn empty() -> Self {
+        FunctionSums {
+            functions: Vec::new(),
+            total: 0,
+        }
     }
-    let mut functions: Vec<TopFunction> = out
-        .into_iter()
-        .map(|(name, (self_value, total))| TopFunction {
-            name: name.to_string(),
-            self_value,
-            total,
-        })
-        .collect();
-    functions.sort_by(|a, b| {
-        (b.self_value, b.total)
-            .cmp(&(a.self_value, a.total))
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    functions
 }
 
 #[derive(Clone, Debug)]
@@ -124,30 +118,5 @@ impl QueryEngine {
             .await
         })
         .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tree::TreeBuilder;
-
-    #[test]
-    fn top_counts_recursion_once_in_total() {
-        let mut b = TreeBuilder::new();
-        b.add_path(&["main", "f", "f", "g"], 5);
-        b.add_path(&["main", "f"], 2);
-        b.add_path(&["main", "g"], 3);
-        b.add_path(&["main"], 1);
-        let top = top_functions(&b.build());
-        let get = |name: &str| {
-            let f = top.iter().find(|f| f.name == name).unwrap();
-            (f.self_value, f.total)
-        };
-        assert_eq!(get("g"), (8, 8));
-        assert_eq!(get("f"), (2, 7));
-        assert_eq!(get("main"), (1, 11));
-        assert_eq!(top[0].name, "g");
-        assert_eq!(top.len(), 3);
     }
 }

@@ -98,7 +98,9 @@ impl QueryEngine {
         Ok(FlamegraphJson::new(head, root.json))
     }
 
-    async fn tree_as<O: TreeOut>(
+    /// The tree of a scope built into `O` (see [`QueryEngine::tree`]), with what the
+    /// flamegraph holds besides.
+    pub(crate) async fn tree_as<O: TreeOut>(
         &self,
         scope: &Scope,
         group_by: &[GroupKey],
@@ -177,8 +179,9 @@ impl QueryEngine {
     }
 }
 
-/// What a tree is built into: [`Node`]s, or the JSON they would be written as.
-trait TreeOut: Send + 'static {
+/// What a tree is built into: [`Node`]s, the JSON they would be written as, or sums
+/// without a tree (top functions).
+pub(crate) trait TreeOut: Send + 'static {
     /// The tree of `sums`, cut to `max_nodes` when given.
     fn build(sums: PathSums<'_>, max_nodes: Option<usize>) -> Self;
     /// The tree of no samples.
@@ -218,7 +221,7 @@ impl TreeOut for TreeJson {
 }
 
 /// What a tree's flamegraph holds besides the tree.
-struct Built {
+pub(crate) struct Built {
     profile_type: ProfileType,
     period: i64,
     group_by: Vec<String>,
@@ -227,7 +230,7 @@ struct Built {
 }
 
 impl Built {
-    fn flamegraph(self, root: Node) -> Flamegraph {
+    pub(crate) fn flamegraph(self, root: Node) -> Flamegraph {
         let mut flamegraph = Flamegraph::new(self.profile_type, self.period, root);
         flamegraph.group_by = self.group_by;
         flamegraph.stats = self.stats;

@@ -22,6 +22,7 @@ use futures::{StreamExt, TryStreamExt};
 use prost::Message;
 use serde::{Deserialize, Serialize};
 use stackhouse_ingest::formats::{self, Body, Params};
+use stackhouse_ingest::otlp::layout::Layout;
 use stackhouse_ingest::pipeline::{Payload, Pipeline};
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_query::{Aggregation, QueryEngine, Scope, TimeseriesQuery};
@@ -115,7 +116,12 @@ pub(crate) async fn export(
                 format: &formats::otlp::PROTOBUF,
                 sent_bytes: body.len(),
                 body: Body::Raw(body),
-                params: Params::default(),
+                // Declared, as a version-aware collector does: an undeclared fleet export
+                // can read validly as two layouts, which the receiver refuses to guess.
+                params: Params {
+                    layout: Some(Layout::V1_10),
+                    ..Params::default()
+                },
             },
             samples: g.samples,
             window_start: g.window_start,

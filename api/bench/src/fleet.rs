@@ -90,6 +90,10 @@ pub(crate) fn fleet(tiny: bool, start: i64, seconds: u64, seed: u64) -> FleetCon
     }
 }
 
+/// Exports in flight at once while a store is built: each waits for the writer's next
+/// flush, so the build's pace is this many per flush interval until the CPU is busy.
+const IN_FLIGHT: usize = 1024;
+
 /// One export of the fleet as a receiver hands it to the pipeline.
 pub(crate) struct Export {
     payload: Payload,
@@ -250,7 +254,7 @@ async fn build(env: &Env, size: FleetSize, seed: u64, workload: Arc<Workload>) -
                 ingest(pipeline, export).await?;
                 Ok::<_, anyhow::Error>(at)
             })
-            .buffer_unordered(64)
+            .buffer_unordered(IN_FLIGHT)
             .try_collect()
             .await?;
         for (at, count) in counts {

@@ -91,7 +91,7 @@ pub(crate) fn fleet(tiny: bool, start: i64, seconds: u64, seed: u64) -> FleetCon
 }
 
 /// Exports in flight at once while a store is built: each waits for the writer's next
-/// flush, so the build's pace is this many per flush interval until the CPU is busy.
+/// flush (200 ms), so the build's pace is this many per flush until the CPU is busy.
 const IN_FLIGHT: usize = 1024;
 
 /// One export of the fleet as a receiver hands it to the pipeline.
@@ -241,20 +241,26 @@ async fn build(env: &Env, size: FleetSize, seed: u64, workload: Arc<Workload>) -
     let writer = Arc::new(env.writer(Duration::from_millis(200)));
     // The receivers' path: the encoded export decoded, normalized against the symbols the
     // tenant has stored, and written; acknowledged once durable.
-    let pipeline = Pipeline::new(writer.clone(), stackhouse_storage::clock::system());
+    let pipeline = Arc::new(Pipeline::new(writer.clone(), stackhouse_storage::clock::system()));
     for first in (0..windows).step_by(windows_per_day.max(1)) {
         let last = (first + windows_per_day).min(windows);
-        let pipeline = &pipeline;
         let counts: Vec<(i64, usize)> = futures::stream::iter(first * procs..last * procs)
             .map(|i| export(workload.clone(), i, generate_nanos.clone()))
             .buffered(4)
-            .map(|export| async move {
-                let export = export?;
-                let at = (export.window_start, export.samples);
-                ingest(pipeline, export).await?;
-                Ok::<_, anyhow::Error>(at)
+            .map(|export| {
+                // On the runtime's workers, as a receiver's requests run: polled from the
+                // thread that drives the build, a thousand of them kept it busy waking
+                // blocking threads.
+                let pipeline = pipeline.clone();
+                tokio::spawn(async move {
+                    let export = export?;
+                    let at = (export.window_start, export.samples);
+                    ingest(&pipeline, export).await?;
+                    Ok::<_, anyhow::Error>(at)
+                })
             })
             .buffer_unordered(IN_FLIGHT)
+            .map(|done| done.context("ingest task")?)
             .try_collect()
             .await?;
         for (at, count) in counts {

@@ -96,7 +96,7 @@ pub(crate) async fn measurements(
         clock: clock.clone(),
         ..WriterConfig::default()
     }));
-    let pipeline = Pipeline::new(writer.clone(), clock.clone());
+    let pipeline = Arc::new(Pipeline::new(writer.clone(), clock.clone()));
     let maintenance_config = maintenance_config(speed);
     let (stop, stopped) = watch::channel(false);
     let maintenance = tokio::spawn(maintenance::run(
@@ -118,7 +118,6 @@ pub(crate) async fn measurements(
     let mut acknowledged = 0usize;
     let mut next_probe = Duration::ZERO;
     let mut late = Duration::ZERO;
-    let pipeline = Arc::new(pipeline);
     let mut windows = tokio::task::JoinSet::new();
     for window in 0..workload.windows() {
         // A window's exports are sent when it closes, as collectors flush their batches,

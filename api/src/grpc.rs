@@ -66,9 +66,9 @@ impl ExportKind for Experimental {
 
 /// The layout named by `otlp-profiles-development-version`, if the sender set it.
 pub fn declared_layout(metadata: &MetadataMap) -> Result<Option<Layout>, ApiError> {
-    let value = metadata.get(layout::HEADER).map(|v| v.as_bytes());
+    let values = metadata.get_all(layout::HEADER).into_iter().map(|v| v.as_bytes());
     Ok(formats::otlp::declared_layout(
-        value,
+        values,
         &format!("{} metadata", layout::HEADER),
     )?)
 }
@@ -259,5 +259,12 @@ mod tests {
             "{}",
             err.message()
         );
+        let mut m = MetadataMap::new();
+        m.insert(layout::HEADER, "1".parse().unwrap());
+        assert_eq!(declared_layout(&m).unwrap(), Some(Layout::V1_10));
+        m.append(layout::HEADER, "1".parse().unwrap());
+        let err = declared_layout(&m).unwrap_err().into_grpc();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("more than once"), "{}", err.message());
     }
 }

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use stackhouse_ingest::pipeline::Exported;
+use stackhouse_ingest::usage::UsageReport;
 
 use crate::error::ApiError;
 
@@ -155,9 +156,37 @@ fn describe() {
         "stackhouse_query_worker_retries_total",
         "Queries a query worker failed, planned and run again over the workers that answer."
     );
+    describe_gauge!(
+        "stackhouse_query_workers_known",
+        "Query workers the coordinator's configuration names (a fixed list or every address its DNS name resolves to)."
+    );
+    describe_gauge!(
+        "stackhouse_query_workers_answering",
+        "Query workers that answered the last probe: the ones handed tasks."
+    );
     describe_counter!(
         "stackhouse_query_rows_scanned_total",
         "Rows queries decoded, by the resolution read: raw samples, or the 1m and 1h rollup tiers (tier)."
+    );
+    describe_counter!(
+        "stackhouse_usage_received_samples_total",
+        "Samples received per tenant and usage group (valid, after relabeling, before the series limit and sampling)."
+    );
+    describe_counter!(
+        "stackhouse_usage_stored_samples_total",
+        "Samples stored per tenant and usage group (acknowledged, without repeats and refused series)."
+    );
+    describe_counter!(
+        "stackhouse_usage_stored_bytes_total",
+        "Bytes of the flushed segments per tenant and usage group, shared out by stored samples."
+    );
+    describe_counter!(
+        "stackhouse_usage_sampled_out_profiles_total",
+        "Profiles a usage group's sampling left out (acknowledged, not stored)."
+    );
+    describe_counter!(
+        "stackhouse_usage_sampled_out_samples_total",
+        "Samples of the profiles a usage group's sampling left out."
     );
     describe_counter!(
         "stackhouse_catalog_errors_total",
@@ -220,12 +249,44 @@ pub fn ingest_volume(protocol: Protocol, bytes: usize, exported: &Exported) {
         .increment(exported.repeated_profiles as u64);
     counter!("stackhouse_ingest_profiles_total", "protocol" => p, "outcome" => "rejected")
         .increment(exported.rejected_profiles as u64);
-    if exported.rejected_profiles > 0 {
+    let invalid = exported
+        .rejected_profiles
+        .saturating_sub(exported.relabeled_profiles);
+    if invalid > 0 {
         counter!("stackhouse_ingest_rejections_total", "protocol" => p, "reason" => "invalid_profile")
-            .increment(exported.rejected_profiles as u64);
+            .increment(invalid as u64);
+    }
+    if exported.relabeled_profiles > 0 {
+        counter!("stackhouse_ingest_rejections_total", "protocol" => p, "reason" => "relabel_drop")
+            .increment(exported.relabeled_profiles as u64);
     }
     if exported.truncated_stacks > 0 {
         counter!("stackhouse_ingest_truncated_stacks_total", "protocol" => p)
             .increment(exported.truncated_stacks as u64);
+    }
+    if let Some(usage) = &exported.usage {
+        usage_groups(usage);
+    }
+}
+
+/// One request's samples and bytes per usage group of its tenant.
+fn usage_groups(usage: &UsageReport) {
+    for (group, g) in &usage.groups {
+        let count = |name: &'static str, n: u64| {
+            counter!(name, "tenant" => usage.tenant.clone(), "group" => group.clone()).increment(n);
+        };
+        count("stackhouse_usage_received_samples_total", g.received_samples);
+        count("stackhouse_usage_stored_samples_total", g.stored_samples);
+        count("stackhouse_usage_stored_bytes_total", g.stored_bytes);
+        if g.sampled_out_profiles > 0 {
+            count(
+                "stackhouse_usage_sampled_out_profiles_total",
+                g.sampled_out_profiles,
+            );
+            count(
+                "stackhouse_usage_sampled_out_samples_total",
+                g.sampled_out_samples,
+            );
+        }
     }
 }

@@ -56,6 +56,8 @@ fn normalized(request: &ExportProfilesServiceRequest, known: &KnownSymbols) -> N
     let tenant = Tenant {
         limits: &Limits::NONE,
         series: &mut AnySeries,
+        relabel: &stackhouse_ingest::relabel::NO_RULES,
+        usage: &stackhouse_ingest::usage::NO_GROUPS,
         known,
     };
     let n = normalize_within(TENANT, request, &Dictionary::of(request), 1, tenant).unwrap();

@@ -69,6 +69,8 @@ fn main() {
         let tenant = Tenant {
             limits: &limits,
             series: &mut &known,
+            relabel: &stackhouse_ingest::relabel::NO_RULES,
+            usage: &stackhouse_ingest::usage::NO_GROUPS,
             known: &stored,
         };
         normalize_within("bench", &request, &dictionary, 0, tenant).unwrap()

@@ -14,4 +14,7 @@ pub mod otlp;
 pub mod pipeline;
 pub mod pprof;
 pub mod pyroscope;
+pub mod relabel;
+pub mod sampling;
 pub mod speedscope;
+pub mod usage;

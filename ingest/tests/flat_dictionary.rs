@@ -37,7 +37,12 @@ fn both(bytes: &[u8]) -> Result<(ExportProfilesServiceRequest, Dictionary), Stri
     let prost = layout::decode_protobuf(bytes, None);
     let flat = layout::decode_protobuf_flat(bytes, None);
     match (prost, flat) {
-        (Ok(expected), Ok((request, dictionary))) => {
+        (
+            Ok(expected),
+            Ok(layout::Decoded {
+                request, dictionary, ..
+            }),
+        ) => {
             assert_eq!(
                 request.dictionary, None,
                 "the flat reading leaves no dictionary behind"
@@ -112,6 +117,8 @@ fn a_normalized_request_is_the_same_either_way() {
     let tenant = Tenant {
         limits: &Limits::NONE,
         series: &mut AnySeries,
+        relabel: &stackhouse_ingest::relabel::NO_RULES,
+        usage: &stackhouse_ingest::usage::NO_GROUPS,
         known: &KnownSymbols::default(),
     };
     let flat = normalize_within("t", &request, &dictionary, 7, tenant).unwrap();

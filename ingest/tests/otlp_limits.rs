@@ -69,6 +69,8 @@ fn tenant<'t>(limits: &'t Limits, series: &'t mut Admit) -> Tenant<'t> {
     Tenant {
         limits,
         series,
+        relabel: &stackhouse_ingest::relabel::NO_RULES,
+        usage: &stackhouse_ingest::usage::NO_GROUPS,
         known: &NOTHING_STORED,
     }
 }

@@ -22,7 +22,7 @@ pub mod native;
 pub mod pyroscope;
 pub mod render;
 pub mod request;
-mod selector;
+use stackhouse_storage::selector;
 mod stack_filter;
 mod symbolize;
 pub mod tree;

@@ -11,6 +11,7 @@ pub mod retention;
 pub mod rollup;
 pub mod schema;
 pub mod segment;
+pub mod selector;
 pub mod stack_table;
 pub mod store;
 pub mod symbols;

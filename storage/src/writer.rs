@@ -89,14 +89,19 @@ pub struct WriteReceipt {
     /// What of the request was stored before (a retried export) and left out:
     /// acknowledged, but neither stored again nor refused.
     pub repeated: Repeated,
+    /// The bytes of the segment's objects per sample row it holds, to share a flush's
+    /// size out among what it stored.
+    pub bytes_per_sample: f64,
 }
 
 /// The profiles of one request left out because they were stored before, and their
 /// sample rows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Repeated {
     pub profiles: usize,
     pub samples: usize,
+    /// `samples` per series.
+    pub by_series: Vec<(i64, usize)>,
 }
 
 /// The part of one request the catalog refused for the series limit.
@@ -246,6 +251,7 @@ impl Writer {
                 segment_id: String::new(),
                 refused: RefusedSeries::default(),
                 repeated: Repeated::default(),
+                bytes_per_sample: 0.0,
             });
         }
         // A profile's rows are one run of its series: looked up once per run, not per row.
@@ -332,15 +338,16 @@ impl Waiting {
             .repeated_early
             .iter()
             .filter(|(series, _)| !flushed.refused_series.contains(series))
-            .map(|&(_, samples)| samples);
+            .copied();
         let late = self
             .profiles
             .iter()
             .filter(|(key, _)| flushed.repeated.contains(key))
-            .map(|&(_, samples)| samples);
-        for samples in early.chain(late) {
+            .map(|&(key, samples)| (key.1, samples));
+        for (series, samples) in early.chain(late) {
             repeated.profiles += 1;
             repeated.samples += samples;
+            repeated.by_series.push((series, samples));
         }
         repeated
     }
@@ -605,6 +612,7 @@ impl WriterTask {
                         segment_id: flushed.segment_id.clone(),
                         refused: request.share.refused(&flushed.refused_series),
                         repeated,
+                        bytes_per_sample: flushed.bytes_per_sample,
                     }
                 });
                 // A requester that gave up no longer listens; nothing to do for it.
@@ -638,6 +646,8 @@ struct Flushed {
     refused_series: HashSet<i64>,
     /// Profiles left out because they were stored before.
     repeated: HashSet<ProfileKey>,
+    /// The segment's objects' bytes per stored sample row (0 without a segment).
+    bytes_per_sample: f64,
 }
 
 impl Flusher {
@@ -676,6 +686,7 @@ impl Flusher {
                     segment_id: String::new(),
                     refused_series,
                     repeated,
+                    bytes_per_sample: 0.0,
                 });
             }
             let segment_id = uuid::Uuid::now_v7().to_string();
@@ -684,8 +695,9 @@ impl Flusher {
                 write_segment(&self.store, &batch, &segment_id, 0, created_at)
                     .await
                     .map_err(|e| fail(format!("writing segment: {e}")))?;
-            metrics::histogram!("stackhouse_segment_bytes")
-                .record(segment.objects.iter().map(|o| o.size_bytes as f64).sum::<f64>());
+            let bytes = segment.objects.iter().map(|o| o.size_bytes as f64).sum::<f64>();
+            metrics::histogram!("stackhouse_segment_bytes").record(bytes);
+            let bytes_per_sample = bytes / batch.samples.len() as f64;
             let series = segment
                 .series
                 .iter()
@@ -710,6 +722,7 @@ impl Flusher {
                         segment_id,
                         refused_series,
                         repeated,
+                        bytes_per_sample,
                     });
                 }
                 CommitOutcome::Refused(refusal) => refusal,

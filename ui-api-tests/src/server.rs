@@ -119,6 +119,26 @@ impl Server {
         }
     }
 
+    /// The sum of the `/metrics` samples of `name` whose label sets contain each of
+    /// `labels` (`key="value"` strings); 0 when there are none.
+    pub async fn metric(&self, name: &str, labels: &[&str]) -> f64 {
+        let text = self
+            .client()
+            .get(format!("{}/metrics", self.http()))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("a /metrics body");
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| l.split(['{', ' ']).next() == Some(name))
+            .filter(|l| labels.iter().all(|x| l.contains(x)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// Starts the binary on the ports it had (a restart: senders keep their address), else
     /// on fresh ones. A port found free can be taken by another test's connection before
     /// the server binds it, so an exit during start-up is retried on new ports (the

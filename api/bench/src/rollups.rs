@@ -338,6 +338,7 @@ async fn cpu_row(store: &Store<'_>, report: &mut Report) -> anyhow::Result<()> {
                 store.workload.processes(),
                 true,
                 Some(stackhouse_ingest::otlp::layout::Layout::V1_10),
+                None,
             )
             .await?;
             let cpu = run.decode_cpu + run.normalize_cpu + run.write_cpu;

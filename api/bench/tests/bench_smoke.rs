@@ -78,6 +78,7 @@ async fn tiny_bench_produces_every_measurement() {
 
     let expected = [
         "ingest CPU per sample",
+        "ingest CPU per sample with 20 relabel rules and 10 usage groups",
         "stored bytes per sample",
         "flamegraph latency",
         "flamegraph over the HTTP API (JSON, default max_nodes)",

@@ -31,7 +31,13 @@ pub const ALL: [(&str, Target); 10] = [
     ("http_api", crate::http_api::request),
 ];
 
-const DECLARED: [Option<Layout>; 4] = [None, Some(Layout::V1_8), Some(Layout::V1_9), Some(Layout::V1_10)];
+const DECLARED: [Option<Layout>; 5] = [
+    None,
+    Some(Layout::V1_7),
+    Some(Layout::V1_8),
+    Some(Layout::V1_9),
+    Some(Layout::V1_10),
+];
 
 /// OTLP protobuf as sent: layout detection, then each declared layout, then normalization;
 /// the receivers' flat dictionary and sample decode must accept and read exactly what prost
@@ -41,7 +47,14 @@ pub fn otlp_protobuf(data: &[u8]) {
         let decoded = layout::decode_protobuf(data, declared);
         let flat = layout::decode_protobuf_flat(data, declared);
         match (&decoded, &flat) {
-            (Ok(request), Ok((profiles, dictionary))) => {
+            (
+                Ok(request),
+                Ok(layout::Decoded {
+                    request: profiles,
+                    dictionary,
+                    ..
+                }),
+            ) => {
                 let flat = match dictionary.samples() {
                     Some(samples) => samples.restore(&profiles.resource_profiles),
                     None => profiles.resource_profiles.clone(),

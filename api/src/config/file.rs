@@ -50,7 +50,9 @@ pub fn flags(serve: &Command, matches: &ArgMatches, path: &Path) -> anyhow::Resu
         if set_elsewhere(matches, arg) {
             continue;
         }
-        for v in scalars(&value).with_context(|| format!("config file {}: key {key:?}", path.display()))? {
+        for v in
+            values(arg, &value).with_context(|| format!("config file {}: key {key:?}", path.display()))?
+        {
             out.push(format!("--{key}={v}"));
         }
     }
@@ -98,7 +100,7 @@ fn tenant_flags(
             if set_elsewhere(matches, arg) {
                 continue;
             }
-            match scalars(&value)
+            match values(arg, &value)
                 .with_context(|| format!("tenants.{tenant}.{key}"))?
                 .as_slice()
             {
@@ -108,6 +110,19 @@ fn tenant_flags(
         }
     }
     Ok(out)
+}
+
+/// The flag values of `value`: plain values as they are, and any YAML value (lists of
+/// maps, say) as one JSON text for a flag that takes JSON.
+fn values(arg: &clap::Arg, value: &serde_yaml::Value) -> anyhow::Result<Vec<String>> {
+    let takes_json = arg
+        .get_value_names()
+        .is_some_and(|names| names.iter().any(|n| n.as_str() == "JSON"));
+    match value {
+        serde_yaml::Value::String(s) if takes_json => Ok(vec![s.clone()]),
+        _ if takes_json => Ok(vec![serde_json::to_string(value).context("converting to JSON")?]),
+        _ => scalars(value),
+    }
 }
 
 fn scalars(value: &serde_yaml::Value) -> anyhow::Result<Vec<String>> {
@@ -203,6 +218,51 @@ mod tests {
         assert!(format!("{err:#}").contains("retention"), "{err:#}");
         let list = write("tenants:\n  a:\n    retention: [1d, 2d]\n");
         assert!(flags(&serve_command(), &parse(&[]), list.path()).is_err());
+    }
+
+    #[test]
+    fn relabel_rules_come_from_the_file_top_level_and_per_tenant() {
+        let file = write(
+            "ingest-relabel-rules:\n  - source_labels: [env]\n    regex: dev\n    action: drop\n\
+             tenants:\n  a:\n    ingest-relabel-rules:\n      - action: labeldrop\n        regex: pod\n",
+        );
+        let added = flags(&serve_command(), &parse(&[]), file.path()).unwrap();
+        let with: Vec<&str> = added.iter().map(String::as_str).collect();
+        let limits = ServeArgs::from_arg_matches(&parse(&with))
+            .unwrap()
+            .ingest_limits
+            .limits();
+        let labels = |pairs: &[(&str, &str)]| -> stackhouse_storage::model::Labels {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let dev = labels(&[("env", "dev"), ("pod", "p-1")]);
+        assert_eq!(
+            limits.relabel.of("b").apply(&dev, "cpu"),
+            Err(0),
+            "the default drops dev"
+        );
+        assert_eq!(
+            limits.relabel.of("a").apply(&dev, "cpu"),
+            Ok(labels(&[("env", "dev")])),
+            "tenant a's rules replace the default's"
+        );
+
+        let bad = write(
+            "ingest-relabel-rules:\n  - source_labels: [a]\n    action: keep\n  - regex: \"(\"\n    target_label: x\n",
+        );
+        let added = flags(&serve_command(), &parse(&[]), bad.path()).unwrap();
+        let with: Vec<&str> = added.iter().map(String::as_str).collect();
+        let err = serve_command()
+            .try_get_matches_from(std::iter::once("serve").chain(with.iter().copied()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("relabel rule 1 (action replace): invalid regex \"(\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -98,9 +98,9 @@ impl Api {
 
 /// The layout named by `OTLP-Profiles-Development-Version`, if the sender set it.
 fn declared_layout(headers: &HeaderMap) -> Result<Option<layout::Layout>, ApiError> {
-    let value = headers.get(layout::HEADER).map(|v| v.as_bytes());
+    let values = headers.get_all(layout::HEADER).into_iter().map(|v| v.as_bytes());
     Ok(formats::otlp::declared_layout(
-        value,
+        values,
         "OTLP-Profiles-Development-Version header",
     )?)
 }
@@ -179,5 +179,14 @@ mod tests {
             refusal.message
         );
         assert!(refusal.message.contains("banana"), "{}", refusal.message);
+        let mut headers = HeaderMap::new();
+        headers.insert(layout::HEADER, "1".parse().unwrap());
+        assert!(declared_layout(&headers).is_ok_and(|l| l == Some(layout::Layout::V1_10)));
+        headers.append(layout::HEADER, "1".parse().unwrap());
+        let Err(refusal) = declared_layout(&headers) else {
+            panic!("accepted a repeated header")
+        };
+        assert_eq!(refusal.status(), StatusCode::BAD_REQUEST);
+        assert!(refusal.message.contains("more than once"), "{}", refusal.message);
     }
 }

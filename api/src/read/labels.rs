@@ -9,6 +9,7 @@ use serde::Serialize;
 use stackhouse_query::endpoints;
 use stackhouse_storage::catalog::{CatalogStats, TableStats};
 use stackhouse_storage::model::{ProfileType, Series};
+use stackhouse_storage::selector::Selector;
 use utoipa::ToSchema;
 
 use super::call::ReadCall;
@@ -24,6 +25,7 @@ pub(super) fn routes() -> Vec<Route> {
         documented!(label_names),
         documented!(label_values),
         documented!(stats),
+        documented!(usage),
         querier!("ProfileTypes", endpoints::profile_types::profile_types),
         querier!("LabelNames", endpoints::labels::label_names),
         querier!("LabelValues", endpoints::labels::label_values),
@@ -202,4 +204,66 @@ pub(crate) async fn stats(
     ReadCall { tenant, .. }: ReadCall,
 ) -> Result<Json<Stats>, ApiError> {
     Ok(Json(Stats::from(state.engine.stats(&tenant).await?)))
+}
+
+/// One usage group's stored series, samples and bytes in the range.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct GroupUsageBody {
+    pub series: u64,
+    pub samples: u64,
+    /// Bytes of the segments holding its samples, shared out by samples.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Usage {
+    /// Per usage group of the tenant (`--usage-groups`), and `other` for the series no
+    /// group selects.
+    pub groups: BTreeMap<String, GroupUsageBody>,
+}
+
+/// What each usage group of the tenant stores in the range, from the catalog: a segment
+/// overlapping the range counts whole; its objects' bytes are shared out among its series
+/// by samples (symbol tables are not).
+#[utoipa::path(
+    get,
+    path = "/api/v1/usage",
+    tag = "catalog",
+    params(TenantHeader, RangeParams),
+    responses(
+        (status = 200, description = "Stored data per usage group", body = Usage),
+    )
+)]
+pub(crate) async fn usage(
+    State(state): State<AppState>,
+    ReadCall { tenant, q }: ReadCall,
+) -> Result<Json<Usage>, ApiError> {
+    let groups = state.pipeline.usage_groups(&tenant);
+    let selectors: Vec<(String, Selector)> = groups
+        .groups()
+        .iter()
+        .map(|g| (g.name.clone(), g.selector.clone()))
+        .collect();
+    let request = RangeParams::from_query(&q)?.request(tenant);
+    let usage = state.engine.read_usage(&request, &selectors).await?;
+    Ok(Json(Usage {
+        groups: usage
+            .into_iter()
+            .map(|(name, g)| {
+                let endpoints::usage::GroupUsage {
+                    series,
+                    samples,
+                    bytes,
+                } = g;
+                (
+                    name,
+                    GroupUsageBody {
+                        series,
+                        samples,
+                        bytes,
+                    },
+                )
+            })
+            .collect(),
+    }))
 }

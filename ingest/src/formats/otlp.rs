@@ -60,10 +60,12 @@ impl WireFormat for Development {
         let bytes = body.main(self.name(), &[])?;
         Ok(match self.0 {
             Encoding::Protobuf => {
-                let (request, dictionary) = layout::decode_protobuf_flat(bytes, params.layout)?;
+                let decoded = layout::decode_protobuf_flat(bytes, params.layout)?;
                 Conversion {
-                    request,
-                    dictionary: Some(dictionary),
+                    request: decoded.request,
+                    dictionary: Some(decoded.dictionary),
+                    rejected_profiles: decoded.rejected.len(),
+                    errors: decoded.rejected,
                     ..Conversion::default()
                 }
             }
@@ -85,12 +87,21 @@ struct ShallowRequest {
     dictionary: Option<Vec<u8>>,
 }
 
-/// The layout a sender declared (`value` of the `OTLP-Profiles-Development-Version` header
-/// or metadata, named `what` in errors), if it declared one.
-pub fn declared_layout(value: Option<&[u8]>, what: &str) -> Result<Option<Layout>, IngestError> {
-    let Some(value) = value else {
+/// The layout a sender declared in the `OTLP-Profiles-Development-Version` header or
+/// metadata (`values`, every one sent; named `what` in errors), if it declared one. One
+/// value only: a repeated header, or values joined by commas, is refused.
+pub fn declared_layout<'a>(
+    mut values: impl Iterator<Item = &'a [u8]>,
+    what: &str,
+) -> Result<Option<Layout>, IngestError> {
+    let Some(value) = values.next() else {
         return Ok(None);
     };
+    if values.next().is_some() {
+        return Err(IngestError::invalid(format!(
+            "invalid {what}: sent more than once; send one version"
+        )));
+    }
     let value =
         std::str::from_utf8(value).map_err(|_| IngestError::invalid(format!("invalid {what}: not ASCII")))?;
     Layout::from_header(value)

@@ -9,7 +9,12 @@ mod series;
 
 pub use rate::{RateLimiter, RateLimits};
 pub use series::SeriesCounter;
+use std::sync::Arc;
+
 use stackhouse_storage::per_tenant::PerTenant;
+
+use crate::relabel::Rules;
+use crate::usage::UsageGroups;
 
 /// The bounds of what one tenant stores, resolved per tenant (`0`: no limit).
 #[derive(Clone, Debug, Default)]
@@ -17,4 +22,8 @@ pub struct IngestLimits {
     pub max_series: PerTenant<usize>,
     pub max_label_names: PerTenant<usize>,
     pub max_stack_depth: PerTenant<usize>,
+    /// Rules applied to each series' labels before it is counted ([`crate::relabel`]).
+    pub relabel: PerTenant<Arc<Rules>>,
+    /// Usage groups, with their sampling rates ([`crate::usage`]).
+    pub usage: PerTenant<Arc<UsageGroups>>,
 }

@@ -2,8 +2,10 @@
 //! (v1.8) `Profile` fields differently from v1.10, with the same message names, so a
 //! request of one layout often decodes as another without any error and with wrong values.
 //! A request is decoded in the layout its sender declares (the
-//! `OTLP-Profiles-Development-Version` header) or, without one, in the only layout the
-//! wire allows; anything else is refused with a message naming the layouts.
+//! `OTLP-Profiles-Development-Version` header: `1` is v1.10, see [`Layout::from_header`])
+//! or, without one, in the only layout the wire allows; anything else is refused with a
+//! message naming the layouts. v1.7 is converted, not renumbered ([`super::v1_7`]), and is
+//! told apart first.
 //!
 //! The fields where the layouts differ (`Packed` = repeated integer: packed
 //! length-delimited, or unpacked varints; `Varint` = one varint; `Bytes` = one
@@ -40,9 +42,11 @@
 //! profile id that is not 16 bytes, values and timestamps of different lengths), when it
 //! has a sample with neither values nor timestamps, or (v1.8) when its comment indices
 //! are not string table indices. Profiles that no reading makes valid are rejected
-//! whatever the layout, so they do not vote. One plausible meaning is decoded; several
-//! different ones, or none, are refused with a message that names the candidates and asks
-//! for the header.
+//! whatever the layout, so they do not vote. One plausible meaning is decoded. Of
+//! several different ones, the v1.10 reading is decoded, since a request without the
+//! header is version 1, the v1.10 layout (opentelemetry-proto PR 857); several older ones
+//! without it, or none, are refused with a message that names the candidates and asks for
+//! the header.
 //!
 //! Samples with only `stack_index` and timestamps, and profiles without fields 7–12, read
 //! the same in every layout, so they never cause a refusal. OTLP/JSON names fields, so
@@ -60,6 +64,7 @@ use stackhouse_proto::otlp_profiles::Profile;
 use super::decode::{self, DecodeError, JsonPath};
 use super::dictionary::{self, Dictionary};
 use super::samples::SampleList;
+use super::v1_7;
 use super::validate::Validator;
 use super::wire::{WireError, fields};
 
@@ -71,6 +76,8 @@ const REQUEST_MESSAGE: &str =
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Layout {
+    /// Converted, not renumbered ([`super::v1_7`]): never among [`LAYOUTS`].
+    V1_7,
     V1_8,
     V1_9,
     V1_10,
@@ -80,15 +87,31 @@ pub enum Layout {
 const LAYOUTS: [Layout; 3] = [Layout::V1_10, Layout::V1_9, Layout::V1_8];
 
 impl Layout {
-    /// Accepts `1.8`, `v1.8`, `1.8.0`, ...; `1.11` reads as `1.10` (same profiles layout).
+    /// The header's value: `1` (opentelemetry-proto PR 857: a positive base-10 integer
+    /// without leading zeros; `1` is the v1.10/v1.11 layout), or, as an extension, the
+    /// release a sender was built from: `1.7`, `v1.8`, `1.9.0`, ...; `1.11` reads as `1.10`
+    /// (same profiles layout). Nothing else is read as some other version.
     pub fn from_header(value: &str) -> Result<Layout, DecodeError> {
         let v = value.trim();
-        let v = v.strip_prefix(['v', 'V']).unwrap_or(v);
-        let mut parts = v.split('.');
-        let numbers = (parts.next(), parts.next(), parts.next(), parts.next());
         let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        let layout = match numbers {
+        let unsupported = |why: &str| {
+            DecodeError::Layout(format!(
+                "unsupported {HEADER} {value:?}: {why}; supported are 1 (the v1.10 and v1.11 layout) \
+                 and the opentelemetry-proto releases 1.7, 1.8, 1.9, 1.10 and 1.11"
+            ))
+        };
+        if numeric(v) {
+            return match v {
+                "1" => Ok(Layout::V1_10),
+                _ if v.starts_with('0') => Err(unsupported("a version has no leading zeros")),
+                _ => Err(unsupported("this server reads version 1 only")),
+            };
+        }
+        let dotted = v.strip_prefix(['v', 'V']).unwrap_or(v);
+        let mut parts = dotted.split('.');
+        let layout = match (parts.next(), parts.next(), parts.next(), parts.next()) {
             (Some("1"), Some(minor), patch, None) if patch.is_none_or(numeric) => match minor {
+                "7" => Some(Layout::V1_7),
                 "8" => Some(Layout::V1_8),
                 "9" => Some(Layout::V1_9),
                 "10" | "11" => Some(Layout::V1_10),
@@ -97,10 +120,11 @@ impl Layout {
             _ => None,
         };
         layout.ok_or_else(|| {
-            DecodeError::Layout(format!(
-                "unsupported {HEADER} {value:?}: supported are 1.8, 1.9, 1.10 and 1.11 \
-                 (opentelemetry-proto versions; 1.11 has the 1.10 profiles layout)"
-            ))
+            if v.contains(',') {
+                unsupported("one version only, not a list")
+            } else {
+                unsupported("not a version")
+            }
         })
     }
 }
@@ -108,6 +132,7 @@ impl Layout {
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Layout::V1_7 => "v1.7",
             Layout::V1_8 => "v1.8",
             Layout::V1_9 => "v1.9",
             Layout::V1_10 => "v1.10",
@@ -116,33 +141,82 @@ impl fmt::Display for Layout {
 }
 
 /// OTLP/protobuf in the declared layout, or without one in the layout the wire shows.
+/// Profiles a v1.7 request holds that cannot be converted are left out
+/// ([`decode_protobuf_flat`] names them).
 pub fn decode_protobuf(
     bytes: &[u8],
     declared: Option<Layout>,
 ) -> Result<ExportProfilesServiceRequest, DecodeError> {
-    decode_in(bytes, declared, false).map(|(request, _)| request)
+    decode_in(bytes, declared, false).map(|(request, _, _)| request)
 }
 
-/// [`decode_protobuf`] with the dictionary in flat tables, as the receivers decode: the
-/// returned request has no dictionary. The same bytes are accepted and refused, with the
-/// same messages.
-pub fn decode_protobuf_flat(
-    bytes: &[u8],
-    declared: Option<Layout>,
-) -> Result<(ExportProfilesServiceRequest, Dictionary), DecodeError> {
-    let (mut request, flat) = decode_in(bytes, declared, true)?;
+/// A request as the receivers decode it.
+#[derive(Debug)]
+pub struct Decoded {
+    /// Without its dictionary, which is in `dictionary`.
+    pub request: ExportProfilesServiceRequest,
+    pub dictionary: Dictionary,
+    /// Profiles of an older layout that could not be converted, each with its position
+    /// and why; the rest of the request is decoded.
+    pub rejected: Vec<String>,
+}
+
+/// [`decode_protobuf`] with the dictionary in flat tables, as the receivers decode. The
+/// same bytes are accepted and refused, with the same messages.
+pub fn decode_protobuf_flat(bytes: &[u8], declared: Option<Layout>) -> Result<Decoded, DecodeError> {
+    let (mut request, flat, rejected) = decode_in(bytes, declared, true)?;
     let dictionary = flat.unwrap_or_else(|| {
         let dictionary = Dictionary::of(&request);
         request.dictionary = None;
         dictionary
     });
-    Ok((request, dictionary))
+    Ok(Decoded {
+        request,
+        dictionary,
+        rejected,
+    })
 }
 
 /// A request, and its dictionary when it was decoded flat (`flat`, and a v1.10 reading).
 type Reading = (ExportProfilesServiceRequest, Option<Dictionary>);
 
-fn decode_in(bytes: &[u8], declared: Option<Layout>, flat: bool) -> Result<Reading, DecodeError> {
+fn decode_in(
+    bytes: &[u8],
+    declared: Option<Layout>,
+    flat: bool,
+) -> Result<(ExportProfilesServiceRequest, Option<Dictionary>, Vec<String>), DecodeError> {
+    if let Some(converted) = v1_7_reading(bytes, declared)? {
+        return Ok((converted.request, None, converted.rejected));
+    }
+    let (request, dictionary) = decode_later(bytes, declared, flat)?;
+    Ok((request, dictionary, Vec::new()))
+}
+
+/// The request converted from v1.7 when it declares v1.7 or, declaring nothing, its wire
+/// shows v1.7; `None` when it is to be read in a later layout.
+fn v1_7_reading(bytes: &[u8], declared: Option<Layout>) -> Result<Option<v1_7::Converted>, DecodeError> {
+    let evidence = match v1_7::evidence(bytes) {
+        Ok(evidence) => evidence,
+        // Malformed: the decoder of the declared or a later layout describes it.
+        Err(_) if declared == Some(Layout::V1_7) => return v1_7::convert(bytes).map(Some),
+        Err(_) => return Ok(None),
+    };
+    match (declared, evidence) {
+        (Some(Layout::V1_7), Some(e)) if !e.v1_7 => Err(DecodeError::Layout(format!(
+            "request declares opentelemetry-proto v1.7 profiles layout but {}",
+            e.why
+        ))),
+        (Some(Layout::V1_7), _) => v1_7::convert(bytes).map(Some),
+        (Some(layout), Some(e)) if e.v1_7 => Err(DecodeError::Layout(format!(
+            "request declares opentelemetry-proto {layout} profiles layout but {}, which only v1.7 has",
+            e.why
+        ))),
+        (None, Some(e)) if e.v1_7 => v1_7::convert(bytes).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn decode_later(bytes: &[u8], declared: Option<Layout>, flat: bool) -> Result<Reading, DecodeError> {
     let scan = match scan(bytes) {
         Ok(scan) => scan,
         // Let prost describe what is wrong with the bytes.
@@ -203,12 +277,16 @@ fn decode_in(bytes: &[u8], declared: Option<Layout>, flat: bool) -> Result<Readi
 
 /// OTLP/JSON; v1.8's field names (`sample`, `line`) are read as the current ones and its
 /// fields the current layout lacks are dropped. JSON names every field, so the layouts
-/// cannot be confused and `declared` needs no check.
+/// cannot be confused and `declared` needs no check, except that v1.7 is not read from JSON.
 pub fn decode_json(
     bytes: &[u8],
     declared: Option<Layout>,
 ) -> Result<ExportProfilesServiceRequest, DecodeError> {
-    let _ = declared;
+    if declared == Some(Layout::V1_7) {
+        return Err(DecodeError::Layout(
+            "the opentelemetry-proto v1.7 profiles layout is read from OTLP/protobuf only".to_string(),
+        ));
+    }
     const PROFILES: JsonPath = &[
         ("resourceProfiles", "resource_profiles"),
         ("scopeProfiles", "scope_profiles"),
@@ -345,6 +423,11 @@ fn choose(
             .map(|&j| (*layout, first_profiles[j].0.clone()))
     });
     if let Some((other, at)) = differs {
+        // A request without the header is version 1, the v1.10 layout (opentelemetry-proto
+        // PR 857): older senders are read without it only where the wire leaves no doubt.
+        if plausible[0].0 == Layout::V1_10 {
+            return Ok(plausible.swap_remove(0).1);
+        }
         return Err(DecodeError::Layout(format!(
             "ambiguous profiles layout: the request reads validly as opentelemetry-proto {} and {other} \
              with different values (first at {at}); {ask}",

@@ -8,6 +8,7 @@ pub mod experimental;
 pub mod layout;
 pub mod normalize;
 mod samples;
+pub mod v1_7;
 mod validate;
 mod wire;
 

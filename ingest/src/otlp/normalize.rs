@@ -1,6 +1,8 @@
 //! Converts validated OTLP profiles into the normalized [`Batch`]: dictionary entries
 //! become content-addressed symbols, samples become rows of a series.
 
+use std::collections::BTreeMap;
+
 use stackhouse_proto::otlp_collector::ExportProfilesServiceRequest;
 use stackhouse_proto::otlp_common::{InstrumentationScope, KeyValue};
 use stackhouse_proto::otlp_profiles::{Profile, ValueType};
@@ -15,6 +17,9 @@ use super::dictionary::{Dictionary, LocationRef};
 use super::samples::{self, SampleList};
 pub use super::validate::RequestError;
 use super::validate::{Limits, ProfileError, TRUNCATED_FRAME, Validator, check_dictionary};
+use crate::relabel::Rules;
+use crate::sampling;
+use crate::usage::UsageGroups;
 
 /// Enough to tell a sender what is wrong without letting a request of thousands of bad
 /// profiles build an enormous error message.
@@ -39,6 +44,11 @@ pub struct Normalized {
     pub errors: Vec<String>,
     /// Distinct stacks cut to [`Limits::max_stack_depth`].
     pub truncated_stacks: usize,
+    /// Profiles the tenant's relabel rules dropped (counted in `rejected_profiles` too).
+    pub relabeled_profiles: usize,
+    /// Per usage group, the profiles and samples sampling left out: acknowledged, not
+    /// stored, not rejected.
+    pub sampled_out: BTreeMap<String, (u64, u64)>,
 }
 
 /// Decides whether a profile may create its series: the per-tenant series limit.
@@ -65,6 +75,8 @@ pub fn normalize(
     let tenant_state = Tenant {
         limits: &Limits::NONE,
         series: &mut AnySeries,
+        relabel: &crate::relabel::NO_RULES,
+        usage: &crate::usage::NO_GROUPS,
         known: &KnownSymbols::default(),
     };
     normalize_within(
@@ -80,6 +92,10 @@ pub fn normalize(
 pub struct Tenant<'t> {
     pub limits: &'t Limits,
     pub series: &'t mut dyn SeriesAdmission,
+    /// The tenant's relabel rules, applied to every series before it is admitted.
+    pub relabel: &'t Rules,
+    /// The tenant's usage groups, whose sampling rates apply here.
+    pub usage: &'t UsageGroups,
     /// What the tenant has stored: a stack or location found here brings no symbols into
     /// the batch.
     pub known: &'t KnownSymbols,
@@ -107,6 +123,8 @@ pub fn normalize_within(
         rejected_profiles: 0,
         errors: Vec::new(),
         truncated_stacks: 0,
+        relabeled_profiles: 0,
+        sampled_out: BTreeMap::new(),
     };
     let flat = dict.samples();
     // Profiles in request order, as the flat samples are counted.
@@ -138,7 +156,8 @@ pub fn normalize_within(
                         )
                     });
                 match added {
-                    Ok(()) => out.accepted_profiles += 1,
+                    Ok(true) => out.accepted_profiles += 1,
+                    Ok(false) => {}
                     Err(e) => {
                         out.rejected_profiles += 1;
                         if out.errors.len() < MAX_ERROR_MESSAGES {
@@ -152,6 +171,8 @@ pub fn normalize_within(
         }
     }
     out.truncated_stacks = interner.truncated_stacks;
+    out.relabeled_profiles = interner.relabeled;
+    out.sampled_out = interner.sampled_out;
     Ok(out)
 }
 
@@ -173,6 +194,12 @@ struct Interner<'a, 'l> {
     dict: &'a Dictionary,
     limits: &'l Limits,
     series: &'l mut dyn SeriesAdmission,
+    relabel: &'l Rules,
+    /// Profiles the relabel rules dropped.
+    relabeled: usize,
+    usage: &'l UsageGroups,
+    /// Per usage group, profiles and samples sampled out.
+    sampled_out: BTreeMap<String, (u64, u64)>,
     known: KnownReader<'l>,
     truncated_stacks: usize,
     /// The marker frame of truncated stacks, once interned.
@@ -233,6 +260,10 @@ impl<'a, 'l> Interner<'a, 'l> {
             dict,
             limits: tenant.limits,
             series: tenant.series,
+            relabel: tenant.relabel,
+            relabeled: 0,
+            usage: tenant.usage,
+            sampled_out: BTreeMap::new(),
             known: tenant.known.reader(),
             truncated_stacks: 0,
             truncated_frame: None,
@@ -260,18 +291,54 @@ impl<'a, 'l> Interner<'a, 'l> {
         profile: &'a Profile,
         samples: SampleList<'a>,
         received_at_nanos: i64,
-    ) -> Result<(), ProfileError> {
+    ) -> Result<bool, ProfileError> {
         let attributes = self.profile_attributes(profile)?;
-        let series = Series::new(
-            ProfileType {
-                sample_type: self.value_type_part(profile.sample_type, |t| t.type_strindex),
-                sample_unit: self.value_type_part(profile.sample_type, |t| t.unit_strindex),
-                period_type: self.value_type_part(profile.period_type, |t| t.type_strindex),
-                period_unit: self.value_type_part(profile.period_type, |t| t.unit_strindex),
-            },
-            self.labels(resource, scope, &attributes),
-            profile.period,
-        );
+        let profile_type = ProfileType {
+            sample_type: self.value_type_part(profile.sample_type, |t| t.type_strindex),
+            sample_unit: self.value_type_part(profile.sample_type, |t| t.unit_strindex),
+            period_type: self.value_type_part(profile.period_type, |t| t.type_strindex),
+            period_unit: self.value_type_part(profile.period_type, |t| t.unit_strindex),
+        };
+        let mut labels = self.labels(resource, scope, &attributes);
+        if !self.relabel.is_empty() {
+            labels = self.relabel.apply(&labels, &profile_type.id()).map_err(|rule| {
+                self.relabeled += 1;
+                ProfileError::Relabeled {
+                    rule,
+                    action: self.relabel.rule(rule).map_or("?", |r| r.action()),
+                }
+            })?;
+        }
+        let profile_id = nonzero_id::<16>(&profile.profile_id);
+        // Validated: both fit in i64 and so does their sum.
+        let start = profile.time_unix_nano as i64;
+        let time = if start == 0 { received_at_nanos } else { start };
+        // The lowest rate of the usage groups the series is in.
+        let sampled = self
+            .usage
+            .matching(&labels)
+            .filter(|g| g.sample_rate < 1.0)
+            .min_by(|a, b| a.sample_rate.total_cmp(&b.sample_rate))
+            .map(|g| (g.sample_rate, g.name.clone()));
+        let rate = sampled.as_ref().map_or(1.0, |(rate, _)| *rate);
+        if let Some((rate, group)) = sampled {
+            let key = match profile_id {
+                Some(id) => id.to_vec(),
+                None => [
+                    Series::id_of(&profile_type, &labels).to_le_bytes(),
+                    time.to_le_bytes(),
+                ]
+                .concat(),
+            };
+            if !sampling::kept(rate, &key) {
+                let out = self.sampled_out.entry(group).or_default();
+                out.0 += 1;
+                out.1 += samples.len() as u64;
+                return Ok(false);
+            }
+            labels.insert(sampling::SAMPLE_RATE_LABEL.to_string(), rate.to_string());
+        }
+        let series = Series::new(profile_type, labels, profile.period);
         let labels = series.labels.len();
         if self.limits.max_label_names > 0 && labels > self.limits.max_label_names {
             return Err(ProfileError::TooManyLabels {
@@ -280,16 +347,11 @@ impl<'a, 'l> Interner<'a, 'l> {
             });
         }
         let series_id = series.id;
-        let profile_id = nonzero_id::<16>(&profile.profile_id);
-        // Validated: both fit in i64 and so does their sum.
-        let start = profile.time_unix_nano as i64;
-        let time = if start == 0 { received_at_nanos } else { start };
-
         let rows_before = batch.samples.len();
         // A refused profile leaves no rows and no series behind; symbols it interned are
         // content-addressed and harmless unreferenced.
         let added = self
-            .add_samples(batch, samples, series_id, profile_id, time)
+            .add_samples(batch, samples, series_id, profile_id, time, rate)
             .and_then(|()| self.series.admit(&series).map_err(ProfileError::SeriesRefused));
         if let Err(e) = added {
             batch.samples.truncate(rows_before);
@@ -307,7 +369,7 @@ impl<'a, 'l> Interner<'a, 'l> {
                 attributes,
             });
         }
-        Ok(())
+        Ok(true)
     }
 
     fn add_samples(
@@ -317,6 +379,7 @@ impl<'a, 'l> Interner<'a, 'l> {
         series_id: i64,
         profile_id: Option<[u8; 16]>,
         time: i64,
+        rate: f64,
     ) -> Result<(), ProfileError> {
         // At least a row per sample: growing the batch's rows by doubling copied them
         // over and over.
@@ -329,7 +392,7 @@ impl<'a, 'l> Interner<'a, 'l> {
                 time_nanos,
                 series_id,
                 stack_id,
-                value,
+                value: sampling::scaled(value, rate),
                 attr_set_id,
                 trace_id,
                 span_id,

@@ -60,6 +60,9 @@ pub enum ProfileError {
     },
     #[error("series has {count} labels, more than the tenant's limit of {max} label names per series")]
     TooManyLabels { count: usize, max: usize },
+    /// The tenant's relabel rules dropped the series (rule numbers count from 0).
+    #[error("dropped by the tenant's relabel rule {rule} (action {action})")]
+    Relabeled { rule: usize, action: &'static str },
     /// The series would be new and the tenant may not have more (the message says why).
     #[error("{0}")]
     SeriesRefused(String),

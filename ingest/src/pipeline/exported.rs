@@ -3,6 +3,7 @@
 use stackhouse_proto::otlp_collector::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 
 use crate::convert::Converted;
+use crate::usage::UsageReport;
 
 /// What one ingest stored and refused.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -19,6 +20,12 @@ pub struct Exported {
     /// What was stored other than sent (stacks cut to the depth limit).
     pub warnings: Vec<String>,
     pub truncated_stacks: usize,
+    /// The part of `rejected_profiles` the tenant's relabel rules dropped.
+    pub relabeled_profiles: usize,
+    /// Profiles sampling left out (acknowledged, neither stored nor rejected).
+    pub sampled_out_profiles: usize,
+    /// Per usage group, when the tenant has groups.
+    pub usage: Option<UsageReport>,
     /// What conversion produced, as the format counts it (Pyroscope's answer).
     pub converted: Converted,
     /// The part of `rejected_profiles` that conversion refused.

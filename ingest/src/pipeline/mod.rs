@@ -5,12 +5,14 @@
 pub(crate) mod error;
 mod exported;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use error::IngestError;
 pub use exported::Exported;
 use stackhouse_storage::clock::SharedClock;
+use stackhouse_storage::model::Labels;
 use stackhouse_storage::per_tenant::PerTenant;
 use stackhouse_storage::writer::{RefusedSeries, Repeated, Writer};
 
@@ -19,6 +21,7 @@ use crate::formats::{Body, Params, WireFormat};
 use crate::jfr::FrameNames;
 use crate::limits::{IngestLimits, RateLimiter, SeriesCounter};
 use crate::otlp::{AnySeries, Dictionary, Limits, SeriesAdmission, Tenant, TimeWindow, normalize_within};
+use crate::usage::{UsageGroups, UsageReport, samples_per_series};
 
 /// One request as a receiver hands it over: transport undone (body read, gunzipped,
 /// multipart split), the format chosen.
@@ -86,6 +89,11 @@ impl Pipeline {
         self
     }
 
+    /// The usage groups of `tenant`.
+    pub fn usage_groups(&self, tenant: &str) -> Arc<UsageGroups> {
+        self.limits.usage.of(tenant)
+    }
+
     /// Converts, checks, normalizes and stores one request of `tenant`; returns once it is
     /// durable.
     pub async fn ingest(&self, tenant: String, payload: Payload) -> Result<Exported, IngestError> {
@@ -143,11 +151,16 @@ impl Pipeline {
         let max_series = self.limits.max_series.of(&tenant);
         let tenant_name = tenant.clone();
         let known = self.writer.known(&tenant);
+        let relabel = self.limits.relabel.of(&tenant);
+        let usage = self.limits.usage.of(&tenant);
+        let usage_in_closure = usage.clone();
         // Normalizing is CPU work proportional to the request; keep it off the I/O threads.
         let normalized = tokio::task::spawn_blocking(move || {
             let state = Tenant {
                 limits: &limits,
                 series: series.as_mut(),
+                relabel: &relabel,
+                usage: &usage_in_closure,
                 known: &known,
             };
             let dictionary = dictionary.unwrap_or_else(|| Dictionary::of(&request));
@@ -160,17 +173,51 @@ impl Pipeline {
             IngestError::Invalid(all.join("; "))
         })?;
         let samples = normalized.batch.samples.len();
+        // Counted before the write takes the batch; what it leaves out is taken off after.
+        let usage_before = (!usage.is_empty()).then(|| {
+            let series: Vec<(i64, Labels)> = normalized
+                .batch
+                .series
+                .iter()
+                .map(|(id, s)| (*id, s.labels.clone()))
+                .collect();
+            (series, samples_per_series(&normalized.batch))
+        });
         if let Some((limiter, tenant)) = limited {
             limiter.admit(&tenant, samples, sent_bytes)?;
         }
         // The gate above counted with this process's view; the catalog counts at commit,
         // across every ingester, and may refuse series the gate let through.
-        let (refused, repeated) = if normalized.batch.is_empty() {
-            (RefusedSeries::default(), Repeated::default())
+        let (refused, repeated, bytes_per_sample) = if normalized.batch.is_empty() {
+            (RefusedSeries::default(), Repeated::default(), 0.0)
         } else {
             let receipt = self.writer.write_within(normalized.batch, max_series).await?;
-            (receipt.refused, receipt.repeated)
+            (receipt.refused, receipt.repeated, receipt.bytes_per_sample)
         };
+        let usage = usage_before.map(|(series, per_series)| {
+            let mut left_out: HashMap<i64, u64> = HashMap::new();
+            for &(id, rows) in &repeated.by_series {
+                *left_out.entry(id).or_insert(0) += rows as u64;
+            }
+            for id in &refused.series {
+                left_out.insert(*id, per_series.get(id).copied().unwrap_or(0));
+            }
+            let mut report = UsageReport::of(
+                &tenant_name,
+                &usage,
+                &series,
+                &per_series,
+                &left_out,
+                bytes_per_sample,
+            );
+            for (group, (profiles, samples)) in &normalized.sampled_out {
+                let g = report.groups.entry(group.clone()).or_default();
+                g.sampled_out_profiles += profiles;
+                g.sampled_out_samples += samples;
+                g.received_samples += samples;
+            }
+            report
+        });
         errors.extend(normalized.errors);
         if !refused.is_empty() {
             if let Some(counter) = &self.series {
@@ -196,6 +243,9 @@ impl Pipeline {
             errors,
             warnings,
             truncated_stacks: normalized.truncated_stacks,
+            relabeled_profiles: normalized.relabeled_profiles,
+            sampled_out_profiles: normalized.sampled_out.values().map(|(p, _)| *p as usize).sum(),
+            usage,
             converted,
             conversion_rejected: rejected_profiles,
         })

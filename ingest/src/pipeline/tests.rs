@@ -160,3 +160,72 @@ async fn the_series_limit_is_counted_across_ingesters() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The series limit counts series after relabeling: three services mapped to one series
+/// by the tenant's rules fit a limit of one; a rule's drop is a refusal that names it.
+#[tokio::test]
+async fn the_series_limit_counts_series_after_relabeling() {
+    let dir = std::env::temp_dir().join(format!("stackhouse-pipeline-relabel-{}", std::process::id()));
+    let catalog = open_catalog("sqlite::memory:").await.unwrap();
+    let now = 1_000 * HOUR;
+    let rules = crate::relabel::Rules::from_json(
+        r#"[{"source_labels": ["service.name"], "regex": "noise-.*", "action": "drop"},
+            {"source_labels": ["service.name"], "regex": "(s)[0-9]", "target_label": "service.name", "replacement": "$1-all"}]"#,
+    )
+    .unwrap();
+    let limits = IngestLimits {
+        max_series: PerTenant::uniform(1),
+        relabel: PerTenant::new(
+            Arc::new(crate::relabel::Rules::NONE),
+            &[("t".to_string(), Arc::new(rules))],
+        ),
+        ..IngestLimits::default()
+    };
+    let pipeline = Pipeline::new(writer_over(&dir, catalog.clone()), ManualClock::at(now))
+        .with_limits(limits, SeriesCounter::new(catalog.clone()));
+    for service in ["s1", "s2", "s3"] {
+        let out = pipeline
+            .ingest("t".into(), folded_of(service, now))
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.stored_profiles, out.rejected_profiles),
+            (1, 0),
+            "{service}: {out:?}"
+        );
+    }
+    let dropped = pipeline
+        .ingest("t".into(), folded_of("noise-1", now))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            dropped.stored_profiles,
+            dropped.rejected_profiles,
+            dropped.relabeled_profiles
+        ),
+        (0, 1, 1)
+    );
+    assert!(
+        dropped
+            .errors
+            .iter()
+            .any(|e| e.contains("relabel rule 0 (action drop)")),
+        "{:?}",
+        dropped.errors
+    );
+    let stored = catalog
+        .series("t", stackhouse_storage::model::TimeRange::ALL)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(
+        stored[0].labels.get("service.name").map(String::as_str),
+        Some("s-all")
+    );
+    // Another tenant has no rules: its second service is over the limit.
+    pipeline.ingest("u".into(), folded_of("s1", now)).await.unwrap();
+    let over = pipeline.ingest("u".into(), folded_of("s2", now)).await.unwrap();
+    assert_eq!(over.rejected_profiles, 1);
+    let _ = std::fs::remove_dir_all(dir);
+}

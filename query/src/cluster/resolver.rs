@@ -68,8 +68,10 @@ impl Workers {
                 Vec::new()
             }),
         };
+        let live = probe_all(&found, &channels).await;
+        record(&found, &live);
         let probed = Arc::new(Probed {
-            live: RwLock::new(probe_all(&found, &channels).await),
+            live: RwLock::new(live),
             known: RwLock::new(found),
             channels,
         });
@@ -115,6 +117,7 @@ impl Probed {
     async fn reprobe(&self) {
         let known = self.known.read().expect("workers lock").clone();
         let answered = probe_all(&known, &self.channels).await;
+        record(&known, &answered);
         let mut live = self.live.write().expect("workers lock");
         if *live != answered {
             tracing::info!(workers = ?answered.iter().map(Url::as_str).collect::<Vec<_>>(), "query workers changed");
@@ -127,6 +130,13 @@ impl WorkerResolver for Workers {
     fn get_urls(&self) -> Result<Vec<Url>, DataFusionError> {
         Ok(self.urls())
     }
+}
+
+/// Operators alert on workers that stop answering, and tests wait on the count to know
+/// when the planner stopped handing tasks to a worker they stopped.
+fn record(known: &[Url], answered: &[Url]) {
+    metrics::gauge!("stackhouse_query_workers_known").set(known.len() as f64);
+    metrics::gauge!("stackhouse_query_workers_answering").set(answered.len() as f64);
 }
 
 /// The workers of `known` that answer within [`PROBE_TIMEOUT`], in `known`'s order.

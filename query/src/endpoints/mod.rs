@@ -23,3 +23,4 @@ pub mod settings;
 pub mod stats;
 pub mod timeseries;
 pub mod top;
+pub mod usage;

@@ -135,6 +135,11 @@ impl Selector {
     pub fn is_empty(&self) -> bool {
         self.matchers.is_empty()
     }
+
+    /// Whether a label set, read by `get`, satisfies every matcher.
+    pub fn selects<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.matchers.iter().all(|m| m.matches(get(&m.name)))
+    }
 }
 
 impl fmt::Display for Selector {

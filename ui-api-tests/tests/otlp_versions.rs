@@ -108,6 +108,17 @@ fn current_request(service: &str) -> otlp::ExportProfilesServiceRequest {
     request(service, vec![profile], dictionary)
 }
 
+/// The export refused no profile.
+fn assert_all_stored(service: &str, response: &otlp::ExportProfilesServiceResponse) {
+    assert!(
+        response
+            .partial_success
+            .as_ref()
+            .is_none_or(|p| p.rejected_profiles == 0),
+        "{service}: {response:?}"
+    );
+}
+
 /// `root;…;leaf → sum` of `samples` (stacks leaf first), computed from the input.
 fn expected<'a>(samples: impl IntoIterator<Item = (&'a [&'a str], i64)>) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
@@ -187,13 +198,7 @@ async fn header_1_is_stored_and_every_other_value_refused_over_http() {
             .await;
         assert_eq!(answer.status, 200, "{service}: {}", answer.text());
         let response = otlp::ExportProfilesServiceResponse::decode(&answer.body[..]).unwrap();
-        assert!(
-            response
-                .partial_success
-                .as_ref()
-                .is_none_or(|p| p.rejected_profiles == 0),
-            "{service}: {response:?}"
-        );
+        assert_all_stored(service, &response);
         assert_eq!(
             stored(&server, CPU, service).await,
             expected(CURRENT),
@@ -250,13 +255,7 @@ async fn header_1_is_stored_and_every_other_value_refused_over_grpc() {
             .await
             .expect("header 1 is accepted")
             .into_inner();
-        assert!(
-            response
-                .partial_success
-                .as_ref()
-                .is_none_or(|p| p.rejected_profiles == 0),
-            "{service}: {response:?}"
-        );
+        assert_all_stored(service, &response);
         assert_eq!(
             stored(&server, CPU, service).await,
             expected(CURRENT),

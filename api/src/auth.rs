@@ -32,8 +32,9 @@ pub struct IssuedToken {
     pub sha256_hex: String,
 }
 
-/// Makes a token for `tenant`: 32 random bytes from the operating system.
-pub fn issue(tenant: &str, name: &str, now_millis: i64) -> anyhow::Result<IssuedToken> {
+/// Makes a token for `tenant`: 32 random bytes from the operating system. An `admin` token
+/// may also administer the tenant (deletion requests).
+pub fn issue(tenant: &str, name: &str, admin: bool, now_millis: i64) -> anyhow::Result<IssuedToken> {
     let mut secret = [0u8; 32];
     let mut id = [0u8; 8];
     getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness from the os: {e}"))?;
@@ -50,6 +51,7 @@ pub fn issue(tenant: &str, name: &str, now_millis: i64) -> anyhow::Result<Issued
             name: name.to_string(),
             created_at_millis: now_millis,
             revoked_at_millis: None,
+            admin,
         },
         secret,
     })
@@ -98,6 +100,11 @@ fn credentials(authorization: &[u8]) -> Result<Credentials, ApiError> {
     ))
 }
 
+/// Whether a request may administer its tenant (deletion requests): its token is an
+/// admin token, or authentication is off. [`require`] puts it in the request's extensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admin(pub bool);
+
 /// Decides the tenant of each request.
 pub struct Auth {
     mode: AuthMode,
@@ -125,8 +132,19 @@ impl Auth {
 
     /// The tenant of a request with these `Authorization` and `X-Scope-OrgID` values.
     pub async fn tenant(&self, authorization: Option<&[u8]>, org: Option<&[u8]>) -> Result<String, ApiError> {
+        self.caller(authorization, org).await.map(|(tenant, _)| tenant)
+    }
+
+    /// The tenant of a request, and whether it may administer it.
+    async fn caller(
+        &self,
+        authorization: Option<&[u8]>,
+        org: Option<&[u8]>,
+    ) -> Result<(String, Admin), ApiError> {
         if self.mode == AuthMode::Off {
-            return tenant::parse(org).map_err(ApiError::invalid);
+            return tenant::parse(org)
+                .map(|t| (t, Admin(true)))
+                .map_err(ApiError::invalid);
         }
         let Some(authorization) = authorization else {
             return Err(ApiError::new(
@@ -148,7 +166,7 @@ impl Auth {
                 return Err(not_for(&org));
             }
         }
-        Ok(token.tenant)
+        Ok((token.tenant, Admin(token.admin)))
     }
 
     async fn lookup(&self, secret: &str) -> Result<TenantToken, ApiError> {
@@ -186,19 +204,21 @@ fn not_for(tenant: &str) -> ApiError {
 /// the JSON API's for the rest.
 pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     if auth.mode == AuthMode::Off {
+        request.extensions_mut().insert(Admin(true));
         return next.run(request).await;
     }
     let headers = request.headers();
     let outcome = auth
-        .tenant(
+        .caller(
             headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
             headers.get(tenant::HEADER).map(|v| v.as_bytes()),
         )
         .await;
     match outcome {
-        Ok(tenant) => {
+        Ok((tenant, admin)) => {
             let value = HeaderValue::from_str(&tenant).expect("tenant names are header-safe");
             request.headers_mut().insert(tenant::HEADER, value);
+            request.extensions_mut().insert(admin);
             next.run(request).await
         }
         Err(error) => {
@@ -260,8 +280,8 @@ mod tests {
 
     #[test]
     fn issued_tokens_differ_and_hash_to_what_is_stored() {
-        let a = issue("t", "ci", 1).unwrap();
-        let b = issue("t", "ci", 1).unwrap();
+        let a = issue("t", "ci", false, 1).unwrap();
+        let b = issue("t", "ci", false, 1).unwrap();
         assert_ne!(a.secret, b.secret);
         assert_ne!(a.token.id, b.token.id);
         assert!(a.secret.starts_with(TOKEN_PREFIX));

@@ -38,6 +38,9 @@ pub enum ErrorKind {
     PermissionDenied,
     /// The method or route is not served.
     Unimplemented,
+    /// What is asked conflicts with the state of what it names (a deletion request past
+    /// its cancel period).
+    Conflict,
     /// The query did not finish within the time its caller allowed (`Connect-Timeout-Ms`).
     DeadlineExceeded,
     /// Our fault; retrying the same request will likely fail again.
@@ -62,6 +65,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
             ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
             ErrorKind::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::Conflict => StatusCode::CONFLICT,
             ErrorKind::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -81,6 +85,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => Code::Unauthenticated,
             ErrorKind::PermissionDenied => Code::PermissionDenied,
             ErrorKind::Unimplemented => Code::Unimplemented,
+            ErrorKind::Conflict => Code::FailedPrecondition,
             ErrorKind::DeadlineExceeded => Code::DeadlineExceeded,
             ErrorKind::Internal => Code::Internal,
         }
@@ -93,6 +98,7 @@ impl ErrorKind {
                 "invalid_argument"
             }
             ErrorKind::Unimplemented => "unimplemented",
+            ErrorKind::Conflict => "failed_precondition",
             ErrorKind::NotFound => "not_found",
             ErrorKind::TooLarge | ErrorKind::Overloaded(_) => "resource_exhausted",
             ErrorKind::Unavailable => "unavailable",
@@ -131,13 +137,16 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => "Missing or invalid credentials",
             ErrorKind::PermissionDenied => "The credentials do not allow this tenant",
             ErrorKind::Unimplemented => "Not implemented",
+            ErrorKind::Conflict => {
+                "The request conflicts with the state of what it names; the message says why"
+            }
             ErrorKind::DeadlineExceeded => "The query did not finish within the time the client allowed",
             ErrorKind::Internal => "Internal error, including unreadable stored data; the message names it",
         }
     }
 
     /// Every kind, for tables and tests; the delay of `Overloaded` is a placeholder.
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::InvalidArgument,
         ErrorKind::UnsupportedMediaType,
         ErrorKind::NotFound,
@@ -148,6 +157,7 @@ impl ErrorKind {
         ErrorKind::Unauthenticated,
         ErrorKind::PermissionDenied,
         ErrorKind::Unimplemented,
+        ErrorKind::Conflict,
         ErrorKind::DeadlineExceeded,
         ErrorKind::Internal,
     ];
@@ -385,6 +395,7 @@ impl From<QueryError> for ApiError {
         }
         let kind = match &e {
             QueryError::NotFound(_) => ErrorKind::NotFound,
+            QueryError::Conflict(_) => ErrorKind::Conflict,
             // Unavailable, not a limit: the budget is shared by every running query, so the
             // same query may fit when the server is less busy (the message still says how
             // to make it smaller).

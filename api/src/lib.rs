@@ -3,12 +3,14 @@
 pub mod auth;
 pub mod config;
 pub mod debuginfo_upload;
+pub mod delete_cli;
 pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod import;
 pub mod monitoring;
 pub mod read;
+pub mod remote;
 pub mod route;
 pub mod server;
 pub mod state;

@@ -39,6 +39,8 @@ enum Command {
         #[command(subcommand)]
         command: DebuginfoCommand,
     },
+    /// A tenant's deletion requests on a running Stackhouse (admin tokens only).
+    Delete(stackhouse_api::delete_cli::DeleteArgs),
     /// Tenants' access tokens, for `serve --auth required`.
     Tenant {
         #[command(subcommand)]
@@ -114,6 +116,12 @@ fn main() -> anyhow::Result<()> {
                 std::process::exit(1);
             }
             Ok(())
+        }
+        Command::Delete(args) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(stackhouse_api::delete_cli::run(args))
         }
         Command::Import(args) => {
             let runtime = tokio::runtime::Builder::new_current_thread()

@@ -209,6 +209,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             cluster: args.cluster.config().await?,
             rollups: args.query_rollups,
             clock: clock.clone(),
+            deletion_cancel_period: args.lifecycle.deletion_cancel_period,
             ..QueryConfig::default()
         },
     ));

@@ -36,6 +36,9 @@ pub enum TokenCommand {
         /// What the token is for, as `list` shows it.
         #[arg(long, default_value = "")]
         name: String,
+        /// The token may also administer its tenant: request and cancel deletions.
+        #[arg(long)]
+        admin: bool,
     },
     /// List tokens (never their secrets), revoked ones included.
     List {
@@ -59,7 +62,9 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<bool> {
         .with_context(|| format!("opening catalog {}", redact_password(&url)))?;
     let clock = clock::system();
     match args.command {
-        TokenCommand::Create { tenant, name } => create(catalog.as_ref(), &*clock, &tenant, &name).await,
+        TokenCommand::Create { tenant, name, admin } => {
+            create(catalog.as_ref(), &*clock, &tenant, &name, admin).await
+        }
         TokenCommand::List { tenant } => list(catalog.as_ref(), tenant.as_deref()).await,
         TokenCommand::Revoke { id } => {
             if catalog
@@ -82,9 +87,10 @@ async fn create(
     clock: &dyn Clock,
     tenant: &str,
     name: &str,
+    admin: bool,
 ) -> anyhow::Result<bool> {
     crate::tenant::parse(Some(tenant.as_bytes())).map_err(|e| anyhow::anyhow!(e))?;
-    let issued = auth::issue(tenant, name, clock.now_millis())?;
+    let issued = auth::issue(tenant, name, admin, clock.now_millis())?;
     catalog
         .create_token(&issued.token, &issued.sha256_hex)
         .await
@@ -92,6 +98,9 @@ async fn create(
     println!("token: {}", issued.secret);
     println!("id: {}", issued.token.id);
     println!("tenant: {tenant}");
+    if admin {
+        println!("admin: yes");
+    }
     eprintln!("keep the token now: only its hash is stored, so it cannot be shown again");
     Ok(true)
 }
@@ -104,17 +113,18 @@ async fn list(catalog: &dyn TokenCatalog, tenant: Option<&str>) -> anyhow::Resul
             .unwrap_or_else(|| millis.to_string())
     };
     println!(
-        "{:<16}  {:<24}  {:<20}  {:<20}  NAME",
-        "ID", "TENANT", "CREATED", "REVOKED"
+        "{:<16}  {:<24}  {:<20}  {:<20}  {:<5}  NAME",
+        "ID", "TENANT", "CREATED", "REVOKED", "ADMIN"
     );
     for token in tokens {
         let revoked = token.revoked_at_millis.map(time).unwrap_or_else(|| "-".into());
         println!(
-            "{:<16}  {:<24}  {:<20}  {:<20}  {}",
+            "{:<16}  {:<24}  {:<20}  {:<20}  {:<5}  {}",
             token.id,
             token.tenant,
             time(token.created_at_millis),
             revoked,
+            if token.admin { "yes" } else { "no" },
             token.name
         );
     }

@@ -74,6 +74,8 @@ pub struct Rule {
     target_label: String,
     replacement: String,
     modulus: u64,
+    /// Whether `target_label` or `replacement` refer to the regex's groups (`$`).
+    expands: bool,
 }
 
 /// Why a rule was refused; the server does not start with it.
@@ -133,9 +135,11 @@ impl Rule {
             source_labels: config.source_labels.clone(),
             separator: config.separator.clone().unwrap_or_else(|| ";".to_string()),
             regex,
-            target_label,
             replacement: config.replacement.clone().unwrap_or_else(|| "$1".to_string()),
             modulus,
+            expands: target_label.contains('$')
+                || config.replacement.as_deref().is_none_or(|r| r.contains('$')),
+            target_label,
         })
     }
 
@@ -144,7 +148,12 @@ impl Rule {
         match self.action {
             Action::Replace => {
                 let value = self.source_value(labels);
-                if let Some(caps) = self.regex.captures(&value) {
+                // Most rules name a fixed target and many a fixed value: a match alone
+                // decides those, and finding groups costs several times more.
+                let (target, replaced) = if self.expands {
+                    let Some(caps) = self.regex.captures(&value) else {
+                        return true;
+                    };
                     let mut target = String::new();
                     caps.expand(&self.target_label, &mut target);
                     let mut replaced = String::new();
@@ -152,11 +161,16 @@ impl Rule {
                     if !valid_name(&target) {
                         return true;
                     }
-                    if replaced.is_empty() {
-                        labels.remove(&target);
-                    } else {
-                        labels.insert(target, replaced);
-                    }
+                    (target, replaced)
+                } else if self.regex.is_match(&value) {
+                    (self.target_label.clone(), self.replacement.clone())
+                } else {
+                    return true;
+                };
+                if replaced.is_empty() {
+                    labels.remove(&target);
+                } else {
+                    labels.insert(target, replaced);
                 }
                 true
             }
@@ -252,8 +266,7 @@ impl Rules {
     /// The labels after every rule, or `Err(rule)` with the number of the rule that dropped
     /// the series. `profile_type` is readable as [`PROFILE_TYPE_LABEL`]; labels starting
     /// with `__` are removed at the end.
-    pub fn apply(&self, labels: &Labels, profile_type: &str) -> Result<Labels, usize> {
-        let mut out = labels.clone();
+    pub fn apply(&self, mut out: Labels, profile_type: &str) -> Result<Labels, usize> {
         out.insert(PROFILE_TYPE_LABEL.to_string(), profile_type.to_string());
         for (i, rule) in self.0.iter().enumerate() {
             if !rule.apply(&mut out) {
@@ -303,45 +316,45 @@ mod tests {
         );
         let mut expected = input();
         expected.insert("svc_env".into(), "prod-checkout".into());
-        assert_eq!(r.apply(&input(), CPU), Ok(expected));
+        assert_eq!(r.apply(input(), CPU), Ok(expected));
         // Anchored: "prod" alone does not match "(prod)x".
         let r = rules(r#"[{"source_labels": ["env"], "regex": "(prod)x", "target_label": "e"}]"#);
-        assert_eq!(r.apply(&input(), CPU), Ok(input()));
+        assert_eq!(r.apply(input(), CPU), Ok(input()));
         // An empty replacement removes the target.
         let r =
             rules(r#"[{"source_labels": ["nope"], "regex": "", "target_label": "env", "replacement": ""}]"#);
         let mut expected = input();
         expected.remove("env");
-        assert_eq!(r.apply(&input(), CPU), Ok(expected));
+        assert_eq!(r.apply(input(), CPU), Ok(expected));
         // Group references in the target label; no source labels read "".
         let r = rules(
             r#"[{"source_labels": ["env"], "regex": "(.*)", "target_label": "tier_$1", "replacement": "x"}]"#,
         );
         let mut expected = input();
         expected.insert("tier_prod".into(), "x".into());
-        assert_eq!(r.apply(&input(), CPU), Ok(expected));
+        assert_eq!(r.apply(input(), CPU), Ok(expected));
         let r = rules(r#"[{"target_label": "cluster", "replacement": "eu-1"}]"#);
         let mut expected = input();
         expected.insert("cluster".into(), "eu-1".into());
-        assert_eq!(r.apply(&input(), CPU), Ok(expected));
+        assert_eq!(r.apply(input(), CPU), Ok(expected));
     }
 
     #[test]
     fn keep_and_drop_decide_on_the_joined_sources_and_the_profile_type() {
         let keep = rules(r#"[{"source_labels": ["env"], "regex": "prod|staging", "action": "keep"}]"#);
-        assert_eq!(keep.apply(&input(), CPU), Ok(input()));
+        assert_eq!(keep.apply(input(), CPU), Ok(input()));
         let mut dev = input();
         dev.insert("env".into(), "dev".into());
-        assert_eq!(keep.apply(&dev, CPU), Err(0));
+        assert_eq!(keep.apply(dev, CPU), Err(0));
         let drop = rules(
             r#"[{"target_label": "x", "replacement": "y"},
                 {"source_labels": ["__profile_type__"], "regex": "memory:.*", "action": "drop"}]"#,
         );
-        assert_eq!(drop.apply(&input(), "memory:bytes:space:bytes"), Err(1));
+        assert_eq!(drop.apply(input(), "memory:bytes:space:bytes"), Err(1));
         let mut expected = input();
         expected.insert("x".into(), "y".into());
         assert_eq!(
-            drop.apply(&input(), CPU),
+            drop.apply(input(), CPU),
             Ok(expected),
             "__ labels are removed at the end"
         );
@@ -354,13 +367,13 @@ mod tests {
             let r = rules(
                 r#"[{"source_labels": ["v"], "target_label": "shard", "modulus": 1000, "action": "hashmod"}]"#,
             );
-            let out = r.apply(&labels(&[("v", value)]), CPU).unwrap();
+            let out = r.apply(labels(&[("v", value)]), CPU).unwrap();
             assert_eq!(out.get("shard").map(String::as_str), Some(expected), "{value}");
         }
         let r = rules(
             r#"[{"source_labels": ["a", "b"], "target_label": "shard", "modulus": 1000, "action": "hashmod"}]"#,
         );
-        let out = r.apply(&labels(&[("a", "a"), ("b", "b")]), CPU).unwrap();
+        let out = r.apply(labels(&[("a", "a"), ("b", "b")]), CPU).unwrap();
         assert_eq!(out.get("shard").map(String::as_str), Some("74"), "a;b");
     }
 
@@ -369,17 +382,17 @@ mod tests {
         let r = rules(r#"[{"regex": "k8s\\..*", "action": "labeldrop"}]"#);
         let mut expected = input();
         expected.remove("k8s.pod.name");
-        assert_eq!(r.apply(&input(), CPU), Ok(expected));
+        assert_eq!(r.apply(input(), CPU), Ok(expected));
         let r = rules(r#"[{"regex": "service\\.name|env", "action": "labelkeep"}]"#);
         assert_eq!(
-            r.apply(&input(), CPU),
+            r.apply(input(), CPU),
             Ok(labels(&[("service.name", "checkout"), ("env", "prod")]))
         );
         let r = rules(r#"[{"regex": "k8s\\.(.*)", "replacement": "kube_$1", "action": "labelmap"}]"#);
         let mut expected = input();
         expected.insert("kube_pod.name".into(), "checkout-5d9f-abcde".into());
         assert_eq!(
-            r.apply(&input(), CPU),
+            r.apply(input(), CPU),
             Ok(expected),
             "labelmap copies, keeping the original"
         );

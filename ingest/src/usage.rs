@@ -11,14 +11,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
-use stackhouse_storage::model::{Batch, Labels};
+pub use stackhouse_storage::groups::OTHER;
+use stackhouse_storage::groups::{MAX_SELECTORS, Membership};
+use stackhouse_storage::model::{FastMap, Labels};
 use stackhouse_storage::selector::{Selector, parse_selector};
-
-/// The group of the series no group's selector matches.
-pub const OTHER: &str = "other";
 
 /// The most groups a tenant may have: every group is a few metric series per tenant.
 pub const MAX_GROUPS: usize = 50;
+const _: () = assert!(MAX_GROUPS <= MAX_SELECTORS);
 
 /// How samples are sampled in a group, off by default (`rate` 1).
 #[derive(Clone, Debug, PartialEq)]
@@ -102,18 +102,27 @@ impl UsageGroups {
         &self.0
     }
 
-    /// The groups whose selectors match `labels`; empty means [`OTHER`].
-    pub fn matching<'g>(&'g self, labels: &'g Labels) -> impl Iterator<Item = &'g Group> + 'g {
-        self.0
-            .iter()
-            .filter(move |g| g.selector.selects(|name| labels.get(name).map(String::as_str)))
+    /// The groups whose selectors select a series of `labels`.
+    pub fn membership(&self, labels: &Labels) -> Membership {
+        Membership::of(self.0.iter().map(|g| &g.selector), labels)
     }
 
-    /// The names a series of `labels` counts under.
-    pub fn names_of<'g>(&'g self, labels: &'g Labels) -> Vec<&'g str> {
-        let names: Vec<&str> = self.matching(labels).map(|g| g.name.as_str()).collect();
-        if names.is_empty() { vec![OTHER] } else { names }
+    /// The groups of `membership`.
+    pub fn of(&self, membership: Membership) -> impl Iterator<Item = &Group> {
+        membership.groups().filter_map(|i| self.0.get(i))
     }
+
+    /// The names a series of `membership` counts under ([`OTHER`] when in no group).
+    pub fn names(&self, membership: Membership) -> impl Iterator<Item = &str> {
+        membership.names(|i| self.0.get(i).map_or(OTHER, |g| g.name.as_str()))
+    }
+}
+
+/// One series' groups and the rows a request brought it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SeriesUsage {
+    pub membership: Membership,
+    pub samples: u64,
 }
 
 /// What one request brought to one group.
@@ -134,24 +143,14 @@ pub struct UsageReport {
     pub groups: BTreeMap<String, GroupUsage>,
 }
 
-/// The rows of `batch` per series.
-pub fn samples_per_series(batch: &Batch) -> HashMap<i64, u64> {
-    let mut out: HashMap<i64, u64> = HashMap::new();
-    for row in &batch.samples {
-        *out.entry(row.series_id).or_insert(0) += 1;
-    }
-    out
-}
-
 impl UsageReport {
-    /// Per group of `groups`: `per_series` (the series of `series`) counted as received,
+    /// Per group of `groups`: the samples of each series of `series` counted as received,
     /// and as stored but for what the write left out (`left_out`: series → samples), with
     /// `bytes_per_sample` of the flushed segment.
     pub fn of(
         tenant: &str,
         groups: &UsageGroups,
-        series: &[(i64, Labels)],
-        per_series: &HashMap<i64, u64>,
+        series: &FastMap<i64, SeriesUsage>,
         left_out: &HashMap<i64, u64>,
         bytes_per_sample: f64,
     ) -> UsageReport {
@@ -159,10 +158,10 @@ impl UsageReport {
             tenant: tenant.to_string(),
             groups: BTreeMap::new(),
         };
-        for (id, labels) in series {
-            let received = per_series.get(id).copied().unwrap_or(0);
+        for (id, usage) in series {
+            let received = usage.samples;
             let stored = received.saturating_sub(left_out.get(id).copied().unwrap_or(0));
-            for name in groups.names_of(labels) {
+            for name in groups.names(usage.membership) {
                 let group = report.groups.entry(name.to_string()).or_default();
                 group.received_samples += received;
                 group.stored_samples += stored;
@@ -196,12 +195,23 @@ mod tests {
         let a = labels(&[("service.name", "checkout-api"), ("region", "eu")]);
         let b = labels(&[("service.name", "cart"), ("region", "us")]);
         let c = labels(&[("service.name", "checkout"), ("region", "us")]);
-        assert_eq!(groups.names_of(&a), ["checkout", "eu"]);
-        assert_eq!(groups.names_of(&b), [OTHER]);
-        let per_series = HashMap::from([(1, 10), (2, 5), (3, 7)]);
+        let names = |l: &Labels| {
+            groups
+                .names(groups.membership(l))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&a), ["checkout", "eu"]);
+        assert_eq!(names(&b), [OTHER]);
         let left_out = HashMap::from([(3, 7)]);
-        let series = [(1, a), (2, b), (3, c)];
-        let report = UsageReport::of("t", &groups, &series, &per_series, &left_out, 2.0);
+        let series: FastMap<i64, SeriesUsage> = [(1, a, 10), (2, b, 5), (3, c, 7)]
+            .into_iter()
+            .map(|(id, l, samples)| {
+                let membership = groups.membership(&l);
+                (id, SeriesUsage { membership, samples })
+            })
+            .collect();
+        let report = UsageReport::of("t", &groups, &series, &left_out, 2.0);
         let got: Vec<(&str, u64, u64, u64)> = report
             .groups
             .iter()

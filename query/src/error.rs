@@ -31,6 +31,9 @@ pub enum QueryError {
     /// The thing asked for (a profile id) is not stored: report 404.
     #[error("{0}")]
     NotFound(String),
+    /// What is asked conflicts with the state of what it names: report 409.
+    #[error("{0}")]
+    Conflict(String),
     /// The query needs raw samples (links, sample attributes, single samples) where raw
     /// retention left only the rollup tiers: an answer from them would be partial.
     #[error("{0}")]
@@ -61,6 +64,7 @@ impl QueryError {
             self,
             QueryError::InvalidArgument(_)
                 | QueryError::BadRequest(_)
+                | QueryError::Conflict(_)
                 | QueryError::Selector(_)
                 | QueryError::LimitExceeded { .. }
                 | QueryError::Timeout(_)

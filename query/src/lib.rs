@@ -44,7 +44,10 @@ pub use endpoints::top::{Top, TopFunction, TopQuery};
 pub use tree::{Diff, DiffNode};
 
 pub use engine::scope::{GroupKey, Scope, parse_group_by};
-pub use engine::{DEFAULT_MEMORY_BUDGET, DEFAULT_PATH_CACHE_ENTRIES, QueryConfig, QueryEngine};
+pub use engine::{
+    DEFAULT_DELETION_CANCEL_PERIOD, DEFAULT_MEMORY_BUDGET, DEFAULT_PATH_CACHE_ENTRIES, QueryConfig,
+    QueryEngine,
+};
 pub use error::QueryError;
 pub use limits::QueryLimits;
 pub use render::{folded, folded_diff};

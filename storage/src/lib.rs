@@ -4,6 +4,7 @@ pub mod catalog;
 pub mod cleanup;
 pub mod clock;
 pub mod compaction;
+pub mod groups;
 pub mod maintenance;
 pub mod model;
 pub mod per_tenant;

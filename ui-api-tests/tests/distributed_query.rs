@@ -261,6 +261,47 @@ async fn assert_same_answers(backend: &Backend) {
     }
     let local_shipped = metric(&local, "stackhouse_query_bytes_shipped_total").await;
     assert_eq!(local_shipped, 0.0, "a process without workers ships nothing");
+
+    // A deletion request hides what it matches from the workers' scans as well: the sum
+    // of what is left, computed from the workload, every process alike.
+    let (from, to) = (T0 + 30 * SECOND, T0 + 150 * SECOND);
+    let made = local
+        .client()
+        .post(format!("{}/api/v1/admin/deletes", local.http()))
+        .json(&json!({"selector": "{service.name=\"checkout\"}", "from": from.to_string(), "to": to.to_string()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201, "{}", made.text().await.unwrap());
+    let left: i64 = workload
+        .observations()
+        .iter()
+        .filter(|o| o.profile_type == CPU)
+        .filter(|o| {
+            !(o.labels.get("service.name").is_some_and(|s| s == "checkout") && (from..to).contains(&o.time))
+        })
+        .map(|o| o.value)
+        .sum();
+    assert!(left < expected_total, "the deletion matches some of the workload");
+    let (status, alone) = answer(&local, &calls[0].1).await;
+    assert_eq!(status, 200, "{alone}");
+    let alone: Value = serde_json::from_str(&alone).unwrap();
+    assert_eq!(alone["total"], json!(left), "one process, after the deletion");
+    let coordinator = coordinator(backend, &ports[..2], "60s").await;
+    for ((name, path), before) in calls.iter().zip(&expected) {
+        let (status, body) = answer(&coordinator, path).await;
+        assert_eq!(status, 200, "{name} after the deletion: {body}");
+        let (_, one) = answer(&local, path).await;
+        assert_eq!(
+            body, one,
+            "{name} after the deletion: 2 workers differ from one process"
+        );
+        if name.starts_with("flamegraph json") {
+            assert_ne!(&body, before, "the deletion changed the answer");
+            let graph: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(graph["total"], json!(left), "2 workers, after the deletion");
+        }
+    }
 }
 
 /// A counter's value in a process's `/metrics` (0 when absent).

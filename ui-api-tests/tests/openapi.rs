@@ -41,11 +41,15 @@ const ROUTES: &[&str] = &[
     "/api/v1/stats",
     "/api/v1/debuginfo",
     "/api/v1/debuginfo/{build_id}",
+    "/api/v1/admin/deletes",
+    "/api/v1/admin/deletes/{id}",
     "/api/v1/openapi.json",
 ];
 
 /// The build id of the debug file `ingest` uploads.
 static BUILD_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The id of the deletion request `ingest` makes (of nothing the test sent).
+static DELETE_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Query parameters as sent, a name possibly repeated.
 type Params = Vec<(String, String)>;
@@ -240,6 +244,7 @@ fn value_for(name: &str) -> Option<String> {
         "span_id" => hex::encode(SPAN),
         "profile_id" => hex::encode(PROFILE_1),
         "build_id" => BUILD_ID.get().expect("ingest uploaded a debug file").clone(),
+        "id" => DELETE_ID.get().expect("ingest made a deletion request").clone(),
         "name" => "thread.name".to_string(),
         "group_by" => "thread.name".to_string(),
         "max_nodes" => "100".to_string(),
@@ -254,7 +259,7 @@ fn value_for(name: &str) -> Option<String> {
 
 fn fill_path(path: &str) -> String {
     let mut out = path.to_string();
-    for name in ["name", "profile_id", "trace_id", "build_id"] {
+    for name in ["name", "profile_id", "trace_id", "build_id", "id"] {
         out = out.replace(&format!("{{{name}}}"), &value_for(name).unwrap());
     }
     assert!(!out.contains('{'), "unfilled path parameter in {path}");
@@ -301,6 +306,24 @@ async fn ingest(api: &Api) {
         response.text().await.unwrap()
     );
     BUILD_ID.set(build_id).unwrap();
+
+    // A deletion request before anything the test sent, so that the listing and the
+    // lookup have one to describe and every answer still holds all the data.
+    let response = ui_api_tests::http_client()
+        .post(format!("{}/api/v1/admin/deletes", api.base))
+        .header("X-Scope-OrgID", TENANT)
+        .json(&serde_json::json!({
+            "selector": format!("{{service.name=\"{SERVICE}\"}}"),
+            "from": (T0 - 10_000_000_000).to_string(),
+            "to": (T0 - 5_000_000_000).to_string(),
+        }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let made: Value = response.json().await.unwrap();
+    assert_eq!(status, 201, "deletion request refused: {made}");
+    DELETE_ID.set(made["id"].as_str().unwrap().to_string()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -61,6 +61,8 @@ fn app() -> &'static App {
         for route in stackhouse_api::http::ingest_routes() {
             routes.push((Method::POST, route.path));
         }
+        // The one JSON body of the query API: a deletion request.
+        routes.push((Method::POST, "/api/v1/admin/deletes".to_string()));
         // Something to find: two series of folded stacks.
         for env in ["a", "b"] {
             let uri = format!("/ingest?name=fuzz.cpu%7Benv%3D{env}%7D&from=1700000000&until=1700000010");

@@ -240,12 +240,12 @@ mod tests {
         };
         let dev = labels(&[("env", "dev"), ("pod", "p-1")]);
         assert_eq!(
-            limits.relabel.of("b").apply(&dev, "cpu"),
+            limits.relabel.of("b").apply(dev.clone(), "cpu"),
             Err(0),
             "the default drops dev"
         );
         assert_eq!(
-            limits.relabel.of("a").apply(&dev, "cpu"),
+            limits.relabel.of("a").apply(dev.clone(), "cpu"),
             Ok(labels(&[("env", "dev")])),
             "tenant a's rules replace the default's"
         );

@@ -48,6 +48,11 @@ pub struct LifecycleArgs {
     #[arg(long, env = "STACKHOUSE_COMPACTION_LEASE_TTL", default_value = "30s", value_parser = parse_lease_ttl)]
     pub compaction_lease_ttl: Duration,
 
+    /// How long a deletion request (`/api/v1/admin/deletes`) may be cancelled; its purge
+    /// starts after it.
+    #[arg(long, env = "STACKHOUSE_DELETION_CANCEL_PERIOD", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub deletion_cancel_period: Duration,
+
     /// How long replaced objects stay readable, so queries that listed them finish.
     #[arg(long, env = "STACKHOUSE_DELETION_GRACE", default_value = "5m", value_parser = humantime::parse_duration)]
     pub deletion_grace: Duration,

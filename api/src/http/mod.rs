@@ -2,6 +2,7 @@
 //! listener.
 
 pub mod debuginfo;
+pub mod deletes;
 mod ingest;
 pub mod openapi;
 mod ops;
@@ -23,6 +24,7 @@ use crate::state::AppState;
 pub(crate) fn query_routes() -> Vec<Route> {
     let mut routes = read::routes();
     routes.extend(debuginfo::routes());
+    routes.extend(deletes::routes());
     routes.extend(openapi::routes());
     routes
 }
@@ -104,8 +106,13 @@ mod tests {
                 item.get.is_some(),
                 "{path} is served with GET but documented otherwise"
             );
-            let writes = item.put.is_some() || item.delete.is_some();
-            assert_eq!(writes, path == "/api/v1/debuginfo/{build_id}", "{path}");
+            let writes = item.put.is_some() || item.delete.is_some() || item.post.is_some();
+            let written = [
+                "/api/v1/debuginfo/{build_id}",
+                "/api/v1/admin/deletes",
+                "/api/v1/admin/deletes/{id}",
+            ];
+            assert_eq!(writes, written.contains(&path.as_str()), "{path}");
         }
     }
 }

@@ -27,6 +27,8 @@ const QUERY_ERRORS: [ErrorKind; 4] = [
 fn own_errors(path: &str) -> &'static [ErrorKind] {
     match path {
         "/api/v1/profiles/{profile_id}" | "/api/v1/debuginfo/{build_id}" => &[ErrorKind::NotFound],
+        "/api/v1/admin/deletes" => &[ErrorKind::PermissionDenied],
+        "/api/v1/admin/deletes/{id}" => &[ErrorKind::PermissionDenied, ErrorKind::NotFound],
         _ => &[],
     }
 }
@@ -82,6 +84,7 @@ impl Modify for ErrorResponses {
         (name = "query", description = "Flamegraphs, profiles, time series, top functions, diffs, events"),
         (name = "catalog", description = "What is stored: profile types, labels, totals"),
         (name = "debuginfo", description = "Debug files (ELF, by GNU build id) that name native frames"),
+        (name = "admin", description = "Deletion requests: admin tokens only"),
         (name = "meta", description = "This document"),
     )
 )]
@@ -98,6 +101,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let served = read::routes()
         .into_iter()
         .chain(debuginfo::routes())
+        .chain(super::deletes::routes())
         .chain(routes());
     let (paths, components) = route::document(served.collect());
     doc.paths.merge(paths);
@@ -145,7 +149,13 @@ mod tests {
                 continue;
             }
             let mut statuses = vec!["400", "422", "500", "503"];
-            if path == "/api/v1/profiles/{profile_id}" || path == "/api/v1/debuginfo/{build_id}" {
+            if path.starts_with("/api/v1/admin/") {
+                statuses.push("403");
+            }
+            if path == "/api/v1/profiles/{profile_id}"
+                || path == "/api/v1/debuginfo/{build_id}"
+                || path == "/api/v1/admin/deletes/{id}"
+            {
                 statuses.push("404");
             }
             let documented: Vec<&str> = responses

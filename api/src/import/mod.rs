@@ -26,9 +26,8 @@ const MAX_FILE_BYTES: usize = 1 << 30;
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
-    /// Base URL of the Stackhouse HTTP listener.
-    #[arg(long, env = "STACKHOUSE_URL", default_value = "http://127.0.0.1:4040")]
-    pub url: String,
+    #[command(flatten)]
+    pub remote: crate::remote::Remote,
     /// Service name for formats without one (default: the file name without extensions);
     /// for OTLP files it replaces every resource's `service.name`.
     #[arg(long)]
@@ -36,9 +35,6 @@ pub struct ImportArgs {
     /// A label (`key=value`) added to every profile; repeatable.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
-    /// Tenant (`X-Scope-OrgID`).
-    #[arg(long, env = "STACKHOUSE_TENANT")]
-    pub tenant: Option<String>,
     /// Files to import: OTLP (protobuf or JSON), pprof, JFR, speedscope or folded, each
     /// optionally gzipped.
     #[arg(required = true, value_name = "FILE")]
@@ -173,9 +169,7 @@ async fn try_import(client: &reqwest::Client, args: &ImportArgs, path: &Path) ->
     if upload.gzipped {
         request = request.header(reqwest::header::CONTENT_ENCODING, "gzip");
     }
-    if let Some(tenant) = &args.tenant {
-        request = request.header("X-Scope-OrgID", tenant);
-    }
+    request = args.remote.with_credentials(request);
     let response = request
         .body(upload.body)
         .send()
@@ -195,7 +189,8 @@ async fn try_import(client: &reqwest::Client, args: &ImportArgs, path: &Path) ->
 fn prepare(args: &ImportArgs, path: &Path, raw: Vec<u8>) -> Result<Upload, String> {
     let content = gunzip(&raw, MAX_FILE_BYTES).map_err(|e| format!("cannot gunzip: {e}"))?;
     let kind = detect(&content)?;
-    let base = args.url.trim_end_matches('/');
+    let base = args.remote.url("");
+    let base = base.as_str();
     let gzipped = is_gzip(&raw);
     if let Some(format) = kind.ingest_name() {
         let service = match &args.service {

@@ -19,7 +19,7 @@ pub use super::validate::RequestError;
 use super::validate::{Limits, ProfileError, TRUNCATED_FRAME, Validator, check_dictionary};
 use crate::relabel::Rules;
 use crate::sampling;
-use crate::usage::UsageGroups;
+use crate::usage::{SeriesUsage, UsageGroups};
 
 /// Enough to tell a sender what is wrong without letting a request of thousands of bad
 /// profiles build an enormous error message.
@@ -49,6 +49,8 @@ pub struct Normalized {
     /// Per usage group, the profiles and samples sampling left out: acknowledged, not
     /// stored, not rejected.
     pub sampled_out: BTreeMap<String, (u64, u64)>,
+    /// Per series stored, its usage groups and rows; empty when the tenant has no groups.
+    pub series_usage: FastMap<i64, SeriesUsage>,
 }
 
 /// Decides whether a profile may create its series: the per-tenant series limit.
@@ -125,6 +127,7 @@ pub fn normalize_within(
         truncated_stacks: 0,
         relabeled_profiles: 0,
         sampled_out: BTreeMap::new(),
+        series_usage: FastMap::default(),
     };
     let flat = dict.samples();
     // Profiles in request order, as the flat samples are counted.
@@ -173,6 +176,7 @@ pub fn normalize_within(
     out.truncated_stacks = interner.truncated_stacks;
     out.relabeled_profiles = interner.relabeled;
     out.sampled_out = interner.sampled_out;
+    out.series_usage = interner.series_usage;
     Ok(out)
 }
 
@@ -200,6 +204,7 @@ struct Interner<'a, 'l> {
     usage: &'l UsageGroups,
     /// Per usage group, profiles and samples sampled out.
     sampled_out: BTreeMap<String, (u64, u64)>,
+    series_usage: FastMap<i64, SeriesUsage>,
     known: KnownReader<'l>,
     truncated_stacks: usize,
     /// The marker frame of truncated stacks, once interned.
@@ -264,6 +269,7 @@ impl<'a, 'l> Interner<'a, 'l> {
             relabeled: 0,
             usage: tenant.usage,
             sampled_out: BTreeMap::new(),
+            series_usage: FastMap::default(),
             known: tenant.known.reader(),
             truncated_stacks: 0,
             truncated_frame: None,
@@ -301,7 +307,7 @@ impl<'a, 'l> Interner<'a, 'l> {
         };
         let mut labels = self.labels(resource, scope, &attributes);
         if !self.relabel.is_empty() {
-            labels = self.relabel.apply(&labels, &profile_type.id()).map_err(|rule| {
+            labels = self.relabel.apply(labels, &profile_type.id()).map_err(|rule| {
                 self.relabeled += 1;
                 ProfileError::Relabeled {
                     rule,
@@ -313,10 +319,15 @@ impl<'a, 'l> Interner<'a, 'l> {
         // Validated: both fit in i64 and so does their sum.
         let start = profile.time_unix_nano as i64;
         let time = if start == 0 { received_at_nanos } else { start };
+        let membership = if self.usage.is_empty() {
+            Default::default()
+        } else {
+            self.usage.membership(&labels)
+        };
         // The lowest rate of the usage groups the series is in.
         let sampled = self
             .usage
-            .matching(&labels)
+            .of(membership)
             .filter(|g| g.sample_rate < 1.0)
             .min_by(|a, b| a.sample_rate.total_cmp(&b.sample_rate))
             .map(|g| (g.sample_rate, g.name.clone()));
@@ -358,6 +369,13 @@ impl<'a, 'l> Interner<'a, 'l> {
             return Err(e);
         }
         batch.add_series(series);
+        if !self.usage.is_empty() {
+            let usage = self.series_usage.entry(series_id).or_insert(SeriesUsage {
+                membership,
+                samples: 0,
+            });
+            usage.samples += (batch.samples.len() - rows_before) as u64;
+        }
         if let Some(profile_id) = profile_id {
             batch.profiles.push(ProfileRecord {
                 profile_id,

@@ -12,7 +12,6 @@ use std::time::Duration;
 pub use error::IngestError;
 pub use exported::Exported;
 use stackhouse_storage::clock::SharedClock;
-use stackhouse_storage::model::Labels;
 use stackhouse_storage::per_tenant::PerTenant;
 use stackhouse_storage::writer::{RefusedSeries, Repeated, Writer};
 
@@ -21,7 +20,7 @@ use crate::formats::{Body, Params, WireFormat};
 use crate::jfr::FrameNames;
 use crate::limits::{IngestLimits, RateLimiter, SeriesCounter};
 use crate::otlp::{AnySeries, Dictionary, Limits, SeriesAdmission, Tenant, TimeWindow, normalize_within};
-use crate::usage::{UsageGroups, UsageReport, samples_per_series};
+use crate::usage::{UsageGroups, UsageReport};
 
 /// One request as a receiver hands it over: transport undone (body read, gunzipped,
 /// multipart split), the format chosen.
@@ -173,16 +172,6 @@ impl Pipeline {
             IngestError::Invalid(all.join("; "))
         })?;
         let samples = normalized.batch.samples.len();
-        // Counted before the write takes the batch; what it leaves out is taken off after.
-        let usage_before = (!usage.is_empty()).then(|| {
-            let series: Vec<(i64, Labels)> = normalized
-                .batch
-                .series
-                .iter()
-                .map(|(id, s)| (*id, s.labels.clone()))
-                .collect();
-            (series, samples_per_series(&normalized.batch))
-        });
         if let Some((limiter, tenant)) = limited {
             limiter.admit(&tenant, samples, sent_bytes)?;
         }
@@ -194,22 +183,17 @@ impl Pipeline {
             let receipt = self.writer.write_within(normalized.batch, max_series).await?;
             (receipt.refused, receipt.repeated, receipt.bytes_per_sample)
         };
-        let usage = usage_before.map(|(series, per_series)| {
+        // What the write left out is taken off what normalize counted per series.
+        let usage = (!usage.is_empty()).then(|| {
+            let series = &normalized.series_usage;
             let mut left_out: HashMap<i64, u64> = HashMap::new();
             for &(id, rows) in &repeated.by_series {
                 *left_out.entry(id).or_insert(0) += rows as u64;
             }
             for id in &refused.series {
-                left_out.insert(*id, per_series.get(id).copied().unwrap_or(0));
+                left_out.insert(*id, series.get(id).map_or(0, |s| s.samples));
             }
-            let mut report = UsageReport::of(
-                &tenant_name,
-                &usage,
-                &series,
-                &per_series,
-                &left_out,
-                bytes_per_sample,
-            );
+            let mut report = UsageReport::of(&tenant_name, &usage, series, &left_out, bytes_per_sample);
             for (group, (profiles, samples)) in &normalized.sampled_out {
                 let g = report.groups.entry(group.clone()).or_default();
                 g.sampled_out_profiles += profiles;

@@ -9,6 +9,7 @@
 //! [`crate::pyroscope`]. A new endpoint is a module here and its line below; the API adds
 //! its handler.
 
+pub mod deletes;
 pub mod diff;
 pub mod events;
 pub mod exemplars;

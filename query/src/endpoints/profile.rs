@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 use crate::endpoints::export::PprofQuery;
 use crate::endpoints::flamegraph::FlamegraphQuery;
 use crate::engine::QueryEngine;
+use crate::engine::deleted::Deleted;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
 use crate::request::{TreeAnswer, TreeOutput, hex_id, parse_profile_type};
@@ -75,6 +76,7 @@ impl QueryEngine {
             .into_iter()
             .map(|s| (s.id, s))
             .collect();
+        let requests = self.catalog.delete_requests(tenant).await?;
         let mut by_type: BTreeMap<ProfileType, Vec<_>> = BTreeMap::new();
         for (segment_id, record) in records {
             let Some(s) = series.get(&record.series_id) else {
@@ -83,10 +85,25 @@ impl QueryEngine {
                     record.series_id
                 )));
             };
+            // A profile a deletion request hides whole is not found, its labels included.
+            // It covers `[time, time + duration)`, at least its start.
+            let span = TimeRange {
+                start: record.start_nanos,
+                end: record.end_nanos.max(record.start_nanos.saturating_add(1)),
+            };
+            if Deleted::of(&requests, std::slice::from_ref(s), span)?
+                .whole
+                .contains(&s.id)
+            {
+                continue;
+            }
             by_type
                 .entry(s.profile_type.clone())
                 .or_default()
                 .push((segment_id, record));
+        }
+        if by_type.is_empty() {
+            return Err(QueryError::NotFound(format!("profile {id_hex} not found")));
         }
         let (profile_type, records) = match profile_type {
             Some(wanted) => {

@@ -8,15 +8,13 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use stackhouse_storage::groups::Membership;
 use stackhouse_storage::model::TimeRange;
 use stackhouse_storage::selector::Selector;
 
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
 use crate::request::ListingRequest;
-
-/// The group of the series no group selects.
-pub const OTHER: &str = "other";
 
 /// One group's stored data in the range.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,7 +25,7 @@ pub struct GroupUsage {
 }
 
 impl QueryEngine {
-    /// `GET /api/v1/usage`: per group of `groups` (name and selector), and [`OTHER`].
+    /// `GET /api/v1/usage`: per group of `groups` (name and selector), and [`OTHER`](stackhouse_storage::groups::OTHER).
     pub async fn read_usage(
         &self,
         r: &ListingRequest,
@@ -39,19 +37,12 @@ impl QueryEngine {
             // range itself (the segment counts whole).
             let series = self.catalog.series(&r.tenant, TimeRange::ALL).await?;
             let segments = self.catalog.segments(&r.tenant, range).await?;
-            let mut names_of: HashMap<i64, Vec<&str>> = HashMap::with_capacity(series.len());
+            let selectors = || groups.iter().map(|(_, selector)| selector);
+            let membership: HashMap<i64, Membership> = series
+                .iter()
+                .map(|s| (s.id, Membership::of(selectors(), &s.labels)))
+                .collect();
             let mut out: BTreeMap<String, GroupUsage> = BTreeMap::new();
-            for s in &series {
-                let mut names: Vec<&str> = groups
-                    .iter()
-                    .filter(|(_, selector)| selector.selects(|n| s.labels.get(n).map(String::as_str)))
-                    .map(|(name, _)| name.as_str())
-                    .collect();
-                if names.is_empty() {
-                    names.push(OTHER);
-                }
-                names_of.insert(s.id, names);
-            }
             let mut seen: HashSet<i64> = HashSet::new();
             for segment in &segments {
                 let total: u64 = segment.series.iter().map(|s| s.samples).sum();
@@ -67,8 +58,9 @@ impl QueryEngine {
                     };
                     shared += share;
                     let first = seen.insert(s.series_id);
-                    for name in names_of.get(&s.series_id).map_or(&[OTHER][..], Vec::as_slice) {
-                        let group = out.entry((*name).to_string()).or_default();
+                    let member = membership.get(&s.series_id).copied().unwrap_or_default();
+                    for name in member.names(|i| groups[i].0.as_str()) {
+                        let group = out.entry(name.to_string()).or_default();
                         group.series += u64::from(first);
                         group.samples += s.samples;
                         group.bytes += share;

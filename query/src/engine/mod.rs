@@ -4,6 +4,7 @@
 //! themselves are in `crate::endpoints`.
 
 pub(crate) mod aggregate;
+pub(crate) mod deleted;
 pub(crate) mod grouping;
 mod known_types;
 pub(crate) mod plan;
@@ -61,7 +62,12 @@ pub struct QueryConfig {
     /// "now" of every query (default ranges, relative times like `now-1h`) and of debug
     /// file uploads: the process's one clock, so a test can run time forward.
     pub clock: SharedClock,
+    /// How long a deletion request may be cancelled after it is made.
+    pub deletion_cancel_period: std::time::Duration,
 }
+
+/// The default of [`QueryConfig::deletion_cancel_period`].
+pub const DEFAULT_DELETION_CANCEL_PERIOD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// The default of [`QueryConfig::path_cache_entries`]: about 160 MiB per tenant at most.
 pub const DEFAULT_PATH_CACHE_ENTRIES: usize = 4 << 20;
@@ -78,6 +84,7 @@ impl Default for QueryConfig {
             cluster: None,
             rollups: true,
             clock: clock::system(),
+            deletion_cancel_period: DEFAULT_DELETION_CANCEL_PERIOD,
         }
     }
 }
@@ -96,6 +103,7 @@ pub struct QueryEngine {
     memory_limit_bytes: Option<usize>,
     /// "now" of every query: default ranges and relative times (`now-1h`).
     clock: SharedClock,
+    pub(crate) deletion_cancel_period: std::time::Duration,
     /// Shared by all queries: one memory pool, one Parquet footer cache.
     pub(crate) ctx: SessionContext,
 }
@@ -158,6 +166,7 @@ impl QueryEngine {
             cluster: config.cluster,
             memory_limit_bytes: config.memory_limit_bytes,
             clock: config.clock,
+            deletion_cancel_period: config.deletion_cancel_period,
             ctx,
         }
     }

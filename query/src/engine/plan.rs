@@ -11,6 +11,7 @@ use stackhouse_storage::schema::samples;
 
 use super::QueryEngine;
 use super::aggregate::Dim;
+use super::deleted::Deleted;
 use super::grouping::group_dims;
 use super::scan::{Implied, selection_filter};
 use super::scope::{GroupKey, Scope};
@@ -93,7 +94,13 @@ impl QueryEngine {
         if scope.segments.is_none() {
             self.check_range(&scope.tenant, scope.range).await?;
         }
-        let series = self.catalog.series(&scope.tenant, scope.range).await?;
+        // The deletion requests come in the same round trip's time as the series.
+        let (mut series, requests) = futures::try_join!(
+            self.catalog.series(&scope.tenant, scope.range),
+            self.catalog.delete_requests(&scope.tenant)
+        )?;
+        let mut deleted = Deleted::of(&requests, &series, scope.range)?;
+        series.retain(|s| !deleted.whole.contains(&s.id));
         let matched = match_series(&series, &scope.profile_types(), &scope.selector);
         let matched_count: usize = matched.values().map(Vec::len).sum();
         if matched_count > self.limits.max_series {
@@ -135,6 +142,7 @@ impl QueryEngine {
             .filter(|s| selected.contains(&s.id))
             .map(|s| (s.id, s))
             .collect();
+        deleted.narrow(&selected);
         let period = series.values().map(|s| s.period).max().unwrap_or(0);
         let segments = segments_to_scan(segments, &selected, scope.range);
         tracing::debug!(
@@ -157,14 +165,16 @@ impl QueryEngine {
         let raw_reason = raw_reason(scope, &dims, &groups);
         let allowed = self.resolutions(&dims, raw_reason.is_some());
         let timeless = !dims.iter().any(|d| matches!(d, Dim::Time | Dim::Bucket { .. }));
-        let reading = tiers::read(segments, scope.range, &allowed, timeless).map_err(|gone| {
-            QueryError::RawGone(format!(
-                "{} needs raw samples, and raw retention removed them up to {}; start the range after it",
-                raw_reason.unwrap_or("this query"),
-                rfc3339(gone.until)
-            ))
-        })?;
+        let reading =
+            tiers::read(segments, scope.range, &allowed, timeless, &deleted.cuts()).map_err(|gone| {
+                QueryError::RawGone(format!(
+                    "{} needs raw samples, and raw retention removed them up to {}; start the range after it",
+                    raw_reason.unwrap_or("this query"),
+                    rfc3339(gone.until)
+                ))
+            })?;
         let links = link_filter(scope);
+        let hidden = deleted.filter();
         let scans = reading
             .sources
             .into_iter()
@@ -175,10 +185,14 @@ impl QueryEngine {
                     series: implied.series && !partial,
                     ..implied
                 };
-                let filter = [selection_filter(&source.ranges, &groups, implied), links.clone()]
-                    .into_iter()
-                    .flatten()
-                    .reduce(Expr::and);
+                let filter = [
+                    selection_filter(&source.ranges, &groups, implied),
+                    links.clone(),
+                    hidden.clone(),
+                ]
+                .into_iter()
+                .flatten()
+                .reduce(Expr::and);
                 Scan { source, filter }
             })
             .collect();

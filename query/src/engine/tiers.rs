@@ -43,9 +43,28 @@ pub(crate) struct RawGone {
 
 /// `range` cut into stretches, each on the grid of the coarsest of `allowed` (finest first,
 /// raw included) it can be, adjacent stretches of one resolution merged.
-pub(crate) fn stretches(range: TimeRange, allowed: &[Resolution]) -> Vec<(Resolution, TimeRange)> {
+#[cfg(test)]
+fn stretches(range: TimeRange, allowed: &[Resolution]) -> Vec<(Resolution, TimeRange)> {
+    cut_at(range, allowed, &[])
+}
+
+/// The stretches of each piece of `range` between the times of `cuts` (sorted): no cell
+/// of a tier straddles a cut.
+fn cut_at(range: TimeRange, allowed: &[Resolution], cuts: &[i64]) -> Vec<(Resolution, TimeRange)> {
     let mut out: Vec<(Resolution, TimeRange)> = Vec::new();
-    cut(range, allowed, &mut out);
+    let mut start = range.start;
+    for &at in cuts.iter().filter(|&&t| range.start < t && t < range.end) {
+        cut(TimeRange { start, end: at }, allowed, &mut out);
+        start = at;
+    }
+    cut(
+        TimeRange {
+            start,
+            end: range.end,
+        },
+        allowed,
+        &mut out,
+    );
     out
 }
 
@@ -114,13 +133,17 @@ fn ceil(t: i64, resolution: Resolution) -> i64 {
 /// samples of the range, whatever the range's edges, so the ragged edges need neither raw
 /// samples nor a time filter there. A dashboard's range usually ends after the newest
 /// sample, so this is the common case for the last block.
+///
+/// `cuts` (sorted) are times no cell read from a tier may straddle (the edges of deleted
+/// stretches); a segment spanning one is not read whole.
 pub(crate) fn read(
     segments: Vec<SegmentMeta>,
     range: TimeRange,
     allowed: &[Resolution],
     timeless: bool,
+    cuts: &[i64],
 ) -> Result<Reading, RawGone> {
-    let wanted = stretches(range, allowed);
+    let wanted = cut_at(range, allowed, cuts);
     let widen = allowed != [Resolution::Raw];
     let mut answered = range;
     let mut gone: Option<i64> = None;
@@ -133,7 +156,11 @@ pub(crate) fn read(
             .into_iter()
             .filter(|r| segment.object(r.kind()).is_some())
             .collect();
-        let inside = range.start <= segment.min_time && segment.max_time < range.end;
+        let inside = range.start <= segment.min_time
+            && segment.max_time < range.end
+            && !cuts
+                .iter()
+                .any(|&t| segment.min_time < t && t <= segment.max_time);
         if let Some(&coarsest) = held
             .iter()
             .rev()
@@ -336,7 +363,7 @@ mod tests {
         let range = r(H - 30, 3 * H);
         let fresh = segment("fresh", 2 * H + 5, 2 * H + 50, &[Raw]);
         let block = segment("block", H - 100, 2 * H - 1, &[Raw, Minute, Hour]);
-        let reading = read(vec![fresh, block], range, &ALL, false).unwrap();
+        let reading = read(vec![fresh, block], range, &ALL, false, &[]).unwrap();
         assert_eq!(reading.answered, range);
         assert_eq!(
             sources(&reading),
@@ -375,17 +402,17 @@ mod tests {
                 ),
             ]
         };
-        let reading = read(vec![block.clone(), straddling], range, &ALL, true).unwrap();
+        let reading = read(vec![block.clone(), straddling], range, &ALL, true, &[]).unwrap();
         assert_eq!(reading.answered, range);
         let mut want = by_stretches("older");
         want.push((Hour, vec![r(10 * H, 11 * H)], vec!["block".into()]));
         assert_eq!(sources(&reading), want);
         // Over time buckets the edges stay exact: the block's last seconds are raw.
-        let by_time = read(vec![block.clone()], range, &ALL, false).unwrap();
+        let by_time = read(vec![block.clone()], range, &ALL, false, &[]).unwrap();
         assert_eq!(sources(&by_time), by_stretches("block"));
         // Only the resolutions a query allows: raw alone reads the whole block raw.
         assert_eq!(
-            sources(&read(vec![block.clone()], range, &[Raw], true).unwrap()),
+            sources(&read(vec![block.clone()], range, &[Raw], true, &[]).unwrap()),
             vec![(
                 Raw,
                 vec![r(block.min_time, block.max_time + 1)],
@@ -394,8 +421,30 @@ mod tests {
         );
         // A sample at the range's end is outside it: the block is cut as before.
         let at_end = r(10 * H, block.max_time);
-        let cut = sources(&read(vec![block], at_end, &ALL, true).unwrap());
+        let cut = sources(&read(vec![block], at_end, &ALL, true, &[]).unwrap());
         assert!(cut.iter().any(|(res, _, _)| *res == Raw), "{cut:?}");
+    }
+
+    #[test]
+    fn no_tier_cell_straddles_a_cut_and_a_cut_segment_is_not_read_whole() {
+        use Resolution::{Hour, Minute, Raw};
+        let block = segment("block", 0, 3 * H - 1, &ALL);
+        let at = H + 30 * M + 5;
+        let reading = read(vec![block], r(0, 3 * H), &ALL, true, &[at]).unwrap();
+        assert_eq!(
+            sources(&reading),
+            vec![
+                (Raw, vec![r(H + 30 * M, H + 31 * M)], vec!["block".into()]),
+                (
+                    Minute,
+                    vec![r(H, H + 30 * M), r(H + 31 * M, 2 * H)],
+                    vec!["block".into()]
+                ),
+                (Hour, vec![r(0, H), r(2 * H, 3 * H)], vec!["block".into()]),
+            ]
+        );
+        // Cuts outside the range change nothing.
+        assert_eq!(cut_at(r(H, 2 * H), &ALL, &[0, 5 * H]), vec![(Hour, r(H, 2 * H))]);
     }
 
     #[test]
@@ -403,7 +452,7 @@ mod tests {
         use Resolution::{Hour, Minute, Raw};
         let old = segment("old", H, 2 * H - 1, &[Minute, Hour]);
         let range = r(H + 90 * 1_000_000_000, 3 * H);
-        let reading = read(vec![old.clone()], range, &ALL, false).unwrap();
+        let reading = read(vec![old.clone()], range, &ALL, false, &[]).unwrap();
         assert_eq!(reading.answered, r(H + M, 3 * H));
         let got: Vec<(Resolution, Vec<TimeRange>)> = reading
             .sources
@@ -415,12 +464,12 @@ mod tests {
             vec![(Minute, vec![r(H + M, 2 * H)]), (Hour, vec![r(2 * H, 3 * H)])]
         );
         assert_eq!(
-            read(vec![old], range, &[Raw], false).unwrap_err(),
+            read(vec![old], range, &[Raw], false, &[]).unwrap_err(),
             RawGone { until: 2 * H - 1 }
         );
         // Only the hour left: the hour cell is read once, though three stretches need it.
         let hour_only = segment("h", H, 2 * H - 1, &[Hour]);
-        let reading = read(vec![hour_only], r(H + 5, 2 * H - 7), &ALL, false).unwrap();
+        let reading = read(vec![hour_only], r(H + 5, 2 * H - 7), &ALL, false, &[]).unwrap();
         assert_eq!(reading.sources[0].ranges, vec![r(H, 2 * H)]);
         assert_eq!(reading.answered, r(H, 2 * H));
     }

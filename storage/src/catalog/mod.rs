@@ -6,6 +6,7 @@
 mod backend;
 pub(crate) mod common;
 mod debug_files;
+mod delete_requests;
 mod deletions;
 mod label_index;
 mod leases;
@@ -28,6 +29,7 @@ use crate::rollup::Resolution;
 pub use backend::SqlCatalog;
 pub use common::redact_password;
 pub use debug_files::{DebugFile, DebugFileCatalog};
+pub use delete_requests::{Cancelled, DeleteRequest, DeleteRequestCatalog, DeleteState};
 pub use deletions::DeletionQueue;
 pub use leases::LeaseCatalog;
 pub use profiles::ProfileCatalog;
@@ -282,6 +284,7 @@ umbrella!(
     DeletionQueue,
     SettingCatalog,
     DebugFileCatalog,
+    DeleteRequestCatalog,
     TokenCatalog;
     roles: WriterCatalog, CompactionCatalog,
 );

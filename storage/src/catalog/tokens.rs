@@ -13,6 +13,8 @@ pub struct TenantToken {
     pub name: String,
     pub created_at_millis: i64,
     pub revoked_at_millis: Option<i64>,
+    /// May also administer the tenant (deletion requests).
+    pub admin: bool,
 }
 
 #[async_trait]
@@ -32,15 +34,15 @@ pub trait TokenCatalog: Send + Sync {
 }
 
 const CREATE_TOKEN: &str = "INSERT INTO tenant_tokens
-    (id, tenant, name, token_sha256, created_at_millis) VALUES ($1, $2, $3, $4, $5)";
+    (id, tenant, name, token_sha256, created_at_millis, admin) VALUES ($1, $2, $3, $4, $5, $6)";
 
-const TOKENS: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis
+const TOKENS: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin
     FROM tenant_tokens ORDER BY created_at_millis, id";
 
-const TOKENS_OF_TENANT: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis
+const TOKENS_OF_TENANT: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin
     FROM tenant_tokens WHERE tenant = $1 ORDER BY created_at_millis, id";
 
-const TOKEN_BY_HASH: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis
+const TOKEN_BY_HASH: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin
     FROM tenant_tokens WHERE token_sha256 = $1";
 
 /// Revoking twice keeps the first time; `RETURNING` tells whether the id exists.
@@ -57,6 +59,7 @@ impl TokenCatalog for SqlCatalog {
                 .bind(token.name.as_str())
                 .bind(sha256_hex)
                 .bind(token.created_at_millis)
+                .bind(token.admin)
                 .execute(pool)
                 .await?;
         });

@@ -83,6 +83,7 @@ macro_rules! suite {
 }
 
 mod debug_files;
+mod delete_requests;
 mod deletions;
 mod fixtures;
 mod label_index;

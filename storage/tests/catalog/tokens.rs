@@ -13,6 +13,7 @@ async fn tokens_by_hash_list_and_revoke(url: String) {
         name: format!("{id} of {tenant}"),
         created_at_millis: at,
         revoked_at_millis: None,
+        admin: id == "t2",
     };
     {
         let cat = open(&url).await;

@@ -1,0 +1,477 @@
+//! Deletion requests over HTTP (issue 52): once a request is acknowledged, the flame graph,
+//! the time series, Pyroscope's render, Connect's merge and the profile-id lookup answer the
+//! input minus what it matches, computed here from the profiles sent; cancelling within
+//! the period brings back exactly what it hid; past the period a cancel is a 409; only
+//! admin tokens may make, list or cancel requests.
+
+// One dependency list serves all of the package's tests, benches and binaries.
+#![allow(unused_crate_dependencies)]
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+use serde_json::{Value, json};
+use ui_api_tests::client::Api;
+use ui_api_tests::requests::{PROFILE_TYPE, dictionary, profile, request};
+use ui_api_tests::server::{Options, Server, binary};
+
+const SECOND: u64 = 1_000_000_000;
+
+/// One profile sent: service, time, stack (1 main;foo, 2 main;foo;bar), value, profile id.
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    service: &'static str,
+    time: u64,
+    stack: i32,
+    value: i64,
+    id: u128,
+}
+
+impl Sent {
+    fn folded(&self) -> &'static str {
+        if self.stack == 1 {
+            "main;foo"
+        } else {
+            "main;foo;bar"
+        }
+    }
+}
+
+/// Ten profiles a second apart for each of three services, values all different.
+fn input(t0: u64) -> Vec<Sent> {
+    let mut out = Vec::new();
+    for (s, service) in ["a", "b", "c"].into_iter().enumerate() {
+        for i in 0..10u64 {
+            out.push(Sent {
+                service,
+                time: t0 + i * SECOND,
+                stack: 1 + (i % 2) as i32,
+                value: 100 * (s as i64 + 1) + i as i64,
+                id: (s as u128 + 1) << 64 | u128::from(i),
+            });
+        }
+    }
+    out
+}
+
+async fn send(server: &Server, tenant: &str, sent: &[Sent]) {
+    let mut client = ProfilesServiceClient::connect(server.grpc()).await.unwrap();
+    for p in sent {
+        let mut prof = profile(p.time, p.stack, p.value);
+        prof.profile_id = p.id.to_be_bytes().to_vec();
+        let mut r = tonic::Request::new(request(p.service, vec![prof], dictionary()));
+        r.metadata_mut().insert("x-scope-orgid", tenant.parse().unwrap());
+        let answer = client.export(r).await.expect("accepted").into_inner();
+        assert!(answer.partial_success.is_none_or(|p| p.rejected_profiles == 0));
+    }
+}
+
+/// What the reads must answer: folded stacks, and per-second sums, of what is visible.
+fn expected(visible: &[&Sent]) -> (BTreeMap<String, i64>, BTreeMap<i64, i64>) {
+    let mut folded = BTreeMap::new();
+    let mut per_second = BTreeMap::new();
+    for p in visible {
+        *folded.entry(p.folded().to_string()).or_insert(0) += p.value;
+        *per_second.entry(p.time as i64).or_insert(0) += p.value;
+    }
+    (folded, per_second)
+}
+
+struct Reads {
+    api: Api,
+    client: reqwest::Client,
+    base: String,
+    tenant: String,
+    from: i64,
+    to: i64,
+}
+
+impl Reads {
+    fn new(server: &Server, tenant: &str, t0: u64) -> Reads {
+        Reads {
+            api: Api::new(server.http()).with_tenant(tenant),
+            client: server.client(),
+            base: server.http(),
+            tenant: tenant.into(),
+            from: (t0 - 60 * SECOND) as i64,
+            to: (t0 + 60 * SECOND) as i64,
+        }
+    }
+
+    /// Every read's answer of the visible input, checked against `visible`.
+    async fn check(&self, visible: &[&Sent], what: &str) {
+        let (folded, per_second) = expected(visible);
+        let total: i64 = folded.values().sum();
+        assert_eq!(
+            self.api.folded(PROFILE_TYPE, "{}", self.from, self.to).await,
+            folded,
+            "{what}: folded flame graph"
+        );
+        let json = self
+            .api
+            .flamegraph(PROFILE_TYPE, "{}", self.from, self.to, None)
+            .await;
+        assert_eq!(
+            json["total"].as_i64(),
+            Some(total),
+            "{what}: JSON flame graph total: {json}"
+        );
+        let (status, series) = self
+            .api
+            .get_json(
+                "/api/v1/timeseries",
+                &[
+                    ("profile_type", PROFILE_TYPE.into()),
+                    ("from", self.from.to_string()),
+                    ("to", self.to.to_string()),
+                    ("step", "1s".into()),
+                ],
+            )
+            .await;
+        assert_eq!(status, 200, "{what}: {series}");
+        let points: BTreeMap<i64, i64> = series["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["points"].as_array().unwrap().clone())
+            .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap() as i64))
+            .filter(|(_, v)| *v != 0)
+            .collect();
+        assert_eq!(points, per_second, "{what}: time series per second");
+        // Pyroscope's render, as Grafana and the Pyroscope UI ask for it.
+        let render = self
+            .client
+            .get(format!("{}/pyroscope/render", self.base))
+            .header("X-Scope-OrgID", &self.tenant)
+            .query(&[
+                ("query", "process_cpu:samples:count:cpu:nanoseconds{}".to_string()),
+                ("from", (self.from / 1_000_000).to_string()),
+                ("until", (self.to / 1_000_000).to_string()),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(render.status(), 200, "{what}: render");
+        let render: Value = render.json().await.unwrap();
+        assert_eq!(
+            render["flamebearer"]["numTicks"].as_i64(),
+            Some(total),
+            "{what}: Pyroscope render total"
+        );
+        // Grafana's datasource: Connect SelectMergeStacktraces.
+        let merged = self
+            .client
+            .post(format!(
+                "{}/querier.v1.QuerierService/SelectMergeStacktraces",
+                self.base
+            ))
+            .header("X-Scope-OrgID", &self.tenant)
+            .json(&json!({
+                "profileTypeID": PROFILE_TYPE,
+                "labelSelector": "{}",
+                "start": (self.from / 1_000_000).to_string(),
+                "end": (self.to / 1_000_000).to_string(),
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(merged.status(), 200, "{what}: SelectMergeStacktraces");
+        let merged: Value = merged.json().await.unwrap();
+        assert_eq!(
+            ui_api_tests::connect_client::int(&merged["flamegraph"]["total"]),
+            total,
+            "{what}: Connect merge total: {merged}"
+        );
+    }
+
+    /// The profile-id lookup of one profile: its total, or 404.
+    async fn profile(&self, p: &Sent) -> Option<i64> {
+        let id = format!("{:032x}", p.id);
+        let (status, body) = self.api.get_json(&format!("/api/v1/profiles/{id}"), &[]).await;
+        match status {
+            404 => None,
+            200 => Some(body["flamegraph"]["total"].as_i64().unwrap()),
+            _ => panic!("profile {id}: {status} {body}"),
+        }
+    }
+
+    async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .header("X-Scope-OrgID", &self.tenant);
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn delete(&self, selector: &str, from: u64, to: u64) -> (u16, Value) {
+        let body = json!({"selector": selector, "from": from.to_string(), "to": to.to_string()});
+        self.admin(reqwest::Method::POST, "/api/v1/admin/deletes", Some(body), None)
+            .await
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deletion_hides_what_it_matches_from_every_read_until_cancelled() {
+    let server = Server::start(Options {
+        extra_args: vec!["--deletion-cancel-period".into(), "4s".into()],
+        ..Options::default()
+    })
+    .await;
+    let t0 = (now() / SECOND - 600) * SECOND;
+    let sent = input(t0);
+    send(&server, "team-a", &sent).await;
+    // Another tenant with the same services: nothing of it is ever hidden.
+    send(&server, "team-b", &sent).await;
+    let reads = Reads::new(&server, "team-a", t0);
+    let other = Reads::new(&server, "team-b", t0);
+    let all: Vec<&Sent> = sent.iter().collect();
+    reads.check(&all, "before any deletion").await;
+
+    // Service a from its 4th to its 7th second.
+    let (from, to) = (t0 + 3 * SECOND, t0 + 7 * SECOND);
+    let (status, made) = reads.delete("{service.name=\"a\"}", from, to).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["state"], "pending");
+    assert_eq!(made["matched_series"], 1);
+    let hidden_a = |p: &&Sent| p.service == "a" && (from..to).contains(&p.time);
+    assert_eq!(sent.iter().filter(hidden_a).count(), 4);
+    let visible: Vec<&Sent> = sent.iter().filter(|p| !hidden_a(p)).collect();
+    reads.check(&visible, "service a's 4 seconds deleted").await;
+    other.check(&all, "the other tenant").await;
+    for p in sent.iter().filter(|p| p.service == "a") {
+        let want = (!hidden_a(&p)).then_some(p.value);
+        assert_eq!(reads.profile(p).await, want, "profile lookup of {p:?}");
+    }
+
+    // A second request hides all of b; cancelled within its period, b is back exactly.
+    let (status, b) = reads
+        .delete("{service.name=\"b\"}", t0 - SECOND, t0 + 60 * SECOND)
+        .await;
+    assert_eq!(status, 201, "{b}");
+    let without_b: Vec<&Sent> = visible.iter().copied().filter(|p| p.service != "b").collect();
+    reads.check(&without_b, "b deleted too").await;
+    let id_b = b["id"].as_str().unwrap();
+    let (status, cancelled) = reads
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/admin/deletes/{id_b}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["state"], "cancelled");
+    reads.check(&visible, "b's deletion cancelled").await;
+
+    // Past its period a request cannot be cancelled, and stays in force.
+    tokio::time::sleep(Duration::from_millis(4200)).await;
+    let id_a = made["id"].as_str().unwrap();
+    let (status, refused) = reads
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/admin/deletes/{id_a}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("can no longer be cancelled"),
+        "{refused}"
+    );
+    reads.check(&visible, "a's deletion past its period").await;
+    let (status, listed) = reads
+        .admin(reqwest::Method::GET, "/api/v1/admin/deletes", None, None)
+        .await;
+    assert_eq!(status, 200);
+    let states: Vec<(&str, &str)> = listed["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(states, [(id_a, "pending"), (id_b, "cancelled")]);
+    let (status, _) = reads
+        .admin(reqwest::Method::GET, "/api/v1/admin/deletes/0000", None, None)
+        .await;
+    assert_eq!(status, 404);
+
+    // The deletion outlives a restart: it is in the catalog.
+    let mut server = server;
+    server.restart().await;
+    let reads = Reads::new(&server, "team-a", t0);
+    reads.check(&visible, "after a restart").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_deletions_are_refused_and_name_the_problem() {
+    let server = Server::start(Options::default()).await;
+    let t0 = (now() / SECOND - 600) * SECOND;
+    send(&server, "team-a", &input(t0)).await;
+    let reads = Reads::new(&server, "team-a", t0);
+    let cases = [
+        (
+            json!({"selector": "{thread.name=\"t1\"}", "from": "now-1h", "to": "now"}),
+            "is not a label of any series",
+        ),
+        (
+            json!({"selector": "{service.name=}", "from": "now-1h", "to": "now"}),
+            "selector",
+        ),
+        (
+            json!({"selector": "{}", "from": "yesterday", "to": "now"}),
+            "from: invalid time",
+        ),
+        (
+            json!({"selector": "{}", "from": "now", "to": "now-1h"}),
+            "must be before to",
+        ),
+        (json!({"selector": "{}", "from": "now-1h"}), "missing field `to`"),
+        (
+            json!({"selector": "{}", "from": "now-1h", "to": "now", "extra": 1}),
+            "unknown field",
+        ),
+    ];
+    for (body, says) in cases {
+        let (status, answer) = reads
+            .admin(
+                reqwest::Method::POST,
+                "/api/v1/admin/deletes",
+                Some(body.clone()),
+                None,
+            )
+            .await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        let message = answer["error"].as_str().unwrap();
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    let (_, listed) = reads
+        .admin(reqwest::Method::GET, "/api/v1/admin/deletes", None, None)
+        .await;
+    assert_eq!(listed["requests"], json!([]), "nothing refused was stored");
+    let all: Vec<Sent> = input(t0);
+    reads
+        .check(&all.iter().collect::<Vec<_>>(), "after refused deletions")
+        .await;
+}
+
+/// Runs `stackhouse tenant token ARGS` on the server's catalog; the token it printed.
+fn token(server: &Server, args: &[&str]) -> String {
+    let out = Command::new(binary())
+        .args(["tenant", "token", "create"])
+        .args(args)
+        .arg("--data-dir")
+        .arg(server.data_path())
+        .output()
+        .expect("running stackhouse tenant token create");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .expect("a token printed")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_admin_tokens_administer_deletions() {
+    let server = Server::start(Options {
+        extra_args: vec!["--auth".into(), "required".into()],
+        ..Options::default()
+    })
+    .await;
+    let plain = token(&server, &["--tenant", "team-a"]);
+    let admin = token(&server, &["--tenant", "team-a", "--admin"]);
+    let reads = Reads::new(&server, "team-a", now());
+    let body = json!({"selector": "{}", "from": "now-1h", "to": "now"});
+    let calls = [
+        (reqwest::Method::GET, "/api/v1/admin/deletes", None),
+        (reqwest::Method::POST, "/api/v1/admin/deletes", Some(body.clone())),
+        (reqwest::Method::GET, "/api/v1/admin/deletes/x", None),
+        (reqwest::Method::DELETE, "/api/v1/admin/deletes/x", None),
+    ];
+    for (method, path, body) in calls {
+        let (status, answer) = reads.admin(method.clone(), path, body, Some(&plain)).await;
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains("need an admin token"),
+            "{answer}"
+        );
+    }
+    let (status, made) = reads
+        .admin(
+            reqwest::Method::POST,
+            "/api/v1/admin/deletes",
+            Some(body),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let (status, listed) = reads
+        .admin(reqwest::Method::GET, "/api/v1/admin/deletes", None, Some(&admin))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["requests"][0]["id"], made["id"]);
+    // The command line reaches the same endpoints, with the same refusals.
+    let cli = |token: &str, args: &[&str]| {
+        Command::new(binary())
+            .arg("delete")
+            .args(["--url", &server.http(), "--tenant", "team-a", "--token", token])
+            .args(args)
+            .output()
+            .expect("running stackhouse delete")
+    };
+    let made_by_cli = cli(
+        &admin,
+        &["create", "--selector", "{}", "--from", "now-2h", "--to", "now-1h"],
+    );
+    assert!(
+        made_by_cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made_by_cli.stderr)
+    );
+    let listing = cli(&admin, &["list"]);
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    assert_eq!(
+        listing.lines().filter(|l| l.contains("pending")).count(),
+        2,
+        "{listing}"
+    );
+    assert!(listing.contains(made["id"].as_str().unwrap()), "{listing}");
+    let refused = cli(&plain, &["list"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("403") && stderr.contains("need an admin token"),
+        "{stderr}"
+    );
+    // Without credentials: 401, as every read.
+    let (status, _) = reads
+        .admin(reqwest::Method::GET, "/api/v1/admin/deletes", None, None)
+        .await;
+    assert_eq!(status, 401);
+}

@@ -245,7 +245,7 @@ mod tests {
             "the default drops dev"
         );
         assert_eq!(
-            limits.relabel.of("a").apply(dev.clone(), "cpu"),
+            limits.relabel.of("a").apply(dev, "cpu"),
             Ok(labels(&[("env", "dev")])),
             "tenant a's rules replace the default's"
         );

@@ -170,7 +170,7 @@ mod tests {
         let filter = deleted.filter().unwrap().to_string();
         assert!(filter.starts_with("NOT series_id IN"), "{filter}");
         assert!(filter.contains("time_nanos >= Int64(150)"), "{filter}");
-        let mut narrowed = deleted.clone();
+        let mut narrowed = deleted;
         narrowed.narrow(&HashSet::from([all[2].id]));
         assert!(narrowed.filter().is_none());
     }

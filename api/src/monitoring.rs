@@ -139,6 +139,10 @@ fn describe() {
         "Compaction passes by outcome."
     );
     describe_counter!("stackhouse_retention_runs_total", "Retention passes by outcome.");
+    describe_counter!(
+        "stackhouse_purge_runs_total",
+        "Passes purging deletion requests by outcome."
+    );
     describe_histogram!(
         "stackhouse_query_duration_seconds",
         metrics::Unit::Seconds,

@@ -230,6 +230,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
         max_message_bytes: args.max_message_bytes,
         auth,
         clock: clock.clone(),
+        deletion_grace: args.lifecycle.deletion_grace,
     };
     Ok(Services { state, writer, clock })
 }

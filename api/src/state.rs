@@ -2,6 +2,7 @@
 //! the object store, authentication and the clock.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use stackhouse_ingest::pipeline::Pipeline;
 use stackhouse_query::QueryEngine;
@@ -20,4 +21,6 @@ pub struct AppState {
     pub max_message_bytes: usize,
     pub auth: Arc<Auth>,
     pub clock: SharedClock,
+    /// How long replaced and deleted objects stay readable (`--deletion-grace`).
+    pub deletion_grace: Duration,
 }

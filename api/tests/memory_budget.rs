@@ -80,6 +80,7 @@ async fn server(budget: usize) -> Server {
         max_message_bytes: 1 << 20,
         auth: Arc::new(Auth::off(catalog.clone())),
         clock: stackhouse_storage::clock::system(),
+        deletion_grace: std::time::Duration::from_secs(300),
     };
     Server {
         _dir: dir,

@@ -8,6 +8,7 @@ pub mod groups;
 pub mod maintenance;
 pub mod model;
 pub mod per_tenant;
+pub mod purge;
 pub mod retention;
 pub mod rollup;
 pub mod schema;

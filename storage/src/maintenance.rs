@@ -1,5 +1,5 @@
-//! The background task of the compactor role: compaction, retention and cleanup, each on
-//! its own interval, until shutdown.
+//! The background task of the compactor role: compaction, purges of deletion requests with
+//! retention, and cleanup, each on its own interval, until shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use crate::catalog::DeletionQueue;
 use crate::cleanup;
 use crate::clock::SharedClock;
 use crate::compaction::{CompactionCatalog, CompactionConfig, Compactor};
+use crate::purge;
 use crate::retention::{self, RetentionConfig};
 use crate::store::Store;
 
@@ -75,6 +76,14 @@ pub async fn run(
                 }
             }
             _ = retain.tick() => {
+                // Purged first: retention then works from what deletions left.
+                let result = purge::run_once(&compactor).await;
+                metrics::counter!("stackhouse_purge_runs_total", "outcome" => outcome(&result)).increment(1);
+                match result {
+                    Ok(r) if r.segments_removed > 0 => tracing::info!(rewritten = r.segments_removed, "purged deleted samples"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "purge pass failed"),
+                }
                 let result = retention::run_once(&compactor, &config.retention).await;
                 metrics::counter!("stackhouse_retention_runs_total", "outcome" => outcome(&result)).increment(1);
                 match result {

@@ -506,6 +506,9 @@ impl ProfileCatalog for FailingCatalog {
     async fn profile(&self, tenant: &str, id: [u8; 16]) -> CatalogResult<Vec<(String, ProfileRecord)>> {
         self.inner.profile(tenant, id).await
     }
+    async fn drop_profiles(&self, tenant: &str, series_ids: &[i64], range: TimeRange) -> CatalogResult<u64> {
+        self.inner.drop_profiles(tenant, series_ids, range).await
+    }
 }
 
 #[tokio::test]

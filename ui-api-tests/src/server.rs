@@ -236,6 +236,11 @@ impl Server {
     }
 
     /// Starts the binary again on the same data dir (and catalog/storage).
+    /// The flags the next start passes after the fixed ones: a restart with other settings.
+    pub fn set_extra_args(&mut self, args: Vec<String>) {
+        self.options.extra_args = args;
+    }
+
     pub async fn restart(&mut self) {
         self.kill();
         self.spawn().await;

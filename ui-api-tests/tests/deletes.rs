@@ -2,7 +2,9 @@
 //! the time series, Pyroscope's render, Connect's merge and the profile-id lookup answer the
 //! input minus what it matches, computed here from the profiles sent; cancelling within
 //! the period brings back exactly what it hid; past the period a cancel is a 409; only
-//! admin tokens may make, list or cancel requests.
+//! admin tokens may make, list or cancel requests. Deleting a tenant empties its prefix in
+//! the store and its rows in the catalog, and leaves another tenant's answers byte for
+//! byte. The purge itself is `deletion_purge.rs`.
 
 // One dependency list serves all of the package's tests, benches and binaries.
 #![allow(unused_crate_dependencies)]
@@ -474,4 +476,204 @@ async fn only_admin_tokens_administer_deletions() {
         .admin(reqwest::Method::GET, "/api/v1/admin/deletes", None, None)
         .await;
     assert_eq!(status, 401);
+}
+
+/// The raw bytes of reads of `tenant`: another tenant's deletion must not change one.
+async fn answer_bytes(server: &Server, tenant: &str, from: i64, to: i64) -> Vec<(String, Vec<u8>)> {
+    let client = server.client();
+    let mut out = Vec::new();
+    for (path, params) in [
+        (
+            "/api/v1/flamegraph",
+            vec![("profile_type", PROFILE_TYPE.to_string())],
+        ),
+        (
+            "/api/v1/timeseries",
+            vec![
+                ("profile_type", PROFILE_TYPE.to_string()),
+                ("step", "1s".to_string()),
+                ("group_by", "service.name".to_string()),
+            ],
+        ),
+        ("/api/v1/top", vec![("profile_type", PROFILE_TYPE.to_string())]),
+        ("/api/v1/labels/service.name/values", vec![]),
+        ("/api/v1/profile-types", vec![]),
+    ] {
+        let mut query = params;
+        query.extend([("from", from.to_string()), ("to", to.to_string())]);
+        let resp = client
+            .get(format!("{}{path}", server.http()))
+            .header("X-Scope-OrgID", tenant)
+            .query(&query)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        out.push((path.to_string(), resp.bytes().await.unwrap().to_vec()));
+    }
+    out
+}
+
+/// Rows of `tenant` in every catalog table that names tenants, read by Python's sqlite3.
+fn catalog_rows_of(server: &Server, tenant: &str) -> BTreeMap<String, i64> {
+    let script = r#"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+out = {}
+for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+    columns = [c[1] for c in db.execute(f"PRAGMA table_info({table})")]
+    if "tenant" in columns:
+        out[table] = db.execute(f"SELECT COUNT(*) FROM {table} WHERE tenant = ?", (sys.argv[2],)).fetchone()[0]
+out["leases"] = db.execute("SELECT COUNT(*) FROM leases WHERE name LIKE ?", ("%/" + sys.argv[2],)).fetchone()[0]
+out["segment_objects"] = db.execute("SELECT COUNT(*) FROM segment_objects WHERE key LIKE ?", ("tenants/" + sys.argv[2] + "/%",)).fetchone()[0]
+print(json.dumps(out))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(server.data_path().join("catalog.db"))
+        .arg(tenant)
+        .output()
+        .expect("python3 reads the catalog");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_tenant_empties_its_prefix_and_catalog_and_leaves_the_others_byte_identical() {
+    let server = Server::start(Options {
+        extra_args: ["--deletion-grace", "1s", "--cleanup-interval", "1s"]
+            .map(String::from)
+            .to_vec(),
+        ..Options::default()
+    })
+    .await;
+    let t0 = (now() / SECOND - 600) * SECOND;
+    let sent = input(t0);
+    for tenant in ["team-a", "team-b"] {
+        send(&server, tenant, &sent).await;
+    }
+    // Everything a tenant can own besides its data: a token, a setting, a debug file and a
+    // deletion request.
+    token(&server, &["--tenant", "team-a"]);
+    let reads = Reads::new(&server, "team-a", t0);
+    let client = server.client();
+    let setting = client
+        .post(format!("{}/settings.v1.SettingsService/Set", server.http()))
+        .header("X-Scope-OrgID", "team-a")
+        .json(&json!({"setting": {"name": "pluginSettings", "value": "{}"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(setting.status(), 200, "{}", setting.text().await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let (program, debug) = ui_api_tests::native_program::build(dir.path());
+    let build_id = ui_api_tests::native_program::build_id(&program);
+    let upload = client
+        .put(format!("{}/api/v1/debuginfo/{build_id}", server.http()))
+        .header("X-Scope-OrgID", "team-a")
+        .body(std::fs::read(&debug).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status(), 201);
+    let (status, _) = reads.delete("{service.name=\"c\"}", t0, t0 + SECOND).await;
+    assert_eq!(status, 201);
+
+    let (from, to) = (reads.from, reads.to);
+    let before = answer_bytes(&server, "team-b", from, to).await;
+    let path = "/api/v1/admin/tenants/team-a";
+    let (status, summary) = reads.admin(reqwest::Method::GET, path, None, None).await;
+    assert_eq!(status, 200, "{summary}");
+    assert_eq!(
+        (summary["tokens"].as_i64(), summary["debug_files"].as_i64()),
+        (Some(1), Some(1)),
+        "{summary}"
+    );
+    assert_eq!(summary["series"], 3, "{summary}");
+    // Named in the path but asked as another tenant: refused.
+    let other = Reads::new(&server, "team-b", t0);
+    let (status, refused) = other.admin(reqwest::Method::DELETE, path, None, None).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot administer tenant \"team-a\""),
+        "{refused}"
+    );
+    let (status, bad) = reads
+        .admin(reqwest::Method::DELETE, "/api/v1/admin/tenants/a%2Fb", None, None)
+        .await;
+    assert_eq!(status, 400, "{bad}");
+
+    let (status, deleted) = reads.admin(reqwest::Method::DELETE, path, None, None).await;
+    assert_eq!(status, 200, "{deleted}");
+    assert!(deleted["objects"].as_i64().unwrap() >= 3, "{deleted}");
+    // The tenant holds nothing any more: no profile type to ask for.
+    let (status, types) = reads.api.get_json("/api/v1/profile-types", &[]).await;
+    assert_eq!((status, &types["profile_types"]), (200, &json!([])), "{types}");
+    let (status, refused) = reads
+        .api
+        .get_json(
+            "/api/v1/flamegraph",
+            &[
+                ("profile_type", PROFILE_TYPE.into()),
+                ("from", from.to_string()),
+                ("to", to.to_string()),
+            ],
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("stored types: none"),
+        "{refused}"
+    );
+    // Objects go after the grace, and their queue rows once they are gone.
+    let prefix = server.data_path().join("objects/tenants/team-a");
+    let started = std::time::Instant::now();
+    let rows = loop {
+        let (files, rows) = (files_under(&prefix), catalog_rows_of(&server, "team-a"));
+        if files.is_empty() && rows.values().all(|&n| n == 0) {
+            break rows;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the deleted tenant's objects {files:?} and catalog rows {rows:?} remain"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        rows.len() >= 15,
+        "every table naming tenants is checked: {rows:?}"
+    );
+    let kept = catalog_rows_of(&server, "team-b");
+    assert!(kept["segments"] > 0 && kept["series"] == 3, "{kept:?}");
+    assert!(!files_under(&server.data_path().join("objects/tenants/team-b")).is_empty());
+    assert_eq!(
+        answer_bytes(&server, "team-b", from, to).await,
+        before,
+        "the other tenant's answers, byte for byte"
+    );
+    let (status, summary) = reads.admin(reqwest::Method::GET, path, None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (summary["segments"].as_i64(), summary["tokens"].as_i64()),
+        (Some(0), Some(0))
+    );
 }

@@ -43,6 +43,7 @@ const ROUTES: &[&str] = &[
     "/api/v1/debuginfo/{build_id}",
     "/api/v1/admin/deletes",
     "/api/v1/admin/deletes/{id}",
+    "/api/v1/admin/tenants/{tenant}",
     "/api/v1/openapi.json",
 ];
 
@@ -245,6 +246,7 @@ fn value_for(name: &str) -> Option<String> {
         "profile_id" => hex::encode(PROFILE_1),
         "build_id" => BUILD_ID.get().expect("ingest uploaded a debug file").clone(),
         "id" => DELETE_ID.get().expect("ingest made a deletion request").clone(),
+        "tenant" => TENANT.to_string(),
         "name" => "thread.name".to_string(),
         "group_by" => "thread.name".to_string(),
         "max_nodes" => "100".to_string(),
@@ -259,7 +261,7 @@ fn value_for(name: &str) -> Option<String> {
 
 fn fill_path(path: &str) -> String {
     let mut out = path.to_string();
-    for name in ["name", "profile_id", "trace_id", "build_id", "id"] {
+    for name in ["name", "profile_id", "trace_id", "build_id", "id", "tenant"] {
         out = out.replace(&format!("{{{name}}}"), &value_for(name).unwrap());
     }
     assert!(!out.contains('{'), "unfilled path parameter in {path}");

@@ -80,20 +80,25 @@ pub struct DeleteList {
     pub requests: Vec<DeleteEntry>,
 }
 
-/// The tenant of an admin request; a token without the admin role is refused.
-fn admin_tenant(headers: &HeaderMap, admin: Option<Extension<Admin>>) -> Result<String, ApiError> {
+/// The tenant of an admin request about `what`; a token without the admin role is refused.
+pub(super) fn admin_tenant(
+    headers: &HeaderMap,
+    admin: Option<Extension<Admin>>,
+    what: &str,
+) -> Result<String, ApiError> {
     let tenant = tenant_of(headers)?;
     match admin {
         Some(Extension(Admin(true))) => Ok(tenant),
         _ => Err(ApiError::new(
             ErrorKind::PermissionDenied,
             format!(
-                "deletion requests of tenant {tenant:?} need an admin token \
-                 (stackhouse tenant token create --admin)"
+                "{what} need an admin token of tenant {tenant:?} (stackhouse tenant token create --admin)"
             ),
         )),
     }
 }
+
+const REQUESTS: &str = "deletion requests";
 
 /// The tenant's deletion requests.
 #[utoipa::path(
@@ -108,7 +113,7 @@ pub async fn list(
     headers: HeaderMap,
     admin: Option<Extension<Admin>>,
 ) -> Result<Json<DeleteList>, ApiError> {
-    let tenant = admin_tenant(&headers, admin)?;
+    let tenant = admin_tenant(&headers, admin, REQUESTS)?;
     let requests = state.engine.delete_requests(&tenant).await?;
     Ok(Json(DeleteList {
         requests: requests.into_iter().map(DeleteEntry::from).collect(),
@@ -129,7 +134,7 @@ pub async fn get(
     admin: Option<Extension<Admin>>,
     Path(id): Path<String>,
 ) -> Result<Json<DeleteEntry>, ApiError> {
-    let tenant = admin_tenant(&headers, admin)?;
+    let tenant = admin_tenant(&headers, admin, REQUESTS)?;
     let requests = state.engine.delete_requests(&tenant).await?;
     match requests.into_iter().find(|r| r.id == id) {
         Some(request) => Ok(Json(request.into())),
@@ -159,7 +164,7 @@ pub async fn create(
     admin: Option<Extension<Admin>>,
     body: Body,
 ) -> Result<(StatusCode, Json<DeleteEntry>), ApiError> {
-    let tenant = admin_tenant(&headers, admin)?;
+    let tenant = admin_tenant(&headers, admin, REQUESTS)?;
     let bytes = read_limited(body, MAX_BODY_BYTES).await?;
     let body: DeleteBody = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::invalid(format!(
@@ -196,7 +201,7 @@ pub async fn cancel(
     admin: Option<Extension<Admin>>,
     Path(id): Path<String>,
 ) -> Result<Json<DeleteEntry>, ApiError> {
-    let tenant = admin_tenant(&headers, admin)?;
+    let tenant = admin_tenant(&headers, admin, REQUESTS)?;
     let request = state.engine.cancel_delete(&tenant, &id).await?;
     tracing::info!(%tenant, %id, "deletion cancelled");
     Ok(Json(request.into()))

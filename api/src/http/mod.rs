@@ -8,6 +8,7 @@ pub mod openapi;
 mod ops;
 mod otlp;
 mod push;
+pub mod tenants;
 mod ui;
 
 use axum::Router;
@@ -25,6 +26,7 @@ pub(crate) fn query_routes() -> Vec<Route> {
     let mut routes = read::routes();
     routes.extend(debuginfo::routes());
     routes.extend(deletes::routes());
+    routes.extend(tenants::routes());
     routes.extend(openapi::routes());
     routes
 }
@@ -111,6 +113,7 @@ mod tests {
                 "/api/v1/debuginfo/{build_id}",
                 "/api/v1/admin/deletes",
                 "/api/v1/admin/deletes/{id}",
+                "/api/v1/admin/tenants/{tenant}",
             ];
             assert_eq!(writes, written.contains(&path.as_str()), "{path}");
         }

@@ -29,6 +29,7 @@ fn own_errors(path: &str) -> &'static [ErrorKind] {
         "/api/v1/profiles/{profile_id}" | "/api/v1/debuginfo/{build_id}" => &[ErrorKind::NotFound],
         "/api/v1/admin/deletes" => &[ErrorKind::PermissionDenied],
         "/api/v1/admin/deletes/{id}" => &[ErrorKind::PermissionDenied, ErrorKind::NotFound],
+        "/api/v1/admin/tenants/{tenant}" => &[ErrorKind::PermissionDenied],
         _ => &[],
     }
 }
@@ -102,6 +103,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
         .into_iter()
         .chain(debuginfo::routes())
         .chain(super::deletes::routes())
+        .chain(super::tenants::routes())
         .chain(routes());
     let (paths, components) = route::document(served.collect());
     doc.paths.merge(paths);

@@ -52,6 +52,7 @@ async fn fixture(limits: QueryLimits) -> Fixture {
         max_message_bytes: 1 << 20,
         auth: Arc::new(crate::auth::Auth::off(catalog.clone())),
         clock: stackhouse_storage::clock::system(),
+        deletion_grace: std::time::Duration::from_secs(300),
     };
     Fixture {
         router: router(state),

@@ -62,22 +62,8 @@ impl QueryEngine {
         for edge in [range.start, range.end] {
             unreachable_edge(&segments, edge)?;
         }
-        let matched: HashSet<i64> = self
-            .catalog
-            .series(tenant, range)
-            .await?
-            .into_iter()
-            .filter(|s| parsed.selects(|name| s.labels.get(name).map(String::as_str)))
-            .map(|s| s.id)
-            .collect();
-        let matched_samples = segments
-            .iter()
-            .flat_map(|segment| &segment.series)
-            .filter(|s| matched.contains(&s.series_id))
-            .map(|s| share_inside(s.samples, s.min_time, s.max_time, range))
-            .sum::<u64>();
         let now_millis = now.div_euclid(1_000_000);
-        let request = DeleteRequest {
+        let mut request = DeleteRequest {
             id: new_id(now),
             selector: asked.selector.clone(),
             from_nanos: range.start,
@@ -86,9 +72,23 @@ impl QueryEngine {
             cancel_until_millis: now_millis
                 .saturating_add(cancel_period.as_millis().min(i64::MAX as u128) as i64),
             state: DeleteState::Pending,
-            matched_series: matched.len() as i64,
-            matched_samples: matched_samples.min(i64::MAX as u64) as i64,
+            matched_series: 0,
+            matched_samples: 0,
         };
+        let in_range = self.catalog.series(tenant, range).await?;
+        let matched: HashSet<i64> = request
+            .matched_ids(&in_range)
+            .map_err(|e| QueryError::bad_request(format!("selector: {e}")))?
+            .into_iter()
+            .collect();
+        let matched_samples = segments
+            .iter()
+            .flat_map(|segment| &segment.series)
+            .filter(|s| matched.contains(&s.series_id))
+            .map(|s| share_inside(s.samples, s.min_time, s.max_time, range))
+            .sum::<u64>();
+        request.matched_series = matched.len() as i64;
+        request.matched_samples = matched_samples.min(i64::MAX as u64) as i64;
         self.catalog.add_delete_request(tenant, &request).await?;
         Ok(request)
     }

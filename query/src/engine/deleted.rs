@@ -12,7 +12,6 @@ use datafusion::logical_expr::{Expr, col, lit};
 use stackhouse_storage::catalog::DeleteRequest;
 use stackhouse_storage::model::{Series, TimeRange};
 use stackhouse_storage::schema::samples;
-use stackhouse_storage::selector::parse_selector;
 
 use crate::error::QueryError;
 
@@ -48,28 +47,20 @@ impl Deleted {
             if hidden.start >= hidden.end {
                 continue;
             }
-            // Checked when it was requested; a row that no longer parses is a catalog
-            // written by something else, and guessing would show deleted data.
-            let selector = parse_selector(&request.selector).map_err(|e| {
+            // Guessing about a selector that no longer parses would show deleted data.
+            let series_ids = request.matched_ids(series).map_err(|e| {
                 QueryError::Internal(format!(
                     "deletion request {} has a selector that does not parse: {e}",
                     request.id
                 ))
             })?;
-            let ids = series
-                .iter()
-                .filter(|s| selector.selects(|name| s.labels.get(name).map(String::as_str)))
-                .map(|s| s.id);
             if hidden == range {
-                deleted.whole.extend(ids);
+                deleted.whole.extend(series_ids);
             } else {
-                let series_ids: Vec<i64> = ids.collect();
-                if !series_ids.is_empty() {
-                    deleted.partial.push(Hidden {
-                        range: hidden,
-                        series_ids,
-                    });
-                }
+                deleted.partial.push(Hidden {
+                    range: hidden,
+                    series_ids,
+                });
             }
         }
         deleted.partial.retain_mut(|h| {

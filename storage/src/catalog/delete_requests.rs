@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::CatalogResult;
 use super::backend::{SqlCatalog, on_either};
+use crate::model::{Series, TimeRange};
+use crate::selector::{SelectorError, parse_selector};
 
 /// Where a deletion request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +72,27 @@ pub struct DeleteRequest {
     /// What the request matched when it was made: series, and their samples in the range.
     pub matched_series: i64,
     pub matched_samples: i64,
+}
+
+impl DeleteRequest {
+    /// The range it deletes.
+    pub fn range(&self) -> TimeRange {
+        TimeRange {
+            start: self.from_nanos,
+            end: self.to_nanos,
+        }
+    }
+
+    /// The ids of those of `series` its selector matches. The selector was checked when the
+    /// request was made; one that no longer parses is a row written by something else.
+    pub fn matched_ids(&self, series: &[Series]) -> Result<Vec<i64>, SelectorError> {
+        let selector = parse_selector(&self.selector)?;
+        Ok(series
+            .iter()
+            .filter(|s| selector.selects(|name| s.labels.get(name).map(String::as_str)))
+            .map(|s| s.id)
+            .collect())
+    }
 }
 
 /// What cancelling a request did.

@@ -17,6 +17,7 @@ mod series;
 mod settings;
 mod sqlite;
 mod symbols;
+mod tenants;
 mod tokens;
 
 use std::sync::Arc;
@@ -37,6 +38,7 @@ pub use segments::SegmentCatalog;
 pub use series::SeriesCatalog;
 pub use settings::{Setting, SettingCatalog};
 pub use symbols::SymbolCatalog;
+pub use tenants::{TenantCatalog, TenantDeleted};
 pub use tokens::{TenantToken, TokenCatalog};
 
 /// The tables a segment may carry, one Parquet object each.
@@ -285,6 +287,7 @@ umbrella!(
     SettingCatalog,
     DebugFileCatalog,
     DeleteRequestCatalog,
+    TenantCatalog,
     TokenCatalog;
     roles: WriterCatalog, CompactionCatalog,
 );
@@ -294,11 +297,24 @@ pub trait WriterCatalog: SegmentCatalog + ProfileCatalog {}
 
 impl<T: SegmentCatalog + ProfileCatalog + ?Sized> WriterCatalog for T {}
 
-/// What compaction and retention ask of the catalog: a tenant's segments and symbol objects
-/// to swap, under the tenant's lease.
-pub trait CompactionCatalog: SegmentCatalog + SymbolCatalog + LeaseCatalog {}
+/// What compaction, retention and purges ask of the catalog: a tenant's segments and symbol
+/// objects to swap under the tenant's lease, and the deletion requests to purge with the
+/// series and profiles they match.
+pub trait CompactionCatalog:
+    SegmentCatalog + SymbolCatalog + LeaseCatalog + SeriesCatalog + DeleteRequestCatalog + ProfileCatalog
+{
+}
 
-impl<T: SegmentCatalog + SymbolCatalog + LeaseCatalog + ?Sized> CompactionCatalog for T {}
+impl<T> CompactionCatalog for T where
+    T: SegmentCatalog
+        + SymbolCatalog
+        + LeaseCatalog
+        + SeriesCatalog
+        + DeleteRequestCatalog
+        + ProfileCatalog
+        + ?Sized
+{
+}
 
 /// Opens the catalog a url names: `sqlite:///abs/path/catalog.db`, `sqlite::memory:`, or
 /// `postgres://user@host/db` (also `postgresql://`). Migrations run before it returns.

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::CatalogResult;
 use super::backend::{Dialect, PerDialect, SqlCatalog, on_either};
 use super::common::{ProfileRow, profile_key};
-use crate::model::{ProfileKey, ProfileRecord};
+use crate::model::{ProfileKey, ProfileRecord, TimeRange};
 
 #[async_trait]
 pub trait ProfileCatalog: Send + Sync {
@@ -20,7 +20,22 @@ pub trait ProfileCatalog: Send + Sync {
         tenant: &str,
         profile_id: [u8; 16],
     ) -> CatalogResult<Vec<(String, ProfileRecord)>>;
+
+    /// Forgets the profiles of `series_ids` that lie wholly inside `range`, each covering
+    /// `[start, max(end, start + 1))` as profile lookups judge them: what a purged deletion
+    /// request leaves of them is nothing. How many went.
+    async fn drop_profiles(&self, tenant: &str, series_ids: &[i64], range: TimeRange) -> CatalogResult<u64>;
 }
+
+/// `$2` a JSON array of series ids.
+const DROP_PROFILES: PerDialect = PerDialect {
+    sqlite: "DELETE FROM profiles WHERE tenant = $1
+        AND series_id IN (SELECT value FROM json_each($2))
+        AND start_nanos >= $3 AND MAX(end_nanos, start_nanos + 1) <= $4",
+    postgres: "DELETE FROM profiles WHERE tenant = $1
+        AND series_id IN (SELECT jsonb_array_elements_text($2::jsonb)::BIGINT)
+        AND start_nanos >= $3 AND GREATEST(end_nanos, start_nanos + 1) <= $4",
+};
 
 const PROFILE: PerDialect = PerDialect {
     sqlite:
@@ -50,5 +65,20 @@ impl ProfileCatalog for SqlCatalog {
             .fetch_all(pool)
             .await?);
         rows.into_iter().map(ProfileRow::into_record).collect()
+    }
+
+    async fn drop_profiles(&self, tenant: &str, series_ids: &[i64], range: TimeRange) -> CatalogResult<u64> {
+        if series_ids.is_empty() {
+            return Ok(0);
+        }
+        let ids = serde_json::to_string(series_ids).expect("integers serialize");
+        Ok(on_either!(self, |pool| sqlx::query(pool.sql(&DROP_PROFILES))
+            .bind(tenant)
+            .bind(ids.as_str())
+            .bind(range.start)
+            .bind(range.end)
+            .execute(pool)
+            .await?
+            .rows_affected()))
     }
 }

@@ -94,5 +94,6 @@ mod segments;
 mod series;
 mod settings;
 mod symbols;
+mod tenants;
 mod tokens;
 mod urls;

@@ -3,7 +3,7 @@
 use stackhouse_storage::catalog::{CatalogError, CommitOutcome, CommitRefusal};
 use stackhouse_storage::model::{Labels, ProfileRecord, TimeRange};
 
-use crate::fixtures::{commit, cpu, labels, merged, off_cpu, open, record, replacement, series};
+use crate::fixtures::{commit, cpu, labels, merged, off_cpu, open, range, record, replacement, series};
 
 suite!(
     profile_lookup,
@@ -12,6 +12,7 @@ suite!(
     concurrent_commits_store_a_profile_key_once,
     a_key_listed_twice_in_one_commit_is_stored_once,
     compaction_and_retention_keep_keys_claimed_exactly,
+    a_purge_drops_the_profiles_wholly_inside_its_range,
 );
 
 async fn profile_lookup(url: String) {
@@ -257,4 +258,45 @@ async fn compaction_and_retention_keep_keys_claimed_exactly(url: String) {
         cat.commit_segment_within(&retry, 0).await.unwrap(),
         CommitOutcome::Committed
     );
+}
+
+async fn a_purge_drops_the_profiles_wholly_inside_its_range(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let api = series(off_cpu(), &[("service.name", "api")]);
+    let mut c = commit("t", "seg-1", &[(&web, 100, 500), (&api, 100, 500)]);
+    c.profiles = vec![
+        record(1, web.id, 100, 150),
+        record(2, web.id, 150, 210),
+        // No duration: it covers its start.
+        record(3, web.id, 300, 300),
+        record(4, api.id, 100, 150),
+    ];
+    cat.commit_segment(&c).await.unwrap();
+    let mut other = commit("u", "seg-u", &[(&web, 100, 500)]);
+    other.profiles = vec![record(1, web.id, 100, 150)];
+    cat.commit_segment(&other).await.unwrap();
+
+    // Profile 2 reaches past the range; api's profile 4 is not of the series asked.
+    assert_eq!(
+        cat.drop_profiles("t", &[web.id], range(100, 200)).await.unwrap(),
+        1
+    );
+    assert!(cat.profile("t", [1; 16]).await.unwrap().is_empty());
+    assert_eq!(cat.profile("t", [2; 16]).await.unwrap().len(), 1);
+    assert_eq!(cat.profile("t", [4; 16]).await.unwrap().len(), 1);
+    assert_eq!(
+        cat.profile("u", [1; 16]).await.unwrap().len(),
+        1,
+        "another tenant's"
+    );
+    assert_eq!(
+        cat.drop_profiles("t", &[web.id], range(299, 300)).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        cat.drop_profiles("t", &[web.id], range(300, 301)).await.unwrap(),
+        1
+    );
+    assert_eq!(cat.drop_profiles("t", &[], range(0, 1000)).await.unwrap(), 0);
 }

@@ -143,6 +143,10 @@ fn describe() {
         "stackhouse_purge_runs_total",
         "Passes purging deletion requests by outcome."
     );
+    describe_gauge!(
+        "stackhouse_deletion_requests",
+        "Deletion requests by state (pending, purging, purged, cancelled), as the last purge pass found them."
+    );
     describe_histogram!(
         "stackhouse_query_duration_seconds",
         metrics::Unit::Seconds,

@@ -13,7 +13,8 @@
 //! A segment left with nothing is removed. A purge killed midway leaves its requests in
 //! purging and the next pass takes them up where the swaps stopped: a segment already
 //! rewritten holds nothing to remove and is left as it is. Once no segment holds a matched
-//! row, profiles wholly inside the range are forgotten and the requests become purged.
+//! row, profiles wholly inside the range are forgotten, and series with nothing left, and
+//! the requests become purged.
 
 use std::collections::HashSet;
 
@@ -52,29 +53,45 @@ impl Cut {
 /// a tenant another compactor holds waits for the next pass.
 pub async fn run_once(compactor: &Compactor) -> Result<CompactionReport, CompactionError> {
     let mut report = CompactionReport::default();
+    let mut states = [0u64; DeleteState::ALL.len()];
     for tenant in compactor.catalog().tenants().await? {
-        match purge_tenant(compactor, &tenant).await {
+        match purge_tenant(compactor, &tenant, &mut states).await {
             Ok(r) => report.add_from(r),
             Err(CompactionError::Busy(_)) => {}
             Err(e) => tracing::warn!(%tenant, error = %e, "purging deletion requests failed"),
         }
+    }
+    // The backlog an operator watches: requests waiting for their purge or in it.
+    for (state, count) in DeleteState::ALL.into_iter().zip(states) {
+        metrics::gauge!("stackhouse_deletion_requests", "state" => state.as_str()).set(count as f64);
     }
     Ok(report)
 }
 
 /// Moves `tenant`'s requests past their cancel period to purging, and purges every request
 /// in that state (those a killed pass left too).
-pub async fn purge_tenant(compactor: &Compactor, tenant: &str) -> Result<CompactionReport, CompactionError> {
+/// `states` counts the tenant's requests by state as the pass finds them.
+pub async fn purge_tenant(
+    compactor: &Compactor,
+    tenant: &str,
+    states: &mut [u64; DeleteState::ALL.len()],
+) -> Result<CompactionReport, CompactionError> {
     let catalog = compactor.catalog();
     let now_millis = compactor.clock().now_nanos().div_euclid(1_000_000);
     let mut purging = Vec::new();
-    for request in catalog.delete_requests(tenant).await? {
+    for mut request in catalog.delete_requests(tenant).await? {
         let due = request.state == DeleteState::Pending && request.cancel_until_millis <= now_millis;
-        let started = due
+        if due
             && catalog
                 .move_delete_request(tenant, &request.id, DeleteState::Pending, DeleteState::Purging)
-                .await?;
-        if started || request.state == DeleteState::Purging {
+                .await?
+        {
+            request.state = DeleteState::Purging;
+        }
+        if let Some(i) = DeleteState::ALL.iter().position(|s| *s == request.state) {
+            states[i] += 1;
+        }
+        if request.state == DeleteState::Purging {
             purging.push(request);
         }
     }
@@ -141,7 +158,10 @@ async fn purge_leased(
     for (request, cut) in requests.iter().zip(&cuts) {
         let ids: Vec<i64> = cut.series.iter().copied().collect();
         lease
-            .commit(async { catalog.drop_profiles(tenant, &ids, cut.range).await.map(drop) })
+            .commit(async {
+                catalog.drop_profiles(tenant, &ids, cut.range).await?;
+                catalog.forget_empty_series(tenant, &ids).await.map(drop)
+            })
             .await?;
         catalog
             .move_delete_request(tenant, &request.id, DeleteState::Purging, DeleteState::Purged)

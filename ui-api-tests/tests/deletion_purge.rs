@@ -439,6 +439,21 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
     );
     // Profiles with raw samples left; those of the rollup-only hours went with their samples.
     assert_eq!(catalog_profiles(&server), want.samples.len() as i64);
+    // Service a, deleted whole, has no series row left; b and c keep theirs.
+    assert_eq!(stats["series"], 2, "{stats}");
+    let (status, values) = api
+        .get_json(
+            "/api/v1/labels/service.name/values",
+            &[("from", from.to_string()), ("to", to.to_string())],
+        )
+        .await;
+    assert_eq!((status, &values["values"]), (200, &json!(["b", "c"])), "{values}");
+    assert_eq!(
+        server
+            .metric("stackhouse_deletion_requests", &["state=\"purged\""])
+            .await,
+        3.0
+    );
     assert_eq!(answers(&api, from, to).await, expected_answers(&kept), "purged");
     println!(
         "purged: {} of {} samples deleted, sample bytes {bytes_before} -> {bytes_after}, {kills} kills",

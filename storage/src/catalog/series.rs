@@ -30,7 +30,23 @@ pub trait SeriesCatalog: Send + Sync {
 
     /// Sorted values of one label name with samples in `range`.
     async fn label_values(&self, tenant: &str, name: &str, range: TimeRange) -> CatalogResult<Vec<String>>;
+
+    /// Forgets those of `series_ids` that no segment and no profile refers to any more,
+    /// labels included (what a purge leaves of a series it deleted whole); how many.
+    async fn forget_empty_series(&self, tenant: &str, series_ids: &[i64]) -> CatalogResult<u64>;
 }
+
+/// `$2` a JSON array of series ids. Labels go by cascade.
+const FORGET_EMPTY_SERIES: PerDialect = PerDialect {
+    sqlite: "DELETE FROM series WHERE tenant = $1
+        AND series_id IN (SELECT value FROM json_each($2))
+        AND NOT EXISTS (SELECT 1 FROM segment_series ss WHERE ss.tenant = $1 AND ss.series_id = series.series_id)
+        AND NOT EXISTS (SELECT 1 FROM profiles p WHERE p.tenant = $1 AND p.series_id = series.series_id)",
+    postgres: "DELETE FROM series WHERE tenant = $1
+        AND series_id IN (SELECT jsonb_array_elements_text($2::jsonb)::BIGINT)
+        AND NOT EXISTS (SELECT 1 FROM segment_series ss WHERE ss.tenant = $1 AND ss.series_id = series.series_id)
+        AND NOT EXISTS (SELECT 1 FROM profiles p WHERE p.tenant = $1 AND p.series_id = series.series_id)",
+};
 
 const SERIES_IN_RANGE: &str =
     "SELECT s.series_id, s.sample_type, s.sample_unit, s.period_type, s.period_unit, s.labels, s.period
@@ -136,6 +152,21 @@ impl SeriesCatalog for SqlCatalog {
             .bind(tenant)
             .fetch_all(pool)
             .await?))
+    }
+
+    async fn forget_empty_series(&self, tenant: &str, series_ids: &[i64]) -> CatalogResult<u64> {
+        if series_ids.is_empty() {
+            return Ok(0);
+        }
+        let ids = serde_json::to_string(series_ids).expect("integers serialize");
+        Ok(on_either!(self, |pool| sqlx::query(
+            pool.sql(&FORGET_EMPTY_SERIES)
+        )
+        .bind(tenant)
+        .bind(ids.as_str())
+        .execute(pool)
+        .await?
+        .rows_affected()))
     }
 
     async fn profile_types(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<ProfileType>> {

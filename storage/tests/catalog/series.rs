@@ -3,7 +3,7 @@
 use stackhouse_storage::catalog::{CommitOutcome, CommitRefusal, SegmentReplacement, TableKind};
 use stackhouse_storage::model::{Series, TimeRange};
 
-use crate::fixtures::{commit, cpu, ids, object, off_cpu, open, range, record, series, strings};
+use crate::fixtures::{commit, cpu, ids, object, off_cpu, open, range, record, replacement, series, strings};
 
 suite!(
     series_extent_not_segment_extent,
@@ -11,6 +11,7 @@ suite!(
     series_limit_is_counted_at_commit,
     concurrent_commits_share_the_series_limit,
     expired_raw_samples_free_a_series_place,
+    only_series_without_data_are_forgotten,
 );
 
 async fn series_extent_not_segment_extent(url: String) {
@@ -255,4 +256,39 @@ async fn expired_raw_samples_free_a_series_place(url: String) {
         CommitOutcome::Committed
     );
     assert_eq!(cat.live_series("t").await.unwrap(), vec![all[1].id]);
+}
+
+async fn only_series_without_data_are_forgotten(url: String) {
+    let cat = open(&url).await;
+    let gone = series(cpu(), &[("service.name", "gone")]);
+    let profiled = series(cpu(), &[("service.name", "profiled")]);
+    let kept = series(cpu(), &[("service.name", "kept")]);
+    let mut c = commit("t", "seg-1", &[(&gone, 100, 200), (&profiled, 100, 200)]);
+    c.profiles = vec![record(1, profiled.id, 100, 150)];
+    cat.commit_segment(&c).await.unwrap();
+    cat.commit_segment(&commit("t", "seg-2", &[(&kept, 100, 200)]))
+        .await
+        .unwrap();
+    // The purge's swap: seg-1 without its rows; the profile moved nowhere and was kept by
+    // a segment that still lists `profiled`.
+    let mut without = commit("t", "seg-3", &[(&profiled, 100, 200)]).segment;
+    without.level = 1;
+    cat.replace_segments(&replacement("t", &["seg-1"], Some(without), 0))
+        .await
+        .unwrap();
+    let all = [gone.id, profiled.id, kept.id];
+    assert_eq!(cat.forget_empty_series("t", &all).await.unwrap(), 1);
+    assert_eq!(cat.stats("t").await.unwrap().series, 2);
+    assert_eq!(cat.forget_empty_series("t", &all).await.unwrap(), 0);
+    assert_eq!(cat.forget_empty_series("t", &[]).await.unwrap(), 0);
+    // Sent again, the series is back with its labels.
+    cat.commit_segment(&commit("t", "seg-4", &[(&gone, 300, 400)]))
+        .await
+        .unwrap();
+    assert!(
+        cat.label_values("t", "service.name", TimeRange::ALL)
+            .await
+            .unwrap()
+            .contains(&"gone".to_string())
+    );
 }

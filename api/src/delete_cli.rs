@@ -1,5 +1,6 @@
-//! `stackhouse delete create|list|cancel`: a tenant's deletion requests on a running
-//! Stackhouse (`/api/v1/admin/deletes`), with an admin token when it runs `--auth required`.
+//! `stackhouse delete create|list|cancel|tenant`: a tenant's deletion requests on a running
+//! Stackhouse (`/api/v1/admin/deletes`), and the tenant's own deletion
+//! (`/api/v1/admin/tenants/{tenant}`), with an admin token when it runs `--auth required`.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -35,12 +36,22 @@ pub enum DeleteCommand {
     List,
     /// Cancel a request during its cancel period.
     Cancel { id: String },
+    /// Delete the whole tenant `--tenant` names: every catalog row at once (data, series,
+    /// tokens, settings, debug files), every object after the server's `--deletion-grace`.
+    Tenant {
+        /// The tenant's name once more: a wrong `--tenant` then deletes nothing.
+        #[arg(long)]
+        confirm: String,
+    },
 }
 
 /// Runs one command, printing what the server answered.
 pub async fn run(args: DeleteArgs) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
     let remote = &args.remote;
+    if let DeleteCommand::Tenant { confirm } = &args.command {
+        return delete_tenant(&client, remote, confirm).await;
+    }
     let (method, path, body) = match &args.command {
         DeleteCommand::Create { selector, from, to } => (
             reqwest::Method::POST,
@@ -53,6 +64,7 @@ pub async fn run(args: DeleteArgs) -> anyhow::Result<()> {
             format!("/api/v1/admin/deletes/{id}"),
             None,
         ),
+        DeleteCommand::Tenant { .. } => unreachable!("answered above"),
     };
     let mut request = remote.request(&client, method.clone(), &path);
     if let Some(body) = body {
@@ -95,5 +107,32 @@ pub async fn run(args: DeleteArgs) -> anyhow::Result<()> {
             r["selector"].as_str().unwrap_or("")
         );
     }
+    Ok(())
+}
+
+async fn delete_tenant(client: &reqwest::Client, remote: &Remote, confirm: &str) -> anyhow::Result<()> {
+    let Some(tenant) = remote.tenant.as_deref() else {
+        anyhow::bail!("name the tenant to delete with --tenant (and again with --confirm)");
+    };
+    if tenant != confirm {
+        anyhow::bail!("--confirm {confirm:?} is not --tenant {tenant:?}: nothing deleted");
+    }
+    let path = format!("/api/v1/admin/tenants/{tenant}");
+    let response = remote
+        .request(client, reqwest::Method::DELETE, &path)
+        .send()
+        .await
+        .with_context(|| format!("DELETE {}", remote.url(&path)))?;
+    let body: Value = serde_json::from_slice(&answer(response).await?).context("the answer is not JSON")?;
+    println!(
+        "tenant {tenant} deleted: {} catalog rows; {} objects go after {}",
+        body["catalog_rows"],
+        body["objects"],
+        body["objects_deleted_after_millis"]
+            .as_i64()
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+            .unwrap_or_default()
+    );
     Ok(())
 }

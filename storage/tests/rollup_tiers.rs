@@ -18,12 +18,15 @@ use common::{local_store, series, sqlite_catalog};
 use futures::TryStreamExt;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use stackhouse_storage::catalog::{Catalog, SegmentCommit, SegmentMeta, TableKind};
+use stackhouse_storage::catalog::{
+    Catalog, DeleteRequest, DeleteState, SegmentCommit, SegmentMeta, TableKind,
+};
 use stackhouse_storage::cleanup;
 use stackhouse_storage::clock::{Clock, ManualClock};
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor, TOP_LEVEL};
 use stackhouse_storage::model::{Batch, SampleRow, SymbolId, TimeRange};
 use stackhouse_storage::per_tenant::PerTenant;
+use stackhouse_storage::purge;
 use stackhouse_storage::retention::{self, Cutoffs, RetentionConfig};
 use stackhouse_storage::rollup::Resolution;
 use stackhouse_storage::schema;
@@ -495,4 +498,118 @@ async fn a_cutoff_crossing_an_hour_pass_by_pass_leaves_one_rollup_segment() {
         .await
         .unwrap();
     store_matches_catalog(&w).await;
+}
+
+/// A deletion request past its cancel period is purged from every tier: samples where they
+/// remain, both rollups everywhere, the hour retention left as rollups only included. A
+/// request still in its period and a cancelled one are left alone, and a second pass finds
+/// nothing to rewrite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_removes_the_matched_rows_from_every_tier_and_nothing_else() {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let w = compacted_world(&mut rng).await;
+    // The first hour keeps only its rollups.
+    retention::expire_tiers(
+        &w.compactor,
+        TENANT,
+        Cutoffs {
+            raw: Some(T0 + HOUR),
+            ..Cutoffs::default()
+        },
+    )
+    .await
+    .unwrap();
+    let now_millis = w.clock.now_nanos() / 1_000_000;
+    let request = |id: &str, service: &str, from: i64, to: i64, state, cancel_until_millis| DeleteRequest {
+        id: id.into(),
+        selector: format!("{{service.name=\"{service}\"}}"),
+        from_nanos: from,
+        to_nanos: to,
+        created_at_millis: now_millis - 1,
+        cancel_until_millis,
+        state,
+        matched_series: 1,
+        matched_samples: 0,
+    };
+    // web from the first hour's 40th minute (rollups only) into the third hour (samples).
+    let (from, to) = (T0 + 40 * MINUTE, T0 + 2 * HOUR + 30 * MINUTE + 7);
+    let requests = [
+        request("web", "web", from, to, DeleteState::Pending, now_millis),
+        request(
+            "api",
+            "api",
+            T0,
+            T0 + 3 * HOUR,
+            DeleteState::Pending,
+            now_millis + 1,
+        ),
+        request("db", "db", T0, T0 + 3 * HOUR, DeleteState::Cancelled, now_millis),
+    ];
+    for r in &requests {
+        w.catalog.add_delete_request(TENANT, r).await.unwrap();
+    }
+    let web = series("web").id;
+    let mut states = [0; 4];
+    let report = purge::purge_tenant(&w.compactor, TENANT, &mut states)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.segments_removed, 3,
+        "every hour holds web rows: {report:?}"
+    );
+    // Pending (api), purging (web, moved by this pass), purged, cancelled (db).
+    assert_eq!(states, [1, 1, 0, 1]);
+    let state_of = |id: &str, listed: &[DeleteRequest]| listed.iter().find(|r| r.id == id).unwrap().state;
+    let listed = w.catalog.delete_requests(TENANT).await.unwrap();
+    assert_eq!(
+        ["web", "api", "db"].map(|id| state_of(id, &listed)),
+        [DeleteState::Purged, DeleteState::Pending, DeleteState::Cancelled]
+    );
+    cleanup::delete_due(&w.store, &*w.catalog, &*w.clock)
+        .await
+        .unwrap();
+    store_matches_catalog(&w).await;
+
+    let kept: Vec<Row> = w
+        .rows
+        .iter()
+        .copied()
+        .filter(|r| !(r.1 == web && (from..to).contains(&r.0)))
+        .collect();
+    assert!(kept.len() < w.rows.len() && kept.iter().any(|r| r.1 == web));
+    let mut raw = w.rows_at(Resolution::Raw).await;
+    let mut want: Vec<Row> = kept.iter().copied().filter(|r| r.0 >= T0 + HOUR).collect();
+    raw.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(raw, want, "samples");
+    let (all_from, all_to) = (T0, T0 + 3 * HOUR);
+    for (resolution, step) in [(Resolution::Minute, MINUTE), (Resolution::Hour, HOUR)] {
+        let stored = w.rows_at(resolution).await;
+        // A cut off the hour grid leaves the first hour's hour cell of web as the sum of
+        // its first 40 minutes, which is what the remaining samples sum to.
+        assert_eq!(
+            sums(&stored, step, all_from, all_to),
+            sums(&kept, step, all_from, all_to),
+            "{resolution:?} rollups"
+        );
+    }
+
+    // Nothing left to rewrite; then the api request's period ends and it goes too.
+    let again = purge::purge_tenant(&w.compactor, TENANT, &mut states)
+        .await
+        .unwrap();
+    assert_eq!(again.segments_removed, 0, "{again:?}");
+    w.clock.advance(Duration::from_millis(2));
+    purge::purge_tenant(&w.compactor, TENANT, &mut states)
+        .await
+        .unwrap();
+    let api = series("api").id;
+    let raw = w.rows_at(Resolution::Raw).await;
+    assert!(!raw.iter().any(|r| r.1 == api), "api's samples purged");
+    let hour = w.rows_at(Resolution::Hour).await;
+    assert!(!hour.iter().any(|r| r.1 == api), "api's rollups purged");
+    assert!(
+        hour.iter().any(|r| r.1 == series("db").id),
+        "the cancelled request purged nothing"
+    );
 }

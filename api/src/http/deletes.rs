@@ -135,13 +135,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<DeleteEntry>, ApiError> {
     let tenant = admin_tenant(&headers, admin, REQUESTS)?;
-    let requests = state.engine.delete_requests(&tenant).await?;
-    match requests.into_iter().find(|r| r.id == id) {
-        Some(request) => Ok(Json(request.into())),
-        None => Err(ApiError::not_found(format!(
-            "tenant {tenant:?} has no deletion request {id:?}"
-        ))),
-    }
+    Ok(Json(state.engine.delete_request(&tenant, &id).await?.into()))
 }
 
 /// Deletes what a selector matches in a range: hidden from every read once answered,

@@ -98,6 +98,14 @@ impl QueryEngine {
         Ok(self.catalog.delete_requests(tenant).await?)
     }
 
+    /// One of the tenant's deletion requests.
+    pub async fn delete_request(&self, tenant: &str, id: &str) -> Result<DeleteRequest, QueryError> {
+        self.catalog
+            .delete_request(tenant, id)
+            .await?
+            .ok_or_else(|| QueryError::NotFound(format!("tenant {tenant:?} has no deletion request {id:?}")))
+    }
+
     /// Cancels a request within its period: reads show what it hid again.
     pub async fn cancel_delete(&self, tenant: &str, id: &str) -> Result<DeleteRequest, QueryError> {
         let now_millis = self.now_nanos().div_euclid(1_000_000);
@@ -116,12 +124,7 @@ impl QueryEngine {
                 )));
             }
         }
-        self.catalog
-            .delete_requests(tenant)
-            .await?
-            .into_iter()
-            .find(|r| r.id == id)
-            .ok_or_else(|| QueryError::Internal(format!("deletion request {id:?} vanished while cancelled")))
+        self.delete_request(tenant, id).await
     }
 }
 

@@ -116,6 +116,9 @@ pub trait DeleteRequestCatalog: Send + Sync {
     /// The requests of `tenant`, oldest first, cancelled ones included.
     async fn delete_requests(&self, tenant: &str) -> CatalogResult<Vec<DeleteRequest>>;
 
+    /// One request of `tenant`, `None` when it has none of this id.
+    async fn delete_request(&self, tenant: &str, id: &str) -> CatalogResult<Option<DeleteRequest>>;
+
     /// Cancels a pending request whose period has not ended at `now_millis`.
     async fn cancel_delete_request(
         &self,
@@ -141,6 +144,10 @@ const ADD: &str = "INSERT INTO delete_requests (tenant, id, selector, from_nanos
 const LIST: &str = "SELECT id, selector, from_nanos, to_nanos, created_at_millis,
     cancel_until_millis, state, matched_series, matched_samples
     FROM delete_requests WHERE tenant = $1 ORDER BY created_at_millis, id";
+
+const ONE: &str = "SELECT id, selector, from_nanos, to_nanos, created_at_millis,
+    cancel_until_millis, state, matched_series, matched_samples
+    FROM delete_requests WHERE tenant = $1 AND id = $2";
 
 /// One statement, so a cancel and the compactor's start of the purge cannot both win.
 const CANCEL: &str = "UPDATE delete_requests SET state = 'cancelled'
@@ -196,6 +203,15 @@ impl DeleteRequestCatalog for SqlCatalog {
         Ok(rows.into_iter().map(request).collect())
     }
 
+    async fn delete_request(&self, tenant: &str, id: &str) -> CatalogResult<Option<DeleteRequest>> {
+        let row: Option<Row> = on_either!(self, |pool| sqlx::query_as(ONE)
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(pool)
+            .await?);
+        Ok(row.map(request))
+    }
+
     async fn cancel_delete_request(
         &self,
         tenant: &str,
@@ -211,12 +227,7 @@ impl DeleteRequestCatalog for SqlCatalog {
         if row.is_some() {
             return Ok(Cancelled::Now);
         }
-        let found = self
-            .delete_requests(tenant)
-            .await?
-            .into_iter()
-            .find(|r| r.id == id);
-        Ok(match found {
+        Ok(match self.delete_request(tenant, id).await? {
             None => Cancelled::Unknown,
             Some(r) if r.state == DeleteState::Cancelled => Cancelled::Already,
             Some(r) => Cancelled::TooLate {

@@ -35,6 +35,16 @@ async fn delete_requests_cancel_within_their_period_only(url: String) {
         vec![request("d1", 10), request("d2", 20)]
     );
     assert_eq!(cat.delete_requests("b").await.unwrap(), vec![request("d1", 15)]);
+    // One by id, within its tenant only.
+    assert_eq!(
+        cat.delete_request("a", "d2").await.unwrap(),
+        Some(request("d2", 20))
+    );
+    assert_eq!(
+        cat.delete_request("b", "d1").await.unwrap(),
+        Some(request("d1", 15))
+    );
+    assert_eq!(cat.delete_request("b", "d2").await.unwrap(), None);
 
     assert_eq!(
         cat.cancel_delete_request("a", "d1", 50).await.unwrap(),

@@ -18,12 +18,12 @@
 
 use std::collections::HashSet;
 
-use arrow::array::{AsArray, BooleanArray, RecordBatch};
-use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::array::AsArray;
+use arrow::compute::concat_batches;
 use arrow::datatypes::Int64Type;
 
 use crate::catalog::{CatalogError, DeleteRequest, DeleteState, SegmentMeta, SegmentSeries};
-use crate::compaction::merge::write_block;
+use crate::compaction::merge::{filter_rows, write_block};
 use crate::compaction::{CompactionError, CompactionReport, Compactor, Lease};
 use crate::model::TimeRange;
 use crate::rollup::{Resolution, write_rollups};
@@ -203,9 +203,9 @@ async fn without(
     };
     let (kept, removed) = blocking("removing deleted rows", move || -> Result<_, StoreError> {
         let table = concat_batches(&table_schema, &parts)?;
-        let keep = kept_rows(&table, &cuts);
-        let removed = keep.false_count();
-        Ok((filter_record_batch(&table, &keep)?, removed))
+        let kept = filter_rows(&table, |s, t| !cuts.iter().any(|c| c.removes(s, t)))?;
+        let removed = table.num_rows() - kept.num_rows();
+        Ok((kept, removed))
     })
     .await?;
     if removed == 0 {
@@ -243,23 +243,6 @@ async fn without(
             .collect(),
         ..segment.clone()
     }))
-}
-
-/// The rows of a samples or rollup table no cut removes.
-fn kept_rows(table: &RecordBatch, cuts: &[Cut]) -> BooleanArray {
-    let column = |name: &str| {
-        table
-            .column(table.schema().index_of(name).expect("samples or rollup schema"))
-            .as_primitive::<Int64Type>()
-            .clone()
-    };
-    let (times, series) = (column(col::TIME), column(col::SERIES_ID));
-    times
-        .values()
-        .iter()
-        .zip(series.values())
-        .map(|(&t, &s)| Some(!cuts.iter().any(|c| c.removes(s, t))))
-        .collect()
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use std::time::Duration;
 use arrow::compute::concat_batches;
 
 use crate::catalog::{SegmentMeta, SegmentSeries};
-use crate::compaction::merge::{filter_times, read_sorted, relist, write_block};
+use crate::compaction::merge::{filter_rows, read_sorted, relist, write_block};
 use crate::compaction::{CompactionError, CompactionReport, Compactor};
 use crate::model::TimeRange;
 use crate::per_tenant::PerTenant;
@@ -343,8 +343,8 @@ async fn split<'a>(
 ) -> Result<Split<'a>, StoreError> {
     let table = read_sorted(store, std::slice::from_ref(segment)).await?;
     let (before, after) = (
-        filter_times(&table, |t| t < cutoff)?,
-        filter_times(&table, |t| t >= cutoff)?,
+        filter_rows(&table, |_, t| t < cutoff)?,
+        filter_rows(&table, |_, t| t >= cutoff)?,
     );
     drop(table);
     let tenant = &segment.tenant;

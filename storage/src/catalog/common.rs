@@ -444,3 +444,9 @@ pub fn redact_password(url: &str) -> String {
         _ => url.to_string(),
     }
 }
+
+/// Series ids bound as one JSON array parameter, read with `json_each` (SQLite) or
+/// `jsonb_array_elements_text` (Postgres): no cap on the number of bound parameters.
+pub(crate) fn json_ids(series_ids: &[i64]) -> String {
+    serde_json::to_string(series_ids).expect("integers serialize")
+}

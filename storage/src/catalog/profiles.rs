@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use super::CatalogResult;
 use super::backend::{Dialect, PerDialect, SqlCatalog, on_either};
-use super::common::{ProfileRow, profile_key};
+use super::common::{ProfileRow, json_ids, profile_key};
 use crate::model::{ProfileKey, ProfileRecord, TimeRange};
 
 #[async_trait]
@@ -71,7 +71,7 @@ impl ProfileCatalog for SqlCatalog {
         if series_ids.is_empty() {
             return Ok(0);
         }
-        let ids = serde_json::to_string(series_ids).expect("integers serialize");
+        let ids = json_ids(series_ids);
         Ok(on_either!(self, |pool| sqlx::query(pool.sql(&DROP_PROFILES))
             .bind(tenant)
             .bind(ids.as_str())

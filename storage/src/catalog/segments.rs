@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use super::backend::{Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, on_either};
 use super::common::{
     ObjectRow, SegmentRow, SegmentSeriesRow, add_table_stats, assemble_segments, check_replacement,
-    distinct_profiles, distinct_series, distinct_sorted, empty_stats, sorted_distinct,
+    distinct_profiles, distinct_series, distinct_sorted, empty_stats, json_ids, sorted_distinct,
 };
 use super::{
     CatalogError, CatalogResult, CatalogStats, CommitOutcome, SegmentCommit, SegmentMeta, SegmentReplacement,
@@ -203,8 +203,7 @@ impl SegmentCatalog for SqlCatalog {
         range: TimeRange,
         series_ids: &[i64],
     ) -> CatalogResult<Vec<SegmentMeta>> {
-        let ids = serde_json::to_string(series_ids)
-            .map_err(|e| CatalogError::Corrupt(format!("series ids do not serialize: {e}")))?;
+        let ids = json_ids(series_ids);
         let mut segments = self.list_segments(tenant, range, Some(&ids)).await?;
         segments.retain(|s| !s.series.is_empty());
         Ok(segments)

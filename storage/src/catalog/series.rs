@@ -7,7 +7,7 @@ use sqlx::sqlite::SqliteRow;
 
 use super::CatalogResult;
 use super::backend::{Dialect, PerDialect, SqlCatalog, on_either};
-use super::common::{ProfileTypeRow, SeriesRow};
+use super::common::{ProfileTypeRow, SeriesRow, json_ids};
 use super::label_index::{classify, days};
 use super::segments::LIVE_SERIES_IDS;
 use crate::model::{ProfileType, Series, TimeRange};
@@ -158,7 +158,7 @@ impl SeriesCatalog for SqlCatalog {
         if series_ids.is_empty() {
             return Ok(0);
         }
-        let ids = serde_json::to_string(series_ids).expect("integers serialize");
+        let ids = json_ids(series_ids);
         Ok(on_either!(self, |pool| sqlx::query(
             pool.sql(&FORGET_EMPTY_SERIES)
         )

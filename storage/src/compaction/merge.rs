@@ -61,15 +61,24 @@ pub(crate) async fn read_sorted(store: &Store, segments: &[SegmentMeta]) -> Resu
     .await
 }
 
-/// The rows of a samples table whose time `keep` accepts, in their order.
-pub(crate) fn filter_times(
+/// The rows of a samples or rollup table whose (series id, time) `keep` accepts, in their
+/// order.
+pub(crate) fn filter_rows(
     table: &RecordBatch,
-    keep: impl Fn(i64) -> bool,
+    keep: impl Fn(i64, i64) -> bool,
 ) -> Result<RecordBatch, StoreError> {
-    let times = table
-        .column(table.schema().index_of(col::TIME).expect("samples schema"))
-        .as_primitive::<Int64Type>();
-    let mask: BooleanArray = times.values().iter().map(|&t| Some(keep(t))).collect();
+    let column = |name: &str| {
+        table
+            .column(table.schema().index_of(name).expect("samples or rollup schema"))
+            .as_primitive::<Int64Type>()
+    };
+    let (series, times) = (column(col::SERIES_ID), column(col::TIME));
+    let mask: BooleanArray = series
+        .values()
+        .iter()
+        .zip(times.values())
+        .map(|(&s, &t)| Some(keep(s, t)))
+        .collect();
     Ok(filter_record_batch(table, &mask)?)
 }
 

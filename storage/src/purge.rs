@@ -196,11 +196,7 @@ async fn without(
         .object(finest.kind())
         .expect("a listed resolution has its object");
     let parts = read_table(store, finest.kind(), object).await?;
-    let table_schema = if finest == Resolution::Raw {
-        schema::SAMPLES.clone()
-    } else {
-        schema::ROLLUP.clone()
-    };
+    let table_schema = schema::schema_of(finest.kind());
     let (kept, removed) = blocking("removing deleted rows", move || -> Result<_, StoreError> {
         let table = concat_batches(&table_schema, &parts)?;
         let kept = filter_rows(&table, |s, t| !cuts.iter().any(|c| c.removes(s, t)))?;

@@ -28,12 +28,17 @@ def main():
         out["files"][kind] = len(files)
         rows = []
         for f in files:
-            rows.extend(
-                [int(s), int(t), int(v)]
-                for s, t, v in con.execute(
+            try:
+                found = con.execute(
                     "SELECT series_id, time_nanos, value FROM read_parquet(?)", [f]
                 ).fetchall()
-            )
+            except duckdb.Error:
+                # The server's cleanup may delete a replaced object between the listing
+                # and the read; the caller reads again until the store settles.
+                if os.path.exists(f):
+                    raise
+                continue
+            rows.extend([int(s), int(t), int(v)] for s, t, v in found)
         out[kind] = rows
     json.dump(out, sys.stdout)
 

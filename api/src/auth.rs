@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 use stackhouse_storage::catalog::{TenantToken, TokenCatalog};
+use stackhouse_storage::model::member_tenants;
 
 pub use crate::config::AuthMode;
 use crate::error::{ApiError, ErrorKind};
@@ -33,8 +34,15 @@ pub struct IssuedToken {
 }
 
 /// Makes a token for `tenant`: 32 random bytes from the operating system. An `admin` token
-/// may also administer the tenant (deletion requests).
-pub fn issue(tenant: &str, name: &str, admin: bool, now_millis: i64) -> anyhow::Result<IssuedToken> {
+/// may also administer the tenant (deletion requests); `reads` are other tenants it may
+/// read (`X-Scope-OrgID: a|b`).
+pub fn issue(
+    tenant: &str,
+    name: &str,
+    admin: bool,
+    reads: &[String],
+    now_millis: i64,
+) -> anyhow::Result<IssuedToken> {
     let mut secret = [0u8; 32];
     let mut id = [0u8; 8];
     getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness from the os: {e}"))?;
@@ -52,6 +60,7 @@ pub fn issue(tenant: &str, name: &str, admin: bool, now_millis: i64) -> anyhow::
             created_at_millis: now_millis,
             revoked_at_millis: None,
             admin,
+            reads: reads.join("|"),
         },
         secret,
     })
@@ -105,6 +114,29 @@ fn credentials(authorization: &[u8]) -> Result<Credentials, ApiError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Admin(pub bool);
 
+/// Whether a request reads (and may name several tenants the token may read) or writes
+/// or administers (and names the token's own tenant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+impl Access {
+    /// Ingest, debug file uploads and deletions, settings changes, and administration
+    /// write; everything else reads.
+    fn of(method: &Method, path: &str) -> Access {
+        let ingest = crate::http::INGEST_PATHS.contains(&path);
+        let api_write = path.starts_with("/api/v1/") && method != Method::GET && method != Method::HEAD;
+        let settings_write = path.starts_with("/settings.v1.") && path != "/settings.v1.SettingsService/Get";
+        if ingest || api_write || settings_write {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+}
+
 /// Decides the tenant of each request.
 pub struct Auth {
     mode: AuthMode,
@@ -130,21 +162,31 @@ impl Auth {
         Auth::new(AuthMode::Off, catalog, Duration::ZERO)
     }
 
-    /// The tenant of a request with these `Authorization` and `X-Scope-OrgID` values.
+    /// The tenant of a write with these `Authorization` and `X-Scope-OrgID` values.
     pub async fn tenant(&self, authorization: Option<&[u8]>, org: Option<&[u8]>) -> Result<String, ApiError> {
-        self.caller(authorization, org).await.map(|(tenant, _)| tenant)
+        self.caller(authorization, org, Access::Write)
+            .await
+            .map(|(tenant, _)| tenant)
     }
 
-    /// The tenant of a request, and whether it may administer it.
+    /// The tenants of a request (several, joined by `|`, only for a read), and whether it
+    /// may administer them. A write names the token's own tenant; a read may also name the
+    /// tenants the token was granted.
     async fn caller(
         &self,
         authorization: Option<&[u8]>,
         org: Option<&[u8]>,
+        access: Access,
     ) -> Result<(String, Admin), ApiError> {
+        let named = |org: Option<&[u8]>| {
+            match access {
+                Access::Read => tenant::parse_read(org),
+                Access::Write => tenant::parse(org),
+            }
+            .map_err(ApiError::invalid)
+        };
         if self.mode == AuthMode::Off {
-            return tenant::parse(org)
-                .map(|t| (t, Admin(true)))
-                .map_err(ApiError::invalid);
+            return named(org).map(|t| (t, Admin(true)));
         }
         let Some(authorization) = authorization else {
             return Err(ApiError::new(
@@ -160,13 +202,21 @@ impl Auth {
         {
             return Err(not_for(&user));
         }
-        if let Some(org) = org {
-            let org = tenant::parse(Some(org)).map_err(ApiError::invalid)?;
-            if org != token.tenant {
-                return Err(not_for(&org));
+        let Some(org) = org else {
+            return Ok((token.tenant, Admin(token.admin)));
+        };
+        let org = named(Some(org))?;
+        for member in member_tenants(&org) {
+            let allowed = match access {
+                Access::Read => token.may_read(member),
+                Access::Write => member == token.tenant,
+            };
+            if !allowed {
+                return Err(not_for(member));
             }
         }
-        Ok((token.tenant, Admin(token.admin)))
+        let admin = Admin(token.admin && org == token.tenant);
+        Ok((org, admin))
     }
 
     async fn lookup(&self, secret: &str) -> Result<TenantToken, ApiError> {
@@ -208,10 +258,12 @@ pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: 
         return next.run(request).await;
     }
     let headers = request.headers();
+    let access = Access::of(request.method(), request.uri().path());
     let outcome = auth
         .caller(
             headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
             headers.get(tenant::HEADER).map(|v| v.as_bytes()),
+            access,
         )
         .await;
     match outcome {
@@ -280,8 +332,8 @@ mod tests {
 
     #[test]
     fn issued_tokens_differ_and_hash_to_what_is_stored() {
-        let a = issue("t", "ci", false, 1).unwrap();
-        let b = issue("t", "ci", false, 1).unwrap();
+        let a = issue("t", "ci", false, &[], 1).unwrap();
+        let b = issue("t", "ci", false, &[], 1).unwrap();
         assert_ne!(a.secret, b.secret);
         assert_ne!(a.token.id, b.token.id);
         assert!(a.secret.starts_with(TOKEN_PREFIX));

@@ -39,6 +39,10 @@ pub enum TokenCommand {
         /// The token may also administer its tenant: request and cancel deletions.
         #[arg(long)]
         admin: bool,
+        /// Another tenant the token may read (`X-Scope-OrgID: own|other`); repeatable.
+        /// It never writes to or administers it.
+        #[arg(long = "read", value_name = "TENANT")]
+        reads: Vec<String>,
     },
     /// List tokens (never their secrets), revoked ones included.
     List {
@@ -62,9 +66,12 @@ pub async fn run(args: TokenArgs) -> anyhow::Result<bool> {
         .with_context(|| format!("opening catalog {}", redact_password(&url)))?;
     let clock = clock::system();
     match args.command {
-        TokenCommand::Create { tenant, name, admin } => {
-            create(catalog.as_ref(), &*clock, &tenant, &name, admin).await
-        }
+        TokenCommand::Create {
+            tenant,
+            name,
+            admin,
+            reads,
+        } => create(catalog.as_ref(), &*clock, &tenant, &name, admin, &reads).await,
         TokenCommand::List { tenant } => list(catalog.as_ref(), tenant.as_deref()).await,
         TokenCommand::Revoke { id } => {
             if catalog
@@ -88,9 +95,12 @@ async fn create(
     tenant: &str,
     name: &str,
     admin: bool,
+    reads: &[String],
 ) -> anyhow::Result<bool> {
-    crate::tenant::parse(Some(tenant.as_bytes())).map_err(|e| anyhow::anyhow!(e))?;
-    let issued = auth::issue(tenant, name, admin, clock.now_millis())?;
+    for t in std::iter::once(tenant).chain(reads.iter().map(String::as_str)) {
+        crate::tenant::parse(Some(t.as_bytes())).map_err(|e| anyhow::anyhow!(e))?;
+    }
+    let issued = auth::issue(tenant, name, admin, reads, clock.now_millis())?;
     catalog
         .create_token(&issued.token, &issued.sha256_hex)
         .await
@@ -100,6 +110,9 @@ async fn create(
     println!("tenant: {tenant}");
     if admin {
         println!("admin: yes");
+    }
+    if !reads.is_empty() {
+        println!("also reads: {}", reads.join(", "));
     }
     eprintln!("keep the token now: only its hash is stored, so it cannot be shown again");
     Ok(true)
@@ -113,18 +126,23 @@ async fn list(catalog: &dyn TokenCatalog, tenant: Option<&str>) -> anyhow::Resul
             .unwrap_or_else(|| millis.to_string())
     };
     println!(
-        "{:<16}  {:<24}  {:<20}  {:<20}  {:<5}  NAME",
-        "ID", "TENANT", "CREATED", "REVOKED", "ADMIN"
+        "{:<16}  {:<24}  {:<20}  {:<20}  {:<5}  {:<24}  NAME",
+        "ID", "TENANT", "CREATED", "REVOKED", "ADMIN", "ALSO READS"
     );
     for token in tokens {
         let revoked = token.revoked_at_millis.map(time).unwrap_or_else(|| "-".into());
         println!(
-            "{:<16}  {:<24}  {:<20}  {:<20}  {:<5}  {}",
+            "{:<16}  {:<24}  {:<20}  {:<20}  {:<5}  {:<24}  {}",
             token.id,
             token.tenant,
             time(token.created_at_millis),
             revoked,
             if token.admin { "yes" } else { "no" },
+            if token.reads.is_empty() {
+                "none"
+            } else {
+                &token.reads
+            },
             token.name
         );
     }

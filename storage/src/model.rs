@@ -593,6 +593,20 @@ impl Batch {
     }
 }
 
+/// What joins the tenants of a read over several (`X-Scope-OrgID: a|b`): no tenant name
+/// contains it, so a tenant string holding it names a union and nothing else.
+pub const TENANT_SEPARATOR: char = '|';
+
+/// The tenants `tenant` names: itself, or the members of a union.
+pub fn member_tenants(tenant: &str) -> impl Iterator<Item = &str> {
+    tenant.split(TENANT_SEPARATOR)
+}
+
+/// Whether `tenant` names a union of tenants.
+pub fn is_union(tenant: &str) -> bool {
+    tenant.contains(TENANT_SEPARATOR)
+}
+
 /// Half-open time range `[start, end)` in unix nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeRange {

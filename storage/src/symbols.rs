@@ -8,7 +8,10 @@ use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use crate::catalog::{ObjectMeta, SymbolCatalog};
-use crate::model::{AttributeSet, Batch, FastMap, Function, IdMap, Location, Mapping, StackNode, SymbolId};
+use crate::model::{
+    AttributeSet, Batch, FastMap, Function, IdMap, Location, Mapping, StackNode, SymbolId, is_union,
+    member_tenants,
+};
 use crate::segment::read_symbols;
 use crate::store::{Store, StoreError};
 
@@ -43,6 +46,25 @@ impl SymbolIndex {
         self.functions.extend(batch.functions.drain());
         self.mappings.extend(batch.mappings.drain());
         self.attr_sets.extend(batch.attr_sets.drain());
+    }
+
+    /// Adds every symbol of `other`.
+    pub fn extend_from(&mut self, other: &SymbolIndex) {
+        extend_cloned(&mut self.stacks, &other.stacks);
+        extend_cloned(&mut self.locations, &other.locations);
+        extend_cloned(&mut self.functions, &other.functions);
+        extend_cloned(&mut self.mappings, &other.mappings);
+        extend_cloned(&mut self.attr_sets, &other.attr_sets);
+    }
+
+    fn sizes(&self) -> [usize; 5] {
+        [
+            self.stacks.len(),
+            self.locations.len(),
+            self.functions.len(),
+            self.mappings.len(),
+            self.attr_sets.len(),
+        ]
     }
 
     /// Moves every symbol of `other` into `self`.
@@ -173,6 +195,8 @@ struct TenantSymbols {
     /// Serializes loading and recording, so one object is never fetched twice at once and
     /// `loaded` always describes what `index` holds.
     loaded: tokio::sync::Mutex<HashSet<String>>,
+    /// Of a union of tenants: the sizes of its members' indexes it was built from.
+    built_from: tokio::sync::Mutex<Vec<[usize; 5]>>,
 }
 
 /// Per-tenant [`SymbolIndex`], loaded lazily from the tenant's committed symbol objects
@@ -203,6 +227,13 @@ impl SymbolCache {
     /// index is rebuilt from what is listed now, so it only ever holds what storage holds
     /// and the writer never skips a symbol that is gone.
     pub async fn read(&self, tenant: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
+        if is_union(tenant) {
+            return self.read_union(tenant).await;
+        }
+        self.read_one(tenant).await
+    }
+
+    async fn read_one(&self, tenant: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
         let entry = self.tenant(tenant);
         {
             let mut loaded = entry.loaded.lock().await;
@@ -233,6 +264,29 @@ impl SymbolCache {
                 index.merge(fresh);
                 loaded.extend(missing.iter().map(|o| o.key.clone()));
             }
+        }
+        Ok(entry.index.clone().read_owned().await)
+    }
+
+    /// The symbols of several tenants at once (a read over `a|b`). Symbol ids are hashes of
+    /// content, so an id names the same symbol in every tenant and one index holds them
+    /// all. It is built again when a member's index changed since: indexes only grow
+    /// between rebuilds, so their sizes tell.
+    async fn read_union(&self, tenants: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
+        let mut members = Vec::new();
+        for member in member_tenants(tenants) {
+            members.push(self.read_one(member).await?);
+        }
+        let sizes: Vec<[usize; 5]> = members.iter().map(|index| index.sizes()).collect();
+        let entry = self.tenant(tenants);
+        let mut built_from = entry.built_from.lock().await;
+        if *built_from != sizes {
+            let mut union = SymbolIndex::default();
+            for member in &members {
+                union.extend_from(member);
+            }
+            *entry.index.write().await = union;
+            *built_from = sizes;
         }
         Ok(entry.index.clone().read_owned().await)
     }

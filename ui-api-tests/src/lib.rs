@@ -23,6 +23,7 @@ pub mod native_program;
 pub mod node_tool;
 pub mod pprof_reader;
 pub mod proxy;
+pub mod reads;
 pub mod requests;
 pub mod server;
 pub mod services;

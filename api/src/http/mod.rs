@@ -47,13 +47,26 @@ pub fn router(state: AppState) -> Router {
 /// Every ingest route, all POST. Outside /api/v1: their paths are fixed by OTLP and
 /// Pyroscope.
 pub fn ingest_routes() -> Vec<Route> {
-    vec![
-        Route::new("/v1development/profiles", post(otlp::export)),
-        Route::new("/v1experimental/profiles", post(otlp::export_experimental)),
-        Route::new("/ingest", post(ingest::ingest)),
-        Route::new("/push.v1.PusherService/Push", post(push::push)),
-    ]
+    let handlers = [
+        post(otlp::export),
+        post(otlp::export_experimental),
+        post(ingest::ingest),
+        post(push::push),
+    ];
+    INGEST_PATHS
+        .into_iter()
+        .zip(handlers)
+        .map(|(path, handlers)| Route::new(path, handlers))
+        .collect()
 }
+
+/// The paths of [`ingest_routes`], in its order.
+pub(crate) const INGEST_PATHS: [&str; 4] = [
+    "/v1development/profiles",
+    "/v1experimental/profiles",
+    "/ingest",
+    "/push.v1.PusherService/Push",
+];
 
 /// The routes of `roles`; health, readiness and metrics are always served. Everything but
 /// those and the web UI's files passes [`auth::require`].

@@ -1,5 +1,6 @@
 //! What every read of the query API starts from, extracted once before the handler runs:
-//! the tenant (`X-Scope-OrgID`, or the token's) and the query string.
+//! the tenants (`X-Scope-OrgID`, one or several as `a|b`, or the token's) and the query
+//! string.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -18,7 +19,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ReadCall {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         Ok(ReadCall {
-            tenant: tenant::from_headers(&parts.headers)?,
+            tenant: tenant::read_from_headers(&parts.headers)?,
             q: QueryMap::parse(parts.uri.query()),
         })
     }

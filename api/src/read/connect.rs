@@ -44,7 +44,7 @@ where
         let (codec, message, _) =
             codec::read_request::<Req>(&parts.headers, body, state.max_message_bytes).await?;
         let call = Caller {
-            tenant: tenant::from_headers(&parts.headers)?,
+            tenant: tenant::read_from_headers(&parts.headers)?,
             utf8_names: utf8_allowed(&parts.headers),
         };
         let answer = match timeout(&parts.headers)? {

@@ -59,10 +59,11 @@ pub(super) async fn set(
         0 => state.clock.now_nanos() / NANOS_PER_MILLI,
         at => at,
     };
+    let tenant = written_tenant(&call)?;
     let stored = state
         .catalog
         .put_setting(
-            &call.tenant,
+            &tenant,
             &catalog::Setting {
                 name: setting.name,
                 value: setting.value,
@@ -80,6 +81,12 @@ pub(super) async fn delete(
     call: Caller,
     r: DeleteSettingsRequest,
 ) -> Result<DeleteSettingsResponse, ApiError> {
-    state.catalog.delete_setting(&call.tenant, &r.name).await?;
+    let tenant = written_tenant(&call)?;
+    state.catalog.delete_setting(&tenant, &r.name).await?;
     Ok(DeleteSettingsResponse {})
+}
+
+/// The one tenant a settings change is for: a read may name several, a change may not.
+fn written_tenant(call: &Caller) -> Result<String, ApiError> {
+    crate::tenant::parse(Some(call.tenant.as_bytes())).map_err(ApiError::invalid)
 }

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 use stackhouse_storage::catalog::{self, CatalogError, DebugFileCatalog};
 use stackhouse_storage::clock::SharedClock;
+use stackhouse_storage::model::member_tenants;
 use stackhouse_storage::store::{Store, StoreError};
 use stackhouse_storage::symbols::SymbolIndex;
 use url::Url;
@@ -261,13 +262,13 @@ impl DebugInfo {
         {
             return Ok(files.clone());
         }
-        let files: HashMap<String, catalog::DebugFile> = self
-            .catalog
-            .debug_files(tenant)
-            .await?
-            .into_iter()
-            .map(|f| (f.build_id.clone(), f))
-            .collect();
+        // A read over several tenants uses each one's uploads, the first tenant's first.
+        let mut files: HashMap<String, catalog::DebugFile> = HashMap::new();
+        for member in member_tenants(tenant) {
+            for file in self.catalog.debug_files(member).await? {
+                files.entry(file.build_id.clone()).or_insert(file);
+            }
+        }
         let files = Arc::new(files);
         self.listed
             .lock()

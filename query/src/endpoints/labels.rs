@@ -23,7 +23,7 @@ impl QueryEngine {
             "label_names",
             tenant,
             range,
-            self.catalog.label_names(tenant, range),
+            self.catalog_label_names(tenant, range),
         )
         .await
     }
@@ -35,7 +35,7 @@ impl QueryEngine {
         name: &str,
         range: TimeRange,
     ) -> Result<Vec<String>, QueryError> {
-        let read = self.catalog.label_values(tenant, name, range);
+        let read = self.catalog_label_values(tenant, name, range);
         self.listing("label_values", tenant, range, read).await
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use stackhouse_storage::model::{ProfileType, TimeRange};
+use stackhouse_storage::model::{ProfileType, TimeRange, member_tenants};
 use utoipa::ToSchema;
 
 use crate::endpoints::export::PprofQuery;
@@ -53,8 +53,18 @@ impl QueryEngine {
         profile_id: [u8; 16],
         profile_type: Option<&ProfileType>,
     ) -> Result<(ProfileMeta, Scope), QueryError> {
-        self.bounded("profile", self.locate_profile(tenant, profile_id, profile_type))
-            .await
+        self.bounded("profile", async {
+            // Of a read over several tenants, the first tenant that holds the id answers.
+            let mut not_found = None;
+            for member in member_tenants(tenant) {
+                match self.locate_profile(member, profile_id, profile_type).await {
+                    Err(QueryError::NotFound(message)) => not_found = Some(QueryError::NotFound(message)),
+                    found => return found,
+                }
+            }
+            Err(not_found.expect("a tenant string names a tenant"))
+        })
+        .await
     }
 
     async fn locate_profile(

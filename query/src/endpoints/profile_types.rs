@@ -17,7 +17,7 @@ impl QueryEngine {
         tenant: &str,
         range: TimeRange,
     ) -> Result<Vec<ProfileType>, QueryError> {
-        let read = self.catalog.profile_types(tenant, range);
+        let read = self.catalog_profile_types(tenant, range);
         self.listing("profile_types", tenant, range, read).await
     }
 
@@ -26,7 +26,7 @@ impl QueryEngine {
     /// over its own range.
     pub async fn stored_profile_types(&self, tenant: &str) -> Result<Vec<ProfileType>, QueryError> {
         self.bounded("profile_types", async {
-            Ok(self.catalog.profile_types(tenant, TimeRange::ALL).await?)
+            self.catalog_profile_types(tenant, TimeRange::ALL).await
         })
         .await
     }

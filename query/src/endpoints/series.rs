@@ -17,7 +17,7 @@ use crate::pyroscope::{Caller, names};
 impl QueryEngine {
     /// Every series of the tenant with samples in `range`.
     pub async fn series(&self, tenant: &str, range: TimeRange) -> Result<Vec<Series>, QueryError> {
-        self.listing("series", tenant, range, self.catalog.series(tenant, range))
+        self.listing("series", tenant, range, self.catalog_series(tenant, range))
             .await
     }
 }

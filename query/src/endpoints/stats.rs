@@ -13,14 +13,22 @@ use crate::pyroscope::{Caller, NANOS_PER_MILLI};
 impl QueryEngine {
     /// The tenant's segments, series, and per-table objects, rows and bytes.
     pub async fn stats(&self, tenant: &str) -> Result<CatalogStats, QueryError> {
-        self.bounded("stats", async { Ok(self.catalog.stats(tenant).await?) })
-            .await
+        self.bounded("stats", async {
+            let all = self
+                .per_tenant(tenant, |t| async move { Ok(self.catalog.stats(t).await?) })
+                .await?;
+            let mut stats = CatalogStats::default();
+            for (_, of_tenant) in &all {
+                stats.add(of_tenant);
+            }
+            Ok(stats)
+        })
+        .await
     }
 
     /// Unix nanoseconds of the tenant's oldest and newest sample; `None` without data.
     pub async fn data_range(&self, tenant: &str) -> Result<Option<(i64, i64)>, QueryError> {
-        self.bounded("data_range", async { Ok(self.catalog.data_range(tenant).await?) })
-            .await
+        self.bounded("data_range", self.catalog_data_range(tenant)).await
     }
 }
 

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use stackhouse_storage::groups::Membership;
-use stackhouse_storage::model::TimeRange;
+use stackhouse_storage::model::{TimeRange, is_union};
 use stackhouse_storage::selector::Selector;
 
 use crate::engine::QueryEngine;
@@ -32,6 +32,12 @@ impl QueryEngine {
         groups: &[(String, Selector)],
     ) -> Result<BTreeMap<String, GroupUsage>, QueryError> {
         self.bounded("usage", async {
+            if is_union(&r.tenant) {
+                return Err(QueryError::InvalidArgument(format!(
+                    "usage is counted per tenant; X-Scope-OrgID {:?} names several",
+                    r.tenant
+                )));
+            }
             let range = self.resolve_range(&r.range)?;
             // Every series a segment of the range holds, also those without samples in the
             // range itself (the segment counts whole).

@@ -22,6 +22,7 @@ use stackhouse_storage::schema::{ROLLUP, SAMPLES, samples};
 use super::QueryEngine;
 use super::plan::Plan;
 use super::scan::SamplesTable;
+use super::tenants;
 use crate::error::QueryError;
 use crate::types::ScanStats;
 
@@ -119,13 +120,17 @@ impl QueryEngine {
     /// rollups have when any reads rollups (they are all such a query uses).
     pub(super) fn samples(&self, plan: &Plan) -> Result<DataFrame, QueryError> {
         let mut frames = Vec::with_capacity(plan.scans.len());
+        let series_told_apart = tenants::needs_series(plan);
         for scan in &plan.scans {
             let table = SamplesTable::new(&self.store, &scan.source.segments, scan.source.resolution)?;
-            let df = self.ctx.read_table(Arc::new(table))?;
-            frames.push(match &scan.filter {
-                Some(filter) => df.filter(filter.clone())?,
-                None => df,
-            });
+            let mut df = self.ctx.read_table(Arc::new(table))?;
+            if let Some(filter) = &scan.filter {
+                df = df.filter(filter.clone())?;
+            }
+            if scan.salt != 0 && series_told_apart {
+                df = tenants::salted(df, scan.salt)?;
+            }
+            frames.push(df);
         }
         if frames.len() == 1 {
             return Ok(frames.remove(0));

@@ -13,6 +13,7 @@ pub(crate) mod scope;
 pub(crate) mod selection;
 pub(crate) mod stack_sums;
 pub(crate) mod stack_tree;
+pub(crate) mod tenants;
 pub(crate) mod tiers;
 
 use std::future::Future;
@@ -22,7 +23,7 @@ use std::time::Instant;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use stackhouse_storage::catalog::{Catalog, CatalogError};
+use stackhouse_storage::catalog::Catalog;
 use stackhouse_storage::clock::{self, SharedClock};
 use stackhouse_storage::model::TimeRange;
 use stackhouse_storage::store::Store;
@@ -259,11 +260,11 @@ impl QueryEngine {
         endpoint: &'static str,
         tenant: &str,
         range: TimeRange,
-        read: impl Future<Output = Result<T, CatalogError>>,
+        read: impl Future<Output = Result<T, QueryError>>,
     ) -> Result<T, QueryError> {
         self.bounded(endpoint, async {
             self.check_range(tenant, range).await?;
-            Ok(read.await?)
+            read.await
         })
         .await
     }

@@ -44,6 +44,9 @@ pub(crate) struct Scan {
     pub source: Source,
     /// The rows to keep; `None` keeps every row.
     pub filter: Option<Expr>,
+    /// XORed into the series ids of its rows, keeping a tenant's series apart from
+    /// another's in a read over several (see `tenants`); 0 for the first tenant.
+    pub salt: i64,
 }
 
 impl Plan {
@@ -86,9 +89,12 @@ impl<'a> Needs<'a> {
 }
 
 impl QueryEngine {
-    /// Checks the scope against the limits, then prunes with the catalog. `Ok(None)` when
-    /// nothing can match (no series, no segment): the caller answers with an empty result.
-    pub(crate) async fn plan(&self, scope: &Scope, needs: Needs<'_>) -> Result<Option<Plan>, QueryError> {
+    /// [`QueryEngine::plan`] of one tenant.
+    pub(super) async fn plan_tenant(
+        &self,
+        scope: &Scope,
+        needs: Needs<'_>,
+    ) -> Result<Option<Plan>, QueryError> {
         self.check_scope(scope)?;
         // A profile lookup names its segments, so its range is not what bounds the work.
         if scope.segments.is_none() {
@@ -193,7 +199,11 @@ impl QueryEngine {
                 .into_iter()
                 .flatten()
                 .reduce(Expr::and);
-                Scan { source, filter }
+                Scan {
+                    source,
+                    filter,
+                    salt: 0,
+                }
             })
             .collect();
         let value = value_expr(scope, &series);
@@ -261,7 +271,7 @@ impl QueryEngine {
         if span(range) <= max {
             return Ok(());
         }
-        let Some((first, last)) = self.catalog.data_range(tenant).await? else {
+        let Some((first, last)) = self.catalog_data_range(tenant).await? else {
             return Ok(());
         };
         let covered = TimeRange {
@@ -309,7 +319,7 @@ fn link_filter(scope: &Scope) -> Option<Expr> {
 /// tiers can answer it.
 /// `value`, each row of a counted series (see [`Scope::in_time`]) multiplied by the
 /// series' period: by one literal when every selected series has the same weight.
-fn value_expr(scope: &Scope, series: &HashMap<i64, Series>) -> Expr {
+pub(super) fn value_expr(scope: &Scope, series: &HashMap<i64, Series>) -> Expr {
     let weight = |s: &Series| {
         if s.profile_type == scope.profile_type {
             1

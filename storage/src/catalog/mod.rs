@@ -214,6 +214,20 @@ pub struct CatalogStats {
     pub tables: std::collections::BTreeMap<String, TableStats>,
 }
 
+impl CatalogStats {
+    /// Adds `other`'s totals (of another tenant) to these.
+    pub fn add(&mut self, other: &CatalogStats) {
+        self.segments += other.segments;
+        self.series += other.series;
+        for (kind, stats) in &other.tables {
+            let total = self.tables.entry(kind.clone()).or_default();
+            total.objects += stats.objects;
+            total.rows += stats.rows;
+            total.bytes += stats.bytes;
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     #[error("catalog database error: {0}")]

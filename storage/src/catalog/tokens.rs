@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use super::CatalogResult;
 use super::backend::{SqlCatalog, on_either};
+use crate::model::member_tenants;
 
 /// An access token of one tenant, as listed: never the secret.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -15,6 +16,15 @@ pub struct TenantToken {
     pub revoked_at_millis: Option<i64>,
     /// May also administer the tenant (deletion requests).
     pub admin: bool,
+    /// Other tenants it may read, joined by `|`; empty for none.
+    pub reads: String,
+}
+
+impl TenantToken {
+    /// Whether the token may read `tenant`'s data.
+    pub fn may_read(&self, tenant: &str) -> bool {
+        tenant == self.tenant || (!self.reads.is_empty() && member_tenants(&self.reads).any(|t| t == tenant))
+    }
 }
 
 #[async_trait]
@@ -34,15 +44,15 @@ pub trait TokenCatalog: Send + Sync {
 }
 
 const CREATE_TOKEN: &str = "INSERT INTO tenant_tokens
-    (id, tenant, name, token_sha256, created_at_millis, admin) VALUES ($1, $2, $3, $4, $5, $6)";
+    (id, tenant, name, token_sha256, created_at_millis, admin, reads) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
-const TOKENS: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin
+const TOKENS: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin, reads
     FROM tenant_tokens ORDER BY created_at_millis, id";
 
-const TOKENS_OF_TENANT: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin
+const TOKENS_OF_TENANT: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin, reads
     FROM tenant_tokens WHERE tenant = $1 ORDER BY created_at_millis, id";
 
-const TOKEN_BY_HASH: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin
+const TOKEN_BY_HASH: &str = "SELECT id, tenant, name, created_at_millis, revoked_at_millis, admin, reads
     FROM tenant_tokens WHERE token_sha256 = $1";
 
 /// Revoking twice keeps the first time; `RETURNING` tells whether the id exists.
@@ -60,6 +70,7 @@ impl TokenCatalog for SqlCatalog {
                 .bind(sha256_hex)
                 .bind(token.created_at_millis)
                 .bind(token.admin)
+                .bind(token.reads.as_str())
                 .execute(pool)
                 .await?;
         });

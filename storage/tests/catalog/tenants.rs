@@ -29,6 +29,7 @@ async fn deleting_a_tenant_forgets_its_rows_and_queues_its_objects(url: String) 
             created_at_millis: 1,
             revoked_at_millis: None,
             admin: true,
+            reads: String::new(),
         };
         cat.create_token(&token, &format!("sha-{tenant}")).await.unwrap();
         let file = DebugFile {

@@ -14,6 +14,8 @@ async fn tokens_by_hash_list_and_revoke(url: String) {
         created_at_millis: at,
         revoked_at_millis: None,
         admin: id == "t2",
+        // The grants round-trip as stored.
+        reads: if id == "t1" { "b|c".into() } else { String::new() },
     };
     {
         let cat = open(&url).await;

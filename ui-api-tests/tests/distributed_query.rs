@@ -25,6 +25,7 @@ use ui_api_tests::workload::{CPU, OFF_CPU, T0, Workload};
 const SECRET: &str = "distributed-query-test-secret";
 const SECOND: i64 = 1_000_000_000;
 const Q: &str = "querier.v1.QuerierService";
+const OTHER_TENANT: &str = "team-x";
 
 /// Where every process of one cluster keeps its data.
 #[derive(Clone)]
@@ -82,13 +83,18 @@ async fn coordinator(backend: &Backend, ports: &[u16], timeout: &str) -> Server 
 
 async fn ingest(backend: &Backend) -> (Server, Workload) {
     let server = Server::start(options(backend, &args(&["--role", "ingest"]))).await;
-    let api = Api::new(server.http());
     let workload = Workload::new();
-    for req in workload.requests() {
-        let (status, _, body) = api
-            .post_otlp("application/x-protobuf", false, req.encode_to_vec())
-            .await;
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // A second tenant with the same series, for the reads across tenants.
+    for api in [
+        Api::new(server.http()),
+        Api::new(server.http()).with_tenant(OTHER_TENANT),
+    ] {
+        for req in workload.requests() {
+            let (status, _, body) = api
+                .post_otlp("application/x-protobuf", false, req.encode_to_vec())
+                .await;
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        }
     }
     (server, workload)
 }
@@ -139,12 +145,16 @@ fn rest_calls() -> Vec<(String, String)> {
 /// The answer as compared: JSON without the scan statistics (they tell how the query
 /// ran, which is what differs), anything else byte for byte.
 async fn answer(server: &Server, path: &str) -> (u16, String) {
-    let resp = server
-        .client()
-        .get(format!("{}{path}", server.http()))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    answer_of(server, path, None).await
+}
+
+/// [`answer`] of a read of `tenant` (`X-Scope-OrgID`).
+async fn answer_of(server: &Server, path: &str, tenant: Option<&str>) -> (u16, String) {
+    let mut request = server.client().get(format!("{}{path}", server.http()));
+    if let Some(tenant) = tenant {
+        request = request.header("X-Scope-OrgID", tenant);
+    }
+    let resp = request.send().await.unwrap_or_else(|e| panic!("GET {path}: {e}"));
     let status = resp.status().as_u16();
     let bytes = resp.bytes().await.unwrap();
     match serde_json::from_slice::<Value>(&bytes) {
@@ -261,6 +271,43 @@ async fn assert_same_answers(backend: &Backend) {
     }
     let local_shipped = metric(&local, "stackhouse_query_bytes_shipped_total").await;
     assert_eq!(local_shipped, 0.0, "a process without workers ships nothing");
+
+    // Reads across tenants, grouped by tenant, answer through the workers as in one
+    // process: each tenant's group holds the whole workload.
+    let union = format!("anonymous|{OTHER_TENANT}");
+    let over_two = coordinator(backend, &ports[..2], "60s").await;
+    for (name, path) in calls.iter().filter(|(name, _)| {
+        [
+            "flamegraph json",
+            "flamegraph grouped",
+            "timeseries sum",
+            "top",
+            "labels",
+        ]
+        .contains(&name.as_str())
+    }) {
+        let path = if name == "flamegraph json" {
+            path.replace("format=json", "group_by=__tenant_id__")
+        } else {
+            path.replace("group_by=service.name", "group_by=service.name,__tenant_id__")
+        };
+        let (status, one) = answer_of(&local, &path, Some(&union)).await;
+        assert_eq!(status, 200, "{name} across tenants: {one}");
+        let (_, two) = answer_of(&over_two, &path, Some(&union)).await;
+        assert_eq!(
+            two, one,
+            "{name} across tenants: 2 workers differ from one process"
+        );
+        if name == "flamegraph json" {
+            let graph: Value = serde_json::from_str(&one).unwrap();
+            assert_eq!(graph["total"], json!(2 * expected_total), "{graph}");
+            for group in graph["root"]["children"].as_array().unwrap() {
+                assert_eq!(group["total"], json!(expected_total), "{group}");
+            }
+        }
+    }
+    let shipped = metric(&over_two, "stackhouse_query_bytes_shipped_total").await;
+    assert!(shipped > 0.0, "the reads across tenants ran on the workers");
 
     // A deletion request hides what it matches from the workers' scans as well: the sum
     // of what is left, computed from the workload, every process alike.

@@ -3,8 +3,8 @@
 //! protobuf, Pyroscope `/ingest` and render parameters, OTLP/HTTP. No input may make it
 //! answer 500.
 //!
-//! Input: byte 0 picks the route, byte 1 the request's headers; the rest is the query
-//! string, a NUL, and the body.
+//! Input: byte 0 picks the route, byte 1 the request's headers (among them the tenant: the
+//! default, another, or both at once); the rest is the query string, a NUL, and the body.
 
 use std::sync::OnceLock;
 
@@ -128,8 +128,11 @@ pub fn request(data: &[u8]) {
     if flags & 4 != 0 {
         builder = builder.header("content-encoding", "gzip");
     }
-    if flags & 8 != 0 {
-        builder = builder.header("x-scope-orgid", "other");
+    // A tenant without data, or a read across it and the tenant holding the data.
+    match flags & 40 {
+        8 => builder = builder.header("x-scope-orgid", "other"),
+        32 | 40 => builder = builder.header("x-scope-orgid", "anonymous|other"),
+        _ => {}
     }
     if flags & 16 != 0 {
         builder = builder.header("otlp-profiles-development-version", "1.8.0");

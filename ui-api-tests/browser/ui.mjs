@@ -195,10 +195,20 @@ await page.click("#tab-diff");
 await settled();
 out.diffFromTab = { url: params(), flame: await flameState() };
 
+// 12. Two tenants at once from the Tenant field, grouped by tenant.
+await open(plan.tenants);
+out.tenants = {
+  flame: await flameState(),
+  tenantField: await page.inputValue("#tenant"),
+  groups: await page.evaluate(() => window.stackhouse.flame.root.children.map((c) => [c.name, c.total])),
+  legend: await page.$$eval("#chart-legend .legend-item", (items) => items.map((i) => i.textContent)),
+};
+await shot("10-tenants");
+
 out.pageErrors = [...pageErrors];
 out.consoleErrors = [...consoleErrors];
 
-// 12. Error and empty states (these log failed requests on purpose).
+// 13. Error and empty states (these log failed requests on purpose).
 await open(plan.badSelector);
 out.badSelector = { error: await visibleText("#error"), flame: await flameState() };
 await shot("8-error");

@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
-use ui_api_tests::browser;
 use ui_api_tests::server::{Options, Server};
 use ui_api_tests::workload::{self, FROM, Loc, Obs, ProfileSpec, SECOND, SampleSpec, T0, TO, Workload};
+use ui_api_tests::{browser, reads};
 
 const SELECTOR: &str = r#"{service.name="checkout"}"#;
 
@@ -75,6 +75,9 @@ fn num(value: &Value) -> i64 {
 async fn web_ui_shows_what_the_workload_holds() {
     let server = Server::start(Options::default()).await;
     let obs = Workload::new().export_grpc(server.grpc()).await;
+    // A second tenant, read together with the first from the Tenant field.
+    let other = reads::input(T0 as u64);
+    reads::send(&server, "team-b", &other).await;
     let cpu = checkout(&obs);
     let total = sum(&cpu);
     let (top_function, top_self) = largest(&self_values(&cpu));
@@ -104,8 +107,24 @@ async fn web_ui_shows_what_the_workload_holds() {
     empty["tenant"] = "nobody-here".into();
     empty.as_object_mut().unwrap().remove("profile_type");
 
+    let mut tenants = single.clone();
+    tenants["tenant"] = "anonymous|team-b".into();
+    tenants["selector"] = "{}".into();
+    tenants["group_by"] = "__tenant_id__".into();
+    let tenant_totals = json!([
+        [
+            "__tenant_id__=anonymous",
+            obs.iter()
+                .filter(|o| o.profile_type == workload::CPU)
+                .map(|o| o.value)
+                .sum::<i64>()
+        ],
+        ["__tenant_id__=team-b", other.iter().map(|p| p.value).sum::<i64>()],
+    ]);
+
     let plan = json!({
         "base": server.http(), "single": single, "diff": diff, "badSelector": bad, "empty": empty,
+        "tenants": tenants,
         "zoom": "handle", "search": search, "groupBy": "host.name", "traceId": trace,
     });
     let seen = browser::observe("ui.mjs", plan).await;
@@ -261,6 +280,16 @@ async fn web_ui_shows_what_the_workload_holds() {
         total,
         "the halves add up"
     );
+
+    // Two tenants from the Tenant field, grouped by tenant: one top-level node per tenant
+    // holding what that tenant was sent.
+    assert_eq!(at("/tenants/tenantField"), "anonymous|team-b");
+    let mut groups = at("/tenants/groups");
+    groups
+        .as_array_mut()
+        .unwrap()
+        .sort_by_key(|g| g[0].as_str().unwrap().to_string());
+    assert_eq!(groups, tenant_totals, "groups by tenant");
 
     assert_eq!(at("/pageErrors"), json!([]), "no script errors");
     assert_eq!(at("/consoleErrors"), json!([]), "nothing logged as an error");

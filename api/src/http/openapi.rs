@@ -75,7 +75,7 @@ impl Modify for ErrorResponses {
     info(
         title = "Stackhouse",
         description = "Profile storage and query API. Every query endpoint reads the tenant from \
-            `X-Scope-OrgID` (default `anonymous`). Errors are `{\"error\": \"…\"}`: 400 for a \
+            `X-Scope-OrgID` (default `anonymous`; a read may name several, `a|b`). Errors are `{\"error\": \"…\"}`: 400 for a \
             malformed request, 404 for an unknown profile id, 422 when a limit is exceeded (the \
             message names the limit and the flag that raises it), 503 with `Retry-After` when \
             the server cannot answer now (query memory budget, storage), 500 for our faults."

@@ -59,7 +59,9 @@ fn parse_format(value: Option<&str>) -> Result<&'static OutputFormat, ApiError> 
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Header)]
 pub struct TenantHeader {
-    /// Tenant; `anonymous` when absent. 1 to 150 characters of `[A-Za-z0-9_.-]`.
+    /// Tenant; `anonymous` when absent. 1 to 150 characters of `[A-Za-z0-9_.-]`. A read may
+    /// name several joined by `|` (`team-a|team-b`): it answers over their union, each series
+    /// labelled `__tenant_id__`; writes and administration name one.
     #[param(rename = "X-Scope-OrgID")]
     pub tenant: Option<String>,
 }

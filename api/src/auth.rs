@@ -331,6 +331,36 @@ mod tests {
     }
 
     #[test]
+    fn writes_and_administration_are_told_from_reads_by_route() {
+        let writes = [
+            (Method::POST, "/v1development/profiles"),
+            (Method::POST, "/v1experimental/profiles"),
+            (Method::POST, "/ingest"),
+            (Method::POST, "/push.v1.PusherService/Push"),
+            (Method::POST, "/settings.v1.SettingsService/Set"),
+            (Method::POST, "/settings.v1.SettingsService/Delete"),
+            (Method::PUT, "/api/v1/debuginfo/abcd"),
+            (Method::DELETE, "/api/v1/debuginfo/abcd"),
+            (Method::POST, "/api/v1/admin/deletes"),
+            (Method::DELETE, "/api/v1/admin/deletes/x"),
+            (Method::DELETE, "/api/v1/admin/tenants/a"),
+        ];
+        for (method, path) in writes {
+            assert_eq!(Access::of(&method, path), Access::Write, "{method} {path}");
+        }
+        let reads = [
+            (Method::GET, "/api/v1/flamegraph"),
+            (Method::GET, "/api/v1/admin/deletes"),
+            (Method::POST, "/querier.v1.QuerierService/SelectMergeStacktraces"),
+            (Method::POST, "/settings.v1.SettingsService/Get"),
+            (Method::GET, "/pyroscope/render"),
+        ];
+        for (method, path) in reads {
+            assert_eq!(Access::of(&method, path), Access::Read, "{method} {path}");
+        }
+    }
+
+    #[test]
     fn issued_tokens_differ_and_hash_to_what_is_stored() {
         let a = issue("t", "ci", false, &[], 1).unwrap();
         let b = issue("t", "ci", false, &[], 1).unwrap();

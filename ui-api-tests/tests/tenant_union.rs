@@ -169,6 +169,28 @@ async fn a_read_over_several_tenants_answers_their_sum_with_a_tenant_label() {
         "{top}"
     );
 
+    // A diff of two tenants: each side holds what its tenant was sent.
+    let (from, to) = (range(t0)[1].1.clone(), range(t0)[2].1.clone());
+    let (status, diff) = reads
+        .api
+        .get_json(
+            "/api/v1/diff",
+            &[
+                ("profile_type", PROFILE_TYPE.into()),
+                ("baseline_selector", r#"{__tenant_id__="team-a"}"#.into()),
+                ("baseline_from", from.clone()),
+                ("baseline_to", to.clone()),
+                ("comparison_selector", r#"{__tenant_id__="team-b"}"#.into()),
+                ("comparison_from", from),
+                ("comparison_to", to),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{diff}");
+    let sum = |t: usize| sent[t].iter().map(|p| p.value).sum::<i64>();
+    assert_eq!(diff["baseline_total"].as_i64(), Some(sum(0)), "{diff}");
+    assert_eq!(diff["comparison_total"].as_i64(), Some(sum(1)), "{diff}");
+
     // Listings: the union's labels and values, the tenant label among them.
     let (status, names) = reads.api.get_json("/api/v1/labels", &range(t0)[1..]).await;
     assert_eq!(status, 200, "{names}");

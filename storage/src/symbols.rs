@@ -48,13 +48,18 @@ impl SymbolIndex {
         self.attr_sets.extend(batch.attr_sets.drain());
     }
 
-    /// Adds every symbol of `other`.
-    pub fn extend_from(&mut self, other: &SymbolIndex) {
-        extend_cloned(&mut self.stacks, &other.stacks);
-        extend_cloned(&mut self.locations, &other.locations);
-        extend_cloned(&mut self.functions, &other.functions);
-        extend_cloned(&mut self.mappings, &other.mappings);
-        extend_cloned(&mut self.attr_sets, &other.attr_sets);
+    /// Adds the symbols of `other` that `self` lacks, cloning only those.
+    fn extend_missing(&mut self, other: &SymbolIndex) {
+        fn missing<V: Clone>(into: &mut IdMap<V>, from: &IdMap<V>) {
+            for (id, value) in from {
+                into.entry(*id).or_insert_with(|| value.clone());
+            }
+        }
+        missing(&mut self.stacks, &other.stacks);
+        missing(&mut self.locations, &other.locations);
+        missing(&mut self.functions, &other.functions);
+        missing(&mut self.mappings, &other.mappings);
+        missing(&mut self.attr_sets, &other.attr_sets);
     }
 
     fn sizes(&self) -> [usize; 5] {
@@ -195,8 +200,10 @@ struct TenantSymbols {
     /// Serializes loading and recording, so one object is never fetched twice at once and
     /// `loaded` always describes what `index` holds.
     loaded: tokio::sync::Mutex<HashSet<String>>,
-    /// Of a union of tenants: the sizes of its members' indexes it was built from.
-    built_from: tokio::sync::Mutex<Vec<[usize; 5]>>,
+    /// How often `index` was rebuilt from a newer listing (symbols dropped, not only added).
+    rebuilds: std::sync::atomic::AtomicU64,
+    /// Of a union of tenants: its members' rebuild counts and index sizes it holds.
+    built_from: tokio::sync::Mutex<Vec<(u64, [usize; 5])>>,
 }
 
 /// Per-tenant [`SymbolIndex`], loaded lazily from the tenant's committed symbol objects
@@ -257,6 +264,7 @@ impl SymbolCache {
                     .await?;
                 let mut index = entry.index.write().await;
                 if rebuild {
+                    entry.rebuilds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     *index = SymbolIndex::default();
                     entry.known.clear();
                     loaded.clear();
@@ -270,23 +278,34 @@ impl SymbolCache {
 
     /// The symbols of several tenants at once (a read over `a|b`). Symbol ids are hashes of
     /// content, so an id names the same symbol in every tenant and one index holds them
-    /// all. It is built again when a member's index changed since: indexes only grow
-    /// between rebuilds, so their sizes tell.
+    /// all. Between rebuilds a member's index only grows: the union then takes in only
+    /// the symbols it lacks, and is built afresh only after a member was rebuilt.
     async fn read_union(&self, tenants: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
         let mut members = Vec::new();
         for member in member_tenants(tenants) {
-            members.push(self.read_one(member).await?);
+            let index = self.read_one(member).await?;
+            // Rebuilds happen under the index's write lock, so while `index` is held the
+            // count is the one it was built under.
+            let rebuilds = self
+                .tenant(member)
+                .rebuilds
+                .load(std::sync::atomic::Ordering::Relaxed);
+            members.push((rebuilds, index));
         }
-        let sizes: Vec<[usize; 5]> = members.iter().map(|index| index.sizes()).collect();
+        let seen: Vec<(u64, [usize; 5])> = members.iter().map(|(r, index)| (*r, index.sizes())).collect();
         let entry = self.tenant(tenants);
         let mut built_from = entry.built_from.lock().await;
-        if *built_from != sizes {
-            let mut union = SymbolIndex::default();
-            for member in &members {
-                union.extend_from(member);
+        if *built_from != seen {
+            let grown_only = built_from.len() == seen.len()
+                && built_from.iter().zip(&seen).all(|(was, now)| was.0 == now.0);
+            let mut union = entry.index.write().await;
+            if !grown_only {
+                *union = SymbolIndex::default();
             }
-            *entry.index.write().await = union;
-            *built_from = sizes;
+            for (_, member) in &members {
+                union.extend_missing(member);
+            }
+            *built_from = seen;
         }
         Ok(entry.index.clone().read_owned().await)
     }

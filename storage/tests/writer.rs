@@ -623,3 +623,72 @@ async fn a_run_of_an_undefined_series_between_defined_ones_is_refused() {
     assert!(segments(env.catalog.as_ref(), "acme").await.is_empty());
     writer.shutdown().await;
 }
+
+/// [`numbered_batch`] with one more function of its own, called from `main`.
+fn batch_calling(tenant: &str, n: u8, function: &str) -> Batch {
+    let mut b = numbered_batch(tenant, n);
+    let f = b.add_function(stackhouse_storage::model::Function {
+        name: function.into(),
+        ..Default::default()
+    });
+    let location = b.add_location(stackhouse_storage::model::Location {
+        mapping_id: stackhouse_storage::model::SymbolId::ZERO,
+        address: 0x4000 + u64::from(n),
+        lines: vec![stackhouse_storage::model::Line {
+            function_id: f,
+            line: 1,
+            column: 0,
+        }],
+    });
+    let stack = b.add_stack(&[location]);
+    let mut row = b.samples[0].clone();
+    row.stack_id = stack;
+    b.samples.push(row);
+    b
+}
+
+#[tokio::test]
+async fn a_union_of_tenants_names_every_members_symbols_as_they_grow_and_merge() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    writer.write(batch_calling("a", 1, "only_a")).await.unwrap();
+    writer.write(batch_calling("b", 2, "only_b")).await.unwrap();
+    let reader = SymbolCache::new(env.store.clone(), env.catalog.clone());
+    let names = |index: &stackhouse_storage::symbols::SymbolIndex| {
+        let mut names: Vec<String> = index.functions.values().map(|f| f.name.clone()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(&reader.read("a|b").await.unwrap()),
+        ["main", "only_a", "only_b", "work"]
+    );
+    // A member grows: the union takes in what it lacks.
+    writer.write(batch_calling("a", 3, "later_a")).await.unwrap();
+    assert_eq!(
+        names(&reader.read("a|b").await.unwrap()),
+        ["later_a", "main", "only_a", "only_b", "work"]
+    );
+    // A member's symbol objects merged: its index is rebuilt, and the union after it.
+    writer.shutdown().await;
+    let compactor = Compactor::new(
+        env.store.clone(),
+        env.catalog.clone(),
+        CompactionConfig::default(),
+        stackhouse_storage::clock::system(),
+    );
+    let report = compactor.compact_tenant("a", CompactMode::Full).await.unwrap();
+    assert!(report.symbol_objects_removed > 0, "{report:?}");
+    assert_eq!(
+        names(&reader.read("b|a").await.unwrap()),
+        ["later_a", "main", "only_a", "only_b", "work"]
+    );
+    assert_eq!(
+        names(&reader.read("a|b").await.unwrap()),
+        ["later_a", "main", "only_a", "only_b", "work"]
+    );
+    assert_eq!(
+        names(&reader.read("b").await.unwrap()),
+        ["main", "only_b", "work"]
+    );
+}

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 use stackhouse_storage::catalog::{TenantToken, TokenCatalog};
-use stackhouse_storage::model::member_tenants;
+use stackhouse_storage::model::{TENANT_SEPARATOR, member_tenants};
 
 pub use crate::config::AuthMode;
 use crate::error::{ApiError, ErrorKind};
@@ -60,7 +60,7 @@ pub fn issue(
             created_at_millis: now_millis,
             revoked_at_millis: None,
             admin,
-            reads: reads.join("|"),
+            reads: reads.join(&TENANT_SEPARATOR.to_string()),
         },
         secret,
     })

@@ -9,10 +9,9 @@ pub const DEFAULT: &str = "anonymous";
 
 /// The one tenant a write (or an administration) names.
 pub fn parse(value: Option<&[u8]>) -> Result<String, String> {
-    let Some(raw) = value else {
+    let Some(tenant) = decoded(value)? else {
         return Ok(DEFAULT.to_string());
     };
-    let tenant = std::str::from_utf8(raw).map_err(|_| "X-Scope-OrgID is not valid UTF-8".to_string())?;
     if is_union(tenant) {
         return Err(format!(
             "X-Scope-OrgID {tenant:?} names several tenants: only reads may, a write or an \
@@ -25,10 +24,9 @@ pub fn parse(value: Option<&[u8]>) -> Result<String, String> {
 /// The tenants a read names: one, or several joined by `|` (`a|b|c`), each as [`parse`]
 /// takes it, repeats dropped.
 pub fn parse_read(value: Option<&[u8]>) -> Result<String, String> {
-    let Some(raw) = value else {
+    let Some(tenants) = decoded(value)? else {
         return Ok(DEFAULT.to_string());
     };
-    let tenants = std::str::from_utf8(raw).map_err(|_| "X-Scope-OrgID is not valid UTF-8".to_string())?;
     let mut named: Vec<String> = Vec::new();
     for tenant in member_tenants(tenants) {
         let tenant = valid(tenant).map_err(|e| {
@@ -53,6 +51,13 @@ pub fn parse_read(value: Option<&[u8]>) -> Result<String, String> {
 
 /// Most tenants one read may name: each is planned on its own.
 pub const MAX_READ_TENANTS: usize = 64;
+
+/// The header's value as text; `None` when absent.
+fn decoded(value: Option<&[u8]>) -> Result<Option<&str>, String> {
+    value
+        .map(|raw| std::str::from_utf8(raw).map_err(|_| "X-Scope-OrgID is not valid UTF-8".to_string()))
+        .transpose()
+}
 
 fn valid(tenant: &str) -> Result<String, String> {
     let valid = !tenant.is_empty()

@@ -276,22 +276,34 @@ impl SymbolCache {
         Ok(entry.index.clone().read_owned().await)
     }
 
-    /// The symbols of several tenants at once (a read over `a|b`). Symbol ids are hashes of
-    /// content, so an id names the same symbol in every tenant and one index holds them
-    /// all. Between rebuilds a member's index only grows: the union then takes in only
-    /// the symbols it lacks, and is built afresh only after a member was rebuilt.
+    /// [`SymbolCache::read`] of several tenants at once (a read over `a|b`): each member
+    /// read, then their union.
     async fn read_union(&self, tenants: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
         let mut members = Vec::new();
         for member in member_tenants(tenants) {
             let index = self.read_one(member).await?;
-            // Rebuilds happen under the index's write lock, so while `index` is held the
-            // count is the one it was built under.
-            let rebuilds = self
-                .tenant(member)
-                .rebuilds
-                .load(std::sync::atomic::Ordering::Relaxed);
-            members.push((rebuilds, index));
+            members.push((self.rebuilds(member), index));
         }
+        Ok(self.unite(tenants, members).await)
+    }
+
+    /// How often `tenant`'s index was rebuilt. Rebuilds happen under the index's write
+    /// lock, so while a read guard of it is held this is the count it was built under.
+    fn rebuilds(&self, tenant: &str) -> u64 {
+        self.tenant(tenant)
+            .rebuilds
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The union of the members' indexes. Symbol ids are hashes of content, so an id names
+    /// the same symbol in every tenant and one index holds them all. Between rebuilds a
+    /// member's index only grows: the union then takes in only the symbols it lacks, and is
+    /// built afresh only after a member was rebuilt.
+    async fn unite(
+        &self,
+        tenants: &str,
+        members: Vec<(u64, OwnedRwLockReadGuard<SymbolIndex>)>,
+    ) -> OwnedRwLockReadGuard<SymbolIndex> {
         let seen: Vec<(u64, [usize; 5])> = members.iter().map(|(r, index)| (*r, index.sizes())).collect();
         let entry = self.tenant(tenants);
         let mut built_from = entry.built_from.lock().await;
@@ -307,14 +319,23 @@ impl SymbolCache {
             }
             *built_from = seen;
         }
-        Ok(entry.index.clone().read_owned().await)
+        entry.index.clone().read_owned().await
     }
 
     /// The index as the last [`SymbolCache::read`] left it, without asking the catalog:
     /// for a query whose plan read it after listing its segments, so it already holds
     /// their symbols (an index is only ever rebuilt whole, from a newer listing).
+    /// Of a union, the union of what its members' last reads left.
     pub async fn loaded(&self, tenant: &str) -> OwnedRwLockReadGuard<SymbolIndex> {
-        self.tenant(tenant).index.clone().read_owned().await
+        if !is_union(tenant) {
+            return self.tenant(tenant).index.clone().read_owned().await;
+        }
+        let mut members = Vec::new();
+        for member in member_tenants(tenant) {
+            let index = self.tenant(member).index.clone().read_owned().await;
+            members.push((self.rebuilds(member), index));
+        }
+        self.unite(tenant, members).await
     }
 
     /// Records the symbols this process just committed in `objects`, so they are not read

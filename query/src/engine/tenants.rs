@@ -34,6 +34,19 @@ fn salt(tenant: &str) -> i64 {
     hash as i64
 }
 
+/// The salt of the `i`th tenant of a union: the first keeps its series ids.
+fn member_salt(i: usize, tenant: &str) -> i64 {
+    if i == 0 { 0 } else { salt(tenant) }
+}
+
+/// A series of the `i`th tenant of a union as the union shows it: id salted, labelled with
+/// its tenant.
+fn as_member(mut series: Series, i: usize, tenant: &str) -> Series {
+    series.id ^= member_salt(i, tenant);
+    series.labels.insert(TENANT_LABEL.to_string(), tenant.to_string());
+    series
+}
+
 /// The tenants of `tenant` its `__tenant_id__` matchers select, and the rest of the
 /// selector, which each tenant's plan applies.
 fn split_selector<'a>(tenant: &'a str, selector: &Selector) -> (Vec<&'a str>, Selector) {
@@ -83,8 +96,15 @@ impl QueryEngine {
                 }
             }
         }
-        if plans.iter().flatten().any(|p| p.dims != dims) {
-            plans = self.plan_members(&members, &dims, &[]).await?;
+        let short: Vec<usize> = (0..plans.len())
+            .filter(|&i| plans[i].as_ref().is_some_and(|p| p.dims != dims))
+            .collect();
+        if !short.is_empty() {
+            let scopes: Vec<Scope> = short.iter().map(|&i| members[i].clone()).collect();
+            let again = self.plan_members(&scopes, &dims, &[]).await?;
+            for (i, plan) in short.into_iter().zip(again) {
+                plans[i] = plan;
+            }
         }
         let plans: Vec<(&str, Plan)> = members
             .iter()
@@ -94,10 +114,8 @@ impl QueryEngine {
         if plans.is_empty() {
             return Ok(None);
         }
-        // Frames are named from this index, which planning left holding every member's.
-        if is_union(&scope.tenant) {
-            self.symbols.read(&scope.tenant).await?;
-        }
+        // Frames are named from `SymbolCache::loaded` of the union: the union of what each
+        // member's planning read.
         Ok(Some(union(scope, plans, dims)))
     }
 
@@ -154,12 +172,7 @@ impl QueryEngine {
             .await?;
         let mut series = Vec::new();
         for (i, (t, listed)) in all.into_iter().enumerate() {
-            let salt = if i == 0 { 0 } else { salt(t) };
-            series.extend(listed.into_iter().map(|mut s| {
-                s.id ^= salt;
-                s.labels.insert(TENANT_LABEL.to_string(), t.to_string());
-                s
-            }));
+            series.extend(listed.into_iter().map(|s| as_member(s, i, t)));
         }
         Ok(series)
     }
@@ -254,14 +267,13 @@ fn union(scope: &Scope, plans: Vec<(&str, Plan)>, dims: Vec<Dim>) -> Plan {
     let mut period = 0;
     let mut answered: Option<TimeRange> = None;
     for (i, (tenant, plan)) in plans.into_iter().enumerate() {
-        let salt = if i == 0 { 0 } else { salt(tenant) };
+        let salt = member_salt(i, tenant);
         for mut scan in plan.scans {
             scan.salt = salt;
             scans.push(scan);
         }
-        for (id, mut s) in plan.series {
-            s.labels.insert(TENANT_LABEL.to_string(), tenant.to_string());
-            s.id = id ^ salt;
+        for s in plan.series.into_values() {
+            let s = as_member(s, i, tenant);
             series.insert(s.id, s);
         }
         period = period.max(plan.period);

@@ -143,6 +143,10 @@ fn describe() {
         "stackhouse_purge_runs_total",
         "Passes purging deletion requests by outcome."
     );
+    describe_counter!(
+        "stackhouse_symbols_collected_total",
+        "Symbols the symbol merge after a purge dropped because no remaining segment used them."
+    );
     describe_gauge!(
         "stackhouse_deletion_requests",
         "Deletion requests by state (pending, purging, purged, cancelled), as the last purge pass found them."

@@ -264,6 +264,7 @@ async fn commit(store: &Store, catalog: &dyn Catalog, batch: &Batch, segment_id:
         series: batch.series.values().cloned().collect(),
         sample_labels,
         profiles: vec![],
+        symbol_epoch: 0,
     };
     catalog.commit_segment(&commit).await.unwrap();
 }

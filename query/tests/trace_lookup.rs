@@ -229,6 +229,7 @@ async fn fixture() -> Fixture {
             series: series.clone(),
             sample_labels: vec![],
             profiles: vec![],
+            symbol_epoch: 0,
         };
         catalog.commit_segment(&commit).await.unwrap();
     }

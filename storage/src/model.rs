@@ -391,6 +391,9 @@ pub struct Batch {
     /// that ingest need not build them again.
     pub path_keys: FastMap<u128, SymbolId>,
     pub location_keys: FastMap<u128, SymbolId>,
+    /// The oldest [`KnownSymbols`](crate::symbols::KnownSymbols) generation whose lookups
+    /// this batch uses without bringing their symbols; `None` when it uses none.
+    pub known_generation: Option<u64>,
 }
 
 /// Identifies a call path by one 16-byte key per frame (leaf first; ingest uses the
@@ -590,6 +593,16 @@ impl Batch {
         self.profiles.extend(other.profiles);
         self.path_keys.extend(other.path_keys);
         self.location_keys.extend(other.location_keys);
+        self.used_known(other.known_generation);
+    }
+
+    /// Notes that the batch uses symbols found in generation `generation` of the tenant's
+    /// known symbols.
+    pub fn used_known(&mut self, generation: Option<u64>) {
+        self.known_generation = match (self.known_generation, generation) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 

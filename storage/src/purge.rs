@@ -14,7 +14,8 @@
 //! purging and the next pass takes them up where the swaps stopped: a segment already
 //! rewritten holds nothing to remove and is left as it is. Once no segment holds a matched
 //! row, profiles wholly inside the range are forgotten, and series with nothing left, and
-//! the requests become purged.
+//! the requests become purged; the tenant's next symbol merge collects the symbols nothing
+//! uses any more ([`crate::compaction`]'s symbols).
 
 use std::collections::HashSet;
 
@@ -155,6 +156,8 @@ async fn purge_leased(
         }
         report.add_from(swapped);
     }
+    // Symbols only the removed rows used go at the next symbol merge.
+    lease.commit(catalog.symbols_to_collect(tenant)).await?;
     for (request, cut) in requests.iter().zip(&cuts) {
         let ids: Vec<i64> = cut.series.iter().copied().collect();
         lease

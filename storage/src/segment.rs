@@ -199,15 +199,32 @@ pub async fn read_table(
     kind: TableKind,
     object: &ObjectMeta,
 ) -> Result<Vec<RecordBatch>, StoreError> {
+    read_columns(store, kind, object, None).await
+}
+
+/// Reads the columns named in `columns` (all when `None`) of an object holding a table of
+/// `kind`, refusing any other schema.
+pub async fn read_columns(
+    store: &Store,
+    kind: TableKind,
+    object: &ObjectMeta,
+    columns: Option<&'static [&'static str]>,
+) -> Result<Vec<RecordBatch>, StoreError> {
     let bytes = fetch(store, &object.key).await?;
     let key = object.key.clone();
     let decoded = blocking("decoding a table", {
         let key = key.clone();
         move || {
-            open_table(kind, &key, bytes)?
-                .build()?
-                .map(|b| b.map_err(StoreError::from))
-                .collect()
+            let mut builder = open_table(kind, &key, bytes)?;
+            if let Some(columns) = columns {
+                let roots: Vec<usize> = columns
+                    .iter()
+                    .filter_map(|name| builder.schema().index_of(name).ok())
+                    .collect();
+                let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
+                builder = builder.with_projection(mask);
+            }
+            builder.build()?.map(|b| b.map_err(StoreError::from)).collect()
         }
     });
     decoded.await.map_err(|e| e.in_object(&key))

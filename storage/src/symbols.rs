@@ -2,6 +2,7 @@
 //! queries turn stack ids into frames.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, TryStreamExt};
@@ -12,7 +13,7 @@ use crate::model::{
     AttributeSet, Batch, FastMap, Function, IdMap, Location, Mapping, StackNode, SymbolId, is_union,
     member_tenants,
 };
-use crate::segment::read_symbols;
+use crate::segment::{SymbolTables, read_symbols};
 use crate::store::{Store, StoreError};
 
 /// How many segments' symbol objects are fetched at once when a tenant is loaded.
@@ -62,7 +63,7 @@ impl SymbolIndex {
         missing(&mut self.attr_sets, &other.attr_sets);
     }
 
-    fn sizes(&self) -> [usize; 5] {
+    pub(crate) fn sizes(&self) -> [usize; 5] {
         [
             self.stacks.len(),
             self.locations.len(),
@@ -81,14 +82,46 @@ impl SymbolIndex {
         self.attr_sets.extend(other.attr_sets);
     }
 
-    /// Removes from `batch` every symbol already in `self`, leaving only what still has to
-    /// be written.
-    pub fn retain_new(&self, batch: &mut Batch) {
-        batch.stacks.retain(|id, _| !self.stacks.contains_key(id));
-        batch.locations.retain(|id, _| !self.locations.contains_key(id));
-        batch.functions.retain(|id, _| !self.functions.contains_key(id));
-        batch.mappings.retain(|id, _| !self.mappings.contains_key(id));
-        batch.attr_sets.retain(|id, _| !self.attr_sets.contains_key(id));
+    /// Takes out of `batch` every symbol already in `self`, leaving only what still has to
+    /// be written, and returns what it took: a commit refused for a stale symbol epoch puts
+    /// it back, since those symbols may be gone by then.
+    pub fn retain_new(&self, batch: &mut Batch) -> SymbolIndex {
+        fn take<V>(from: &mut IdMap<V>, stored: &IdMap<V>) -> IdMap<V> {
+            from.extract_if(|id, _| stored.contains_key(id)).collect()
+        }
+        SymbolIndex {
+            stacks: take(&mut batch.stacks, &self.stacks),
+            locations: take(&mut batch.locations, &self.locations),
+            functions: take(&mut batch.functions, &self.functions),
+            mappings: take(&mut batch.mappings, &self.mappings),
+            attr_sets: take(&mut batch.attr_sets, &self.attr_sets),
+        }
+    }
+
+    /// Adds to `batch` every symbol its samples use that it lacks, from `self`: what a
+    /// writer does when it cannot trust that the tenant still stores them (a collection of
+    /// unused symbols under way, or its known-symbol lookups older than its index).
+    pub fn complete(&self, batch: &mut Batch) -> Result<(), MissingSymbol> {
+        let reached = {
+            let sources = [SymbolTables::from(&*batch), SymbolTables::from(self)];
+            let mut reach = Reach::new(&sources);
+            for sample in &batch.samples {
+                reach.stack(sample.stack_id)?;
+                reach.attr_set(sample.attr_set_id)?;
+            }
+            reach.into_index()
+        };
+        reached.move_into(batch);
+        Ok(())
+    }
+
+    /// Moves every symbol of `self` into `batch`.
+    pub fn move_into(self, batch: &mut Batch) {
+        batch.stacks.extend(self.stacks);
+        batch.locations.extend(self.locations);
+        batch.functions.extend(self.functions);
+        batch.mappings.extend(self.mappings);
+        batch.attr_sets.extend(self.attr_sets);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -97,6 +130,88 @@ impl SymbolIndex {
             && self.functions.is_empty()
             && self.mappings.is_empty()
             && self.attr_sets.is_empty()
+    }
+}
+
+/// A symbol that something uses and no table at hand holds.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} {id} is used but held by no symbol table at hand")]
+pub struct MissingSymbol {
+    pub kind: &'static str,
+    pub id: SymbolId,
+}
+
+/// The symbols some stacks and attribute sets reach, copied out of `sources` (looked up in
+/// turn): each stack's nodes up to its root, their locations, and those locations'
+/// functions and mappings.
+pub struct Reach<'s> {
+    sources: &'s [SymbolTables<'s>],
+    reached: SymbolIndex,
+}
+
+impl<'s> Reach<'s> {
+    pub fn new(sources: &'s [SymbolTables<'s>]) -> Reach<'s> {
+        Reach {
+            sources,
+            reached: SymbolIndex::default(),
+        }
+    }
+
+    fn find<V: Clone + 's>(
+        &self,
+        kind: &'static str,
+        id: SymbolId,
+        table: impl Fn(&SymbolTables<'s>) -> &'s IdMap<V>,
+    ) -> Result<V, MissingSymbol> {
+        self.sources
+            .iter()
+            .find_map(|t| table(t).get(&id))
+            .cloned()
+            .ok_or(MissingSymbol { kind, id })
+    }
+
+    /// Takes in the stack whose leaf node is `id` (nothing for the empty stack).
+    pub fn stack(&mut self, mut id: SymbolId) -> Result<(), MissingSymbol> {
+        while !id.is_zero() && !self.reached.stacks.contains_key(&id) {
+            let node = self.find("stack node", id, |t| t.stacks)?;
+            self.location(node.location_id)?;
+            self.reached.stacks.insert(id, node);
+            id = node.parent_id;
+        }
+        Ok(())
+    }
+
+    fn location(&mut self, id: SymbolId) -> Result<(), MissingSymbol> {
+        if id.is_zero() || self.reached.locations.contains_key(&id) {
+            return Ok(());
+        }
+        let location = self.find("location", id, |t| t.locations)?;
+        if !location.mapping_id.is_zero() && !self.reached.mappings.contains_key(&location.mapping_id) {
+            let mapping = self.find("mapping", location.mapping_id, |t| t.mappings)?;
+            self.reached.mappings.insert(location.mapping_id, mapping);
+        }
+        for line in &location.lines {
+            let f = line.function_id;
+            if !f.is_zero() && !self.reached.functions.contains_key(&f) {
+                let function = self.find("function", f, |t| t.functions)?;
+                self.reached.functions.insert(f, function);
+            }
+        }
+        self.reached.locations.insert(id, location);
+        Ok(())
+    }
+
+    /// Takes in the attribute set `id` (nothing for the empty set).
+    pub fn attr_set(&mut self, id: SymbolId) -> Result<(), MissingSymbol> {
+        if !id.is_zero() && !self.reached.attr_sets.contains_key(&id) {
+            let set = self.find("attribute set", id, |t| t.attr_sets)?;
+            self.reached.attr_sets.insert(id, set);
+        }
+        Ok(())
+    }
+
+    pub fn into_index(self) -> SymbolIndex {
+        self.reached
     }
 }
 
@@ -140,6 +255,9 @@ pub struct KnownSymbols(std::sync::RwLock<KnownMaps>);
 struct KnownMaps {
     paths: FastMap<u128, SymbolId>,
     locations: FastMap<u128, SymbolId>,
+    /// How often the maps were cleared: a batch built from older lookups may use symbols
+    /// the index no longer holds ([`Batch::known_generation`]).
+    generation: u64,
 }
 
 impl KnownSymbols {
@@ -170,7 +288,15 @@ impl KnownSymbols {
     }
 
     fn clear(&self) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = KnownMaps::default();
+        let mut maps = self.0.write().unwrap_or_else(|e| e.into_inner());
+        *maps = KnownMaps {
+            generation: maps.generation + 1,
+            ..KnownMaps::default()
+        };
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.maps().generation
     }
 }
 
@@ -179,6 +305,10 @@ impl KnownSymbols {
 pub struct KnownReader<'a>(std::sync::RwLockReadGuard<'a, KnownMaps>);
 
 impl KnownReader<'_> {
+    pub fn generation(&self) -> u64 {
+        self.0.generation
+    }
+
     pub fn path(&self, key: u128) -> Option<SymbolId> {
         self.0.paths.get(&key).copied()
     }
@@ -201,9 +331,13 @@ struct TenantSymbols {
     /// `loaded` always describes what `index` holds.
     loaded: tokio::sync::Mutex<HashSet<String>>,
     /// How often `index` was rebuilt from a newer listing (symbols dropped, not only added).
-    rebuilds: std::sync::atomic::AtomicU64,
+    rebuilds: AtomicU64,
     /// Of a union of tenants: its members' rebuild counts and index sizes it holds.
     built_from: tokio::sync::Mutex<Vec<(u64, [usize; 5])>>,
+    /// The tenant's symbol epoch read before the listing `index` was last brought up to
+    /// date with by [`SymbolCache::read_for_write`]; changed only under the index's write
+    /// lock, so it goes with the index a read guard holds.
+    epoch: AtomicI64,
 }
 
 /// Per-tenant [`SymbolIndex`], loaded lazily from the tenant's committed symbol objects
@@ -237,13 +371,34 @@ impl SymbolCache {
         if is_union(tenant) {
             return self.read_union(tenant).await;
         }
-        self.read_one(tenant).await
+        self.read_one(tenant, false).await
     }
 
-    async fn read_one(&self, tenant: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
+    /// [`SymbolCache::read`] of one tenant for its writer, with the symbol epoch read before
+    /// the listing: a commit made at that epoch may leave out what the index holds.
+    pub async fn read_for_write(
+        &self,
+        tenant: &str,
+    ) -> Result<(OwnedRwLockReadGuard<SymbolIndex>, i64), SymbolError> {
+        let index = self.read_one(tenant, true).await?;
+        let epoch = self.tenant(tenant).epoch.load(Ordering::Relaxed);
+        Ok((index, epoch))
+    }
+
+    async fn read_one(
+        &self,
+        tenant: &str,
+        with_epoch: bool,
+    ) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
         let entry = self.tenant(tenant);
         {
             let mut loaded = entry.loaded.lock().await;
+            // Before the listing: a collection committed in between leaves this epoch
+            // stale (the commit is refused), never the listing older than the epoch.
+            let epoch = match with_epoch {
+                true => Some(self.catalog.symbol_epoch(tenant).await?.epoch),
+                false => None,
+            };
             let objects = self.catalog.symbol_objects(tenant).await?;
             let listed: HashSet<&str> = objects.iter().map(|o| o.key.as_str()).collect();
             let rebuild = loaded.iter().any(|key| !listed.contains(key.as_str()));
@@ -251,7 +406,8 @@ impl SymbolCache {
                 .iter()
                 .filter(|o| rebuild || !loaded.contains(&o.key))
                 .collect();
-            if rebuild || !missing.is_empty() {
+            let epoch_moved = epoch.is_some_and(|e| e != entry.epoch.load(Ordering::Relaxed));
+            if rebuild || !missing.is_empty() || epoch_moved {
                 // Collected first: a lazy `map` closure here makes the future not `Send`
                 // for the compiler (higher-ranked lifetime inference).
                 let reads: Vec<_> = missing.iter().map(|o| read_symbols(&self.store, o)).collect();
@@ -264,13 +420,16 @@ impl SymbolCache {
                     .await?;
                 let mut index = entry.index.write().await;
                 if rebuild {
-                    entry.rebuilds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    entry.rebuilds.fetch_add(1, Ordering::Relaxed);
                     *index = SymbolIndex::default();
                     entry.known.clear();
                     loaded.clear();
                 }
                 index.merge(fresh);
                 loaded.extend(missing.iter().map(|o| o.key.clone()));
+                if let Some(epoch) = epoch {
+                    entry.epoch.store(epoch, Ordering::Relaxed);
+                }
             }
         }
         Ok(entry.index.clone().read_owned().await)
@@ -281,7 +440,7 @@ impl SymbolCache {
     async fn read_union(&self, tenants: &str) -> Result<OwnedRwLockReadGuard<SymbolIndex>, SymbolError> {
         let mut members = Vec::new();
         for member in member_tenants(tenants) {
-            let index = self.read_one(member).await?;
+            let index = self.read_one(member, false).await?;
             members.push((self.rebuilds(member), index));
         }
         Ok(self.unite(tenants, members).await)
@@ -290,9 +449,7 @@ impl SymbolCache {
     /// How often `tenant`'s index was rebuilt. Rebuilds happen under the index's write
     /// lock, so while a read guard of it is held this is the count it was built under.
     fn rebuilds(&self, tenant: &str) -> u64 {
-        self.tenant(tenant)
-            .rebuilds
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.tenant(tenant).rebuilds.load(Ordering::Relaxed)
     }
 
     /// The union of the members' indexes. Symbol ids are hashes of content, so an id names
@@ -358,6 +515,84 @@ impl SymbolCache {
 mod tests {
     use super::*;
     use crate::model::Function;
+
+    /// A stack of two frames (the leaf mapped, inlined into two functions) used by one
+    /// sample with an attribute set, built in `into`; returns the leaf's id.
+    fn two_frames(into: &mut Batch) -> SymbolId {
+        use crate::model::{AttributeSet, Line, Location, Mapping, SampleRow};
+        let mapping_id = into.add_mapping(Mapping {
+            filename: "/bin/app".into(),
+            ..Default::default()
+        });
+        let function = |b: &mut Batch, name: &str| {
+            b.add_function(Function {
+                name: name.into(),
+                ..Default::default()
+            })
+        };
+        let (f, g, h) = (function(into, "f"), function(into, "g"), function(into, "main"));
+        let line = |function_id| Line {
+            function_id,
+            line: 1,
+            column: 0,
+        };
+        let leaf = into.add_location(Location {
+            mapping_id,
+            address: 0x10,
+            lines: vec![line(f), line(g)],
+        });
+        let root = into.add_location(Location {
+            mapping_id: SymbolId::ZERO,
+            address: 0x20,
+            lines: vec![line(h)],
+        });
+        let stack_id = into.add_stack(&[leaf, root]);
+        let attr_set_id = into.add_attr_set(AttributeSet::new(vec![("thread.name".into(), "main".into())]));
+        into.samples.push(SampleRow {
+            time_nanos: 1,
+            series_id: 1,
+            stack_id,
+            value: 1,
+            attr_set_id,
+            trace_id: None,
+            span_id: None,
+            profile_id: None,
+        });
+        stack_id
+    }
+
+    #[test]
+    fn complete_brings_every_symbol_a_batch_uses_from_the_index() {
+        let mut stored = Batch::new("t");
+        two_frames(&mut stored);
+        let mut index = SymbolIndex::default();
+        index.extend_from_batch(&stored);
+        // Another batch using the same stack and set, built from known lookups: ids only.
+        let mut next = Batch::new("t");
+        next.samples = stored.samples.clone();
+        index.complete(&mut next).unwrap();
+        assert_eq!(next.stacks.len(), 2);
+        assert_eq!(next.locations.len(), 2);
+        assert_eq!(next.functions.len(), 3);
+        assert_eq!(next.mappings.len(), 1);
+        assert_eq!(next.attr_sets.len(), 1);
+        assert_eq!(next.stacks, stored.stacks);
+        assert_eq!(next.functions, stored.functions);
+
+        // Nothing holds the root's location: named, not papered over.
+        let mut lacking = index.clone();
+        let root = lacking
+            .stacks
+            .values()
+            .find(|n| n.parent_id.is_zero())
+            .unwrap()
+            .location_id;
+        lacking.locations.remove(&root);
+        let mut next = Batch::new("t");
+        next.samples = stored.samples.clone();
+        let err = lacking.complete(&mut next).unwrap_err();
+        assert_eq!((err.kind, err.id), ("location", root));
+    }
 
     #[test]
     fn retain_new_drops_known_symbols_only() {

@@ -16,7 +16,7 @@ use crate::clock::{self, SharedClock};
 use crate::model::{AttributeSet, Batch, IdMap, ProfileKey, ProfileRecord};
 use crate::segment::{WrittenSegment, write_segment};
 use crate::store::Store;
-use crate::symbols::{KnownSymbols, SymbolCache};
+use crate::symbols::{KnownSymbols, SymbolCache, SymbolIndex};
 
 /// Requests queued towards the writer task before `write` waits for room.
 const QUEUE: usize = 1024;
@@ -675,11 +675,7 @@ impl Flusher {
         let mut refused_series = HashSet::new();
         // Before `retain_new`: the labels come from every set used, stored before or not.
         let mut sample_labels = sample_labels(&batch, None);
-        self.symbols
-            .read(&tenant)
-            .await
-            .map_err(|e| fail(format!("loading symbols: {e}")))?
-            .retain_new(&mut batch);
+        let (mut symbol_epoch, mut taken) = self.leave_out_stored(&mut batch).await.map_err(fail)?;
         loop {
             if batch.samples.is_empty() {
                 return Ok(Flushed {
@@ -709,6 +705,7 @@ impl Flusher {
                 series,
                 sample_labels,
                 profiles: std::mem::take(&mut batch.profiles),
+                symbol_epoch,
             };
             let refusal = match self
                 .catalog
@@ -728,6 +725,13 @@ impl Flusher {
                 CommitOutcome::Refused(refusal) => refusal,
             };
             batch.profiles = commit.profiles;
+            sample_labels = commit.sample_labels;
+            if refusal.stale_symbols {
+                // What was left out as stored may be gone: bring it again, and decide anew.
+                std::mem::take(&mut taken).move_into(&mut batch);
+                (symbol_epoch, taken) = self.leave_out_stored(&mut batch).await.map_err(fail)?;
+                continue;
+            }
             repeated.extend(leave_out_repeated(&mut batch, &refusal.repeated));
             if !refusal.refused_series.is_empty() {
                 let refused: HashSet<i64> = refusal.refused_series.iter().copied().collect();
@@ -745,6 +749,30 @@ impl Flusher {
                 .map_err(|e| fail(format!("loading symbols: {e}")))?;
             sample_labels = self::sample_labels(&batch, Some(&index.attr_sets));
         }
+    }
+
+    /// Takes out of `batch` the symbols the tenant stores as this writer's index lists
+    /// them, and returns the symbol epoch the commit must be made at with what it took out.
+    /// While a collection of unused symbols is under way, or when the batch's known-symbol
+    /// lookups are older than the index, every symbol the batch uses is brought instead.
+    async fn leave_out_stored(&self, batch: &mut Batch) -> Result<(i64, SymbolIndex), String> {
+        let (index, epoch) = self
+            .symbols
+            .read_for_write(&batch.tenant)
+            .await
+            .map_err(|e| format!("loading symbols: {e}"))?;
+        let collecting = epoch % 2 == 1;
+        let generation = self.symbols.known(&batch.tenant).generation();
+        if collecting || batch.known_generation.is_some_and(|g| g != generation) {
+            index.complete(batch).map_err(|e| {
+                format!("{e}: it was found as stored before its symbols were collected; sending the request again brings it")
+            })?;
+        }
+        if collecting {
+            return Ok((epoch, SymbolIndex::default()));
+        }
+        let taken = index.retain_new(batch);
+        Ok((epoch, taken))
     }
 }
 

@@ -114,6 +114,7 @@ impl World {
             symbols: written.symbols,
             sample_labels: vec![("thread.name".into(), "main".into())],
             profiles: vec![],
+            symbol_epoch: 0,
         };
         self.catalog.commit_segment(&commit).await.unwrap();
     }

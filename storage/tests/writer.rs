@@ -433,6 +433,10 @@ struct FailingCatalog {
     hanging_tenant: &'static str,
     refused: AtomicUsize,
     blind: bool,
+    /// Runs one compaction pass of the committing tenant before the next commit goes on,
+    /// as when another process's compactor gets there between the writer's symbol listing
+    /// and its commit.
+    compact_first: tokio::sync::Mutex<Option<Compactor>>,
 }
 
 impl FailingCatalog {
@@ -443,6 +447,7 @@ impl FailingCatalog {
             hanging_tenant: "",
             refused: AtomicUsize::new(0),
             blind: false,
+            compact_first: tokio::sync::Mutex::new(None),
         }
     }
 }
@@ -460,6 +465,12 @@ impl SegmentCatalog for FailingCatalog {
         }
         if commit.segment.tenant == self.hanging_tenant {
             std::future::pending::<()>().await;
+        }
+        if let Some(compactor) = self.compact_first.lock().await.take() {
+            compactor
+                .compact_tenant(&commit.segment.tenant, CompactMode::Due)
+                .await
+                .unwrap();
         }
         let outcome = self.inner.commit_segment_within(commit, max_series).await?;
         if outcome != CommitOutcome::Committed {
@@ -691,4 +702,239 @@ async fn a_union_of_tenants_names_every_members_symbols_as_they_grow_and_merge()
         names(&reader.read("b").await.unwrap()),
         ["main", "only_b", "work"]
     );
+}
+
+/// One sample of service `service` in stack `function` <- `main`, with its own thread name.
+fn one_stack(service: &str, function: &str, time_nanos: i64) -> Batch {
+    use stackhouse_storage::model::{AttributeSet, Function, Line, Location, SampleRow, SymbolId};
+    let mut b = Batch::new("acme");
+    let frame = |b: &mut Batch, name: &str, address| {
+        let function_id = b.add_function(Function {
+            name: name.into(),
+            ..Default::default()
+        });
+        b.add_location(Location {
+            mapping_id: SymbolId::ZERO,
+            address,
+            lines: vec![Line {
+                function_id,
+                line: 1,
+                column: 0,
+            }],
+        })
+    };
+    let leaf = frame(&mut b, function, 0x2000 + function.len() as u64);
+    let root = frame(&mut b, "main", 0x1000);
+    let stack_id = b.add_stack(&[leaf, root]);
+    let attr_set_id = b.add_attr_set(AttributeSet::new(vec![(
+        "thread.name".into(),
+        format!("{service}-thread"),
+    )]));
+    let series_id = b.add_series(series(service));
+    b.samples.push(SampleRow {
+        time_nanos,
+        series_id,
+        stack_id,
+        value: 1,
+        attr_set_id,
+        trace_id: None,
+        span_id: None,
+        profile_id: None,
+    });
+    b
+}
+
+/// Every symbol object of `tenant` read back: function names and thread names, sorted.
+async fn stored_names(env: &Env, tenant: &str) -> (Vec<String>, Vec<String>) {
+    let mut functions = Vec::new();
+    let mut threads = Vec::new();
+    for object in env.catalog.symbol_objects(tenant).await.unwrap() {
+        let index = stackhouse_storage::segment::read_symbols(&env.store, &object)
+            .await
+            .unwrap();
+        functions.extend(index.functions.values().map(|f| f.name.clone()));
+        threads.extend(
+            index
+                .attr_sets
+                .values()
+                .flat_map(|s| s.attrs.iter().map(|(_, v)| v.clone())),
+        );
+    }
+    for names in [&mut functions, &mut threads] {
+        names.sort();
+        names.dedup();
+    }
+    (functions, threads)
+}
+
+/// Whether every stack and attribute set the tenant's segments use is in its symbol objects.
+async fn every_used_symbol_is_stored(env: &Env, tenant: &str) -> bool {
+    use stackhouse_storage::segment::{SymbolTables, read_samples, read_symbols};
+    use stackhouse_storage::symbols::{Reach, SymbolIndex};
+    let mut all = SymbolIndex::default();
+    for object in env.catalog.symbol_objects(tenant).await.unwrap() {
+        all.merge(read_symbols(&env.store, &object).await.unwrap());
+    }
+    let sources = [SymbolTables::from(&all)];
+    let mut reach = Reach::new(&sources);
+    for segment in segments(env.catalog.as_ref(), tenant).await {
+        let object = segment.object(TableKind::Samples).unwrap();
+        for batch in read_samples(&env.store, object).await.unwrap() {
+            let ids = |name: &str| {
+                use arrow::array::{Array, AsArray};
+                let column = batch
+                    .column(batch.schema().index_of(name).unwrap())
+                    .as_fixed_size_binary();
+                (0..column.len())
+                    .map(|i| stackhouse_storage::model::SymbolId::from_slice(column.value(i)).unwrap())
+                    .collect::<Vec<_>>()
+            };
+            for id in ids("stack_id") {
+                if reach.stack(id).is_err() {
+                    return false;
+                }
+            }
+            for id in ids("attr_set_id") {
+                if reach.attr_set(id).is_err() {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Deletes service `gone`'s samples through a request past its cancel period and purges it.
+async fn purge_service(env: &Env, compactor: &Compactor, service: &str) {
+    use stackhouse_storage::catalog::{DeleteRequest, DeleteState};
+    let request = DeleteRequest {
+        id: format!("delete-{service}"),
+        selector: format!("{{service.name=\"{service}\"}}"),
+        from_nanos: 0,
+        to_nanos: i64::MAX,
+        created_at_millis: 0,
+        cancel_until_millis: 0,
+        state: DeleteState::Pending,
+        matched_series: 1,
+        matched_samples: 1,
+    };
+    env.catalog.add_delete_request("acme", &request).await.unwrap();
+    let mut states = [0; 4];
+    stackhouse_storage::purge::purge_tenant(compactor, "acme", &mut states)
+        .await
+        .unwrap();
+    let state = env
+        .catalog
+        .delete_request("acme", &request.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(state, DeleteState::Purged);
+}
+
+fn compactor(env: &Env) -> Compactor {
+    Compactor::new(
+        env.store.clone(),
+        env.catalog.clone(),
+        CompactionConfig::default(),
+        stackhouse_storage::clock::system(),
+    )
+}
+
+/// After a purge the next symbol merge keeps only what the remaining segments use: the
+/// deleted service's own function and thread name are gone, the shared `main` stays. A
+/// writer whose index still lists them brings them again when they are sent again.
+#[tokio::test]
+async fn symbols_only_purged_samples_used_go_at_the_next_symbol_merge() {
+    let env = env().await;
+    let writer = writer_on(&env, env.catalog.clone(), config(20));
+    writer.write(one_stack("kept", "kept_fn", 10)).await.unwrap();
+    writer.write(one_stack("gone", "gone_fn", 20)).await.unwrap();
+    assert_eq!(
+        stored_names(&env, "acme").await,
+        (
+            strings(&["gone_fn", "kept_fn", "main"]),
+            strings(&["gone-thread", "kept-thread"])
+        )
+    );
+    let compactor = compactor(&env);
+    purge_service(&env, &compactor, "gone").await;
+    assert!(env.catalog.symbol_epoch("acme").await.unwrap().collect);
+    // The purge removed the rows; their symbols stay until the next symbol merge.
+    assert_eq!(
+        stored_names(&env, "acme").await.0,
+        strings(&["gone_fn", "kept_fn", "main"])
+    );
+
+    let report = compactor.compact_tenant("acme", CompactMode::Due).await.unwrap();
+    // gone_fn's function, location and stack node, and gone's attribute set.
+    assert_eq!(report.symbols_collected, 4, "{report:?}");
+    assert_eq!(
+        stored_names(&env, "acme").await,
+        (strings(&["kept_fn", "main"]), strings(&["kept-thread"]))
+    );
+    let epoch = env.catalog.symbol_epoch("acme").await.unwrap();
+    assert!(!epoch.collect && !epoch.collecting(), "{epoch:?}");
+    assert!(every_used_symbol_is_stored(&env, "acme").await);
+    // Nothing left to collect: the next merge is an ordinary one.
+    let again = compactor.compact_tenant("acme", CompactMode::Due).await.unwrap();
+    assert_eq!(again.symbols_collected, 0);
+
+    // This writer's index listed gone_fn as stored: sent again, it is written again.
+    writer.write(one_stack("back", "gone_fn", 30)).await.unwrap();
+    assert_eq!(
+        stored_names(&env, "acme").await,
+        (
+            strings(&["gone_fn", "kept_fn", "main"]),
+            strings(&["back-thread", "kept-thread"])
+        )
+    );
+    assert!(every_used_symbol_is_stored(&env, "acme").await);
+    writer.shutdown().await;
+}
+
+/// The race the symbol epoch exists for: a writer leaves out symbols its index lists as
+/// stored, then a collection drops them before the writer commits. The commit is refused
+/// and the writer brings them again.
+#[tokio::test]
+async fn a_collection_between_a_writers_listing_and_its_commit_refuses_the_commit() {
+    let env = env().await;
+    let racing = Arc::new(FailingCatalog::over(env.catalog.clone()));
+    let writer = writer_on(&env, racing.clone(), config(20));
+    writer.write(one_stack("kept", "kept_fn", 10)).await.unwrap();
+    writer.write(one_stack("gone", "gone_fn", 20)).await.unwrap();
+    let compactor = compactor(&env);
+    purge_service(&env, &compactor, "gone").await;
+    *racing.compact_first.lock().await = Some(compactor);
+
+    let receipt = writer.write(one_stack("back", "gone_fn", 30)).await.unwrap();
+    assert_eq!(
+        racing.refused.load(Ordering::SeqCst),
+        1,
+        "the commit listed before the collection was refused"
+    );
+    assert!(racing.compact_first.lock().await.is_none(), "the collection ran");
+    assert!(
+        segments(env.catalog.as_ref(), "acme")
+            .await
+            .iter()
+            .any(|s| s.id == receipt.segment_id)
+    );
+    assert!(
+        every_used_symbol_is_stored(&env, "acme").await,
+        "a segment uses symbols the collection dropped"
+    );
+    assert_eq!(
+        stored_names(&env, "acme").await,
+        (
+            strings(&["gone_fn", "kept_fn", "main"]),
+            strings(&["back-thread", "kept-thread"])
+        )
+    );
+    writer.shutdown().await;
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
 }

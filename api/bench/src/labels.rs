@@ -128,6 +128,7 @@ async fn build(catalog: &dyn Catalog, shape: &Shape, start: i64) -> anyhow::Resu
             series,
             sample_labels: vec![("thread.name".into(), "main".into())],
             profiles: Vec::new(),
+            symbol_epoch: 0,
         };
         catalog
             .commit_segment(&commit)

@@ -542,6 +542,7 @@ impl<'a, 'l> Interner<'a, 'l> {
         };
         let key = path_key(keys, &mut self.content);
         if let Some(id) = self.known.path(key) {
+            batch.used_known(Some(self.known.generation()));
             return Ok(id);
         }
         let mut path = std::mem::take(&mut self.path);
@@ -592,6 +593,7 @@ impl<'a, 'l> Interner<'a, 'l> {
         }
         let key = self.location_key(batch, index)?;
         if let Some(id) = self.known.location(key) {
+            batch.used_known(Some(self.known.generation()));
             self.locations[i] = Some(id);
             return Ok(id);
         }

@@ -60,6 +60,10 @@ pub(crate) trait Dialect {
 
     async fn replace_symbols(&self, swap: SymbolSwap<'_>) -> CatalogResult<()>;
 
+    /// A transaction that may change `tenant`'s symbol epoch: it waits for the segment
+    /// commits checking the epoch, and they for it.
+    async fn begin_symbol_epoch_change(&self, tenant: &str) -> CatalogResult<Transaction<'static, Self::Db>>;
+
     async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()>;
 
     /// Distinct keys among `keys` nothing refers to, in no particular order.
@@ -103,4 +107,6 @@ pub(crate) struct SymbolSwap<'a> {
     /// The keys of `added`: an object merged again into itself must not be deleted.
     pub(crate) kept_keys: &'a [String],
     pub(crate) delete_after_nanos: i64,
+    /// The epoch of the collection this swap ends, if it ends one.
+    pub(crate) collection: Option<i64>,
 }

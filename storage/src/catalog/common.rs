@@ -89,6 +89,7 @@ pub(crate) fn outcome(
             .filter(|k| !claimed.contains(k))
             .collect(),
         refused_series,
+        stale_symbols: false,
     };
     if refusal.is_empty() {
         CommitOutcome::Committed
@@ -282,6 +283,14 @@ pub(crate) fn symbols_gone(tenant: &str, expected: &[String], found: usize) -> C
         "{} of the symbol objects to replace for tenant {tenant:?} are gone; another compactor replaced them",
         expected.len() - found.min(expected.len())
     ))
+}
+
+/// A commit refused because symbols may have been collected since its writer listed them.
+pub(crate) fn stale_symbols() -> CommitOutcome {
+    CommitOutcome::Refused(CommitRefusal {
+        stale_symbols: true,
+        ..Default::default()
+    })
 }
 
 pub(crate) fn duration_nanos(ttl: std::time::Duration) -> i64 {

@@ -37,7 +37,7 @@ pub use profiles::ProfileCatalog;
 pub use segments::SegmentCatalog;
 pub use series::SeriesCatalog;
 pub use settings::{Setting, SettingCatalog};
-pub use symbols::SymbolCatalog;
+pub use symbols::{SymbolCatalog, SymbolEpoch};
 pub use tenants::{TenantCatalog, TenantDeleted};
 pub use tokens::{TenantToken, TokenCatalog};
 
@@ -148,6 +148,10 @@ pub struct SegmentCommit {
     /// cover `thread.name` and friends without reading Parquet.
     pub sample_labels: Vec<(String, String)>,
     pub profiles: Vec<ProfileRecord>,
+    /// The tenant's symbol epoch when the writer listed the symbols it left out of
+    /// `symbols` as stored; the commit is refused once the epoch moved on
+    /// ([`CommitRefusal::stale_symbols`]), since symbols may have been collected since.
+    pub symbol_epoch: i64,
 }
 
 /// How a [`SegmentCatalog::commit_segment_within`] ended. The catalog is the arbiter
@@ -170,11 +174,14 @@ pub struct CommitRefusal {
     /// New series over the tenant's series limit, sorted. New series are admitted lowest id
     /// first, so which ones are refused does not depend on the order of the batch.
     pub refused_series: Vec<i64>,
+    /// The tenant's symbol epoch is no longer the commit's: symbols the segment uses but
+    /// does not bring may have been collected. Nothing else was checked.
+    pub stale_symbols: bool,
 }
 
 impl CommitRefusal {
     pub fn is_empty(&self) -> bool {
-        self.repeated.is_empty() && self.refused_series.is_empty()
+        self.repeated.is_empty() && self.refused_series.is_empty() && !self.stale_symbols
     }
 }
 

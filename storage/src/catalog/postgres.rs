@@ -12,10 +12,11 @@ use sqlx::{Postgres, Row, Transaction};
 use super::backend::{Backend, Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
     distinct_sample_labels, encode_labels, outcome, over_limit, profile_key, profiles_heir, redact_password,
-    same_identity, segments_gone, series_from_columns, symbols_gone, to_i64,
+    same_identity, segments_gone, series_from_columns, stale_symbols, symbols_gone, to_i64,
 };
 use super::label_index::{UNCOVERED, index_segment, reindex_days};
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
+use super::symbols::end_collection;
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series};
 
@@ -292,6 +293,29 @@ async fn claim_profiles(
 /// two-key locks never meet the one-key locks sqlx's migrations take).
 const TENANT_COMMIT_LOCK: i32 = 0x5348_5331;
 
+/// Advisory lock class of a tenant's symbol epoch: segment commits take it shared, a
+/// change of the epoch exclusive, so a commit checks the epoch the change leaves.
+const SYMBOL_EPOCH_LOCK: i32 = 0x5348_5332;
+
+/// Whether `tenant`'s symbol epoch is still `epoch`, holding it there until the
+/// transaction ends.
+async fn symbol_epoch_is(
+    tx: &mut Transaction<'_, Postgres>,
+    tenant: &str,
+    epoch: i64,
+) -> CatalogResult<bool> {
+    sqlx::query("SELECT pg_advisory_xact_lock_shared($1, hashtext($2))")
+        .bind(SYMBOL_EPOCH_LOCK)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
+    let now: Option<i64> = sqlx::query_scalar("SELECT epoch FROM symbol_epochs WHERE tenant = $1")
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(now.unwrap_or(0) == epoch)
+}
+
 /// The new series of the commit over `max_series`. Takes the tenant's commit lock until the
 /// transaction ends, so two commits of one tenant cannot both count the same free places.
 async fn series_over_limit(
@@ -355,6 +379,10 @@ impl Dialect for PgPool {
         // The lock first: every later wait of this transaction then happens while holding
         // it, in the same order as every other commit of the tenant.
         let refused_series = series_over_limit(&mut tx, tenant, series, max_series).await?;
+        if !symbol_epoch_is(&mut tx, tenant, commit.symbol_epoch).await? {
+            tx.rollback().await?;
+            return Ok(stale_symbols());
+        }
         upsert_series(&mut tx, tenant, series).await?;
         insert_segment(&mut tx, commit).await?;
         index_segment(&mut tx, &commit.segment.id, commit.segment.level).await?;
@@ -461,8 +489,12 @@ impl Dialect for PgPool {
             added,
             kept_keys,
             delete_after_nanos,
+            collection,
         } = swap;
-        let mut tx = self.begin().await?;
+        let mut tx = match collection {
+            Some(_) => self.begin_symbol_epoch_change(tenant).await?,
+            None => self.begin().await?,
+        };
         // Same locking as replace_segments: a racing replacement finds fewer rows.
         let locked = sqlx::query(
             "SELECT key, created_at_nanos FROM symbol_objects WHERE tenant = $1 AND key = ANY($2)
@@ -503,10 +535,24 @@ impl Dialect for PgPool {
             return Err(symbols_gone(tenant, removed, deleted as usize));
         }
         // Merged objects take the place of what they replace in the tenant's order.
-        let oldest = oldest.ok_or_else(|| symbols_gone(tenant, removed, 0))?;
-        insert_symbols(&mut tx, tenant, added, oldest).await?;
+        if let Some(oldest) = oldest {
+            insert_symbols(&mut tx, tenant, added, oldest).await?;
+        }
+        if let Some(epoch) = collection {
+            end_collection(&mut tx, tenant, epoch).await?;
+        }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn begin_symbol_epoch_change(&self, tenant: &str) -> CatalogResult<Transaction<'static, Postgres>> {
+        let mut tx = self.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(SYMBOL_EPOCH_LOCK)
+            .bind(tenant)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
     }
 
     async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {

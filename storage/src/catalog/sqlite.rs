@@ -15,10 +15,11 @@ use sqlx::{Row, Sqlite, Transaction};
 use super::backend::{Backend, Claim, Dialect, PerDialect, SegmentSwap, SqlCatalog, SymbolSwap};
 use super::common::{
     distinct_sample_labels, encode_labels, outcome, over_limit, profiles_heir, same_identity, segments_gone,
-    series_from_columns, symbols_gone, to_i64,
+    series_from_columns, stale_symbols, symbols_gone, to_i64,
 };
 use super::label_index::{UNCOVERED, index_segment, reindex_days};
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
+use super::symbols::end_collection;
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileKey, ProfileRecord, Series};
 
@@ -323,6 +324,14 @@ impl Dialect for SqlitePool {
         // It also serializes every commit, which is what the series count needs.
         let mut tx = self.begin_with("BEGIN IMMEDIATE").await?;
         let refused_series = series_over_limit(&mut tx, tenant, series, max_series).await?;
+        let epoch: Option<i64> = sqlx::query_scalar("SELECT epoch FROM symbol_epochs WHERE tenant = ?1")
+            .bind(tenant)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if epoch.unwrap_or(0) != commit.symbol_epoch {
+            tx.rollback().await?;
+            return Ok(stale_symbols());
+        }
         upsert_series(&mut tx, tenant, series).await?;
         insert_segment(&mut tx, commit).await?;
         index_segment(&mut tx, &commit.segment.id, commit.segment.level).await?;
@@ -432,6 +441,7 @@ impl Dialect for SqlitePool {
             added,
             kept_keys,
             delete_after_nanos,
+            collection,
         } = swap;
         let removed_json = json_list(removed)?;
         let mut tx = self.begin_with("BEGIN IMMEDIATE").await?;
@@ -472,10 +482,19 @@ impl Dialect for SqlitePool {
             return Err(symbols_gone(tenant, removed, deleted as usize));
         }
         // Merged objects take the place of what they replace in the tenant's order.
-        let oldest = oldest.ok_or_else(|| symbols_gone(tenant, removed, 0))?;
-        insert_symbols(&mut tx, tenant, added, oldest).await?;
+        if let Some(oldest) = oldest {
+            insert_symbols(&mut tx, tenant, added, oldest).await?;
+        }
+        if let Some(epoch) = collection {
+            end_collection(&mut tx, tenant, epoch).await?;
+        }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn begin_symbol_epoch_change(&self, _tenant: &str) -> CatalogResult<Transaction<'static, Sqlite>> {
+        // SQLite's write lock serializes it with every commit.
+        Ok(self.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {

@@ -5,7 +5,8 @@
 use async_trait::async_trait;
 
 use super::CatalogResult;
-use super::backend::{SqlCatalog, on_either};
+use super::backend::{Dialect, SqlCatalog, on_either};
+use super::symbols::FORGET_ALL;
 use crate::compaction::tenant_lease;
 
 /// What deleting a tenant forgot.
@@ -67,7 +68,8 @@ impl TenantCatalog for SqlCatalog {
         let lease = tenant_lease(tenant);
         let mut deleted = TenantDeleted::default();
         on_either!(self, |pool| {
-            let mut tx = pool.begin().await?;
+            // The epoch's lock: a commit racing this one sees the epoch it leaves.
+            let mut tx = pool.begin_symbol_epoch_change(tenant).await?;
             for statement in QUEUE_OBJECTS {
                 deleted.objects += sqlx::query(statement)
                     .bind(tenant)
@@ -87,6 +89,8 @@ impl TenantCatalog for SqlCatalog {
                 .bind(lease.as_str())
                 .execute(&mut *tx)
                 .await?;
+            // Writers that listed the tenant's symbols before must not take them as stored.
+            sqlx::query(FORGET_ALL).bind(tenant).execute(&mut *tx).await?;
             tx.commit().await?;
         });
         Ok(deleted)

@@ -74,6 +74,9 @@ pub struct CompactionReport {
     pub segments_added: usize,
     pub symbol_objects_removed: usize,
     pub symbol_objects_added: usize,
+    /// Symbols (stack nodes, locations, functions, mappings, attribute sets) dropped because
+    /// no segment used them any more.
+    pub symbols_collected: usize,
     /// Merges dropped because another compactor had already replaced a segment.
     pub conflicts: usize,
     /// Ids of the segments this pass removed.
@@ -87,6 +90,7 @@ impl CompactionReport {
         self.segments_added += other.segments_added;
         self.symbol_objects_removed += other.symbol_objects_removed;
         self.symbol_objects_added += other.symbol_objects_added;
+        self.symbols_collected += other.symbols_collected;
         self.conflicts += other.conflicts;
         self.removed_ids.extend(other.removed_ids);
     }

@@ -1,15 +1,26 @@
 //! Symbol objects: every flush that met new symbols wrote a few small objects; merging them
 //! size-tier by size-tier keeps the count small while each symbol is rewritten only a
 //! logarithmic number of times.
+//!
+//! After a purge removed samples, the next merge is a collection instead: every symbol
+//! object merged into one that keeps only what the remaining segments use. Writers leave
+//! out of their segments the symbols they take as stored, so the collection moves the
+//! tenant's symbol epoch first (commits listed before are refused from then on, and
+//! writers bring every symbol they use until it ends), then lists what is used, and ends
+//! in the transaction that swaps the objects.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
+use arrow::array::{Array, AsArray};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{CompactMode, CompactionError, CompactionReport, Compactor, Lease};
 use crate::catalog::{CatalogError, ObjectMeta, TableKind};
-use crate::segment::{SymbolTables, Tier, read_symbols, write_symbols};
-use crate::symbols::SymbolIndex;
+use crate::model::{SymbolId, TimeRange};
+use crate::rollup::Resolution;
+use crate::schema::samples as col;
+use crate::segment::{SymbolTables, Tier, read_columns, read_symbols, write_symbols};
+use crate::symbols::{Reach, SymbolIndex};
 
 /// Objects in one tier are within 4× of each other in size.
 fn tier(size: u64) -> u32 {
@@ -23,6 +34,9 @@ pub(super) async fn compact(
     mode: CompactMode,
     lease: &Lease,
 ) -> Result<CompactionReport, CompactionError> {
+    if compactor.catalog().symbol_epoch(tenant).await?.collect {
+        return collect(compactor, tenant, lease).await;
+    }
     let objects = compactor.catalog().symbol_objects(tenant).await?;
     let mut groups: BTreeMap<(&'static str, u32), Vec<ObjectMeta>> = BTreeMap::new();
     for o in objects {
@@ -51,26 +65,143 @@ async fn merge(
     objects: &[ObjectMeta],
     lease: &Lease,
 ) -> Result<CompactionReport, CompactionError> {
-    let store = compactor.store();
-    let reads: Vec<_> = objects.iter().map(|o| read_symbols(store, o)).collect();
-    let index = futures::stream::iter(reads)
+    let index = read_all(compactor, objects).await?;
+    swap(compactor, tenant, objects, &index, None, lease).await
+}
+
+async fn read_all(compactor: &Compactor, objects: &[ObjectMeta]) -> Result<SymbolIndex, CompactionError> {
+    let reads: Vec<_> = objects
+        .iter()
+        .map(|o| read_symbols(compactor.store(), o))
+        .collect();
+    Ok(futures::stream::iter(reads)
         .buffered(4)
         .try_fold(SymbolIndex::default(), |mut acc, part| async move {
             acc.merge(part);
             Ok(acc)
         })
+        .await?)
+}
+
+/// Merges every symbol object of `tenant` into one holding only what its segments use.
+async fn collect(
+    compactor: &Compactor,
+    tenant: &str,
+    lease: &Lease,
+) -> Result<CompactionReport, CompactionError> {
+    let catalog = compactor.catalog();
+    let mut epoch = 0;
+    lease
+        .commit(async {
+            epoch = catalog.begin_symbol_collection(tenant).await?;
+            Ok(())
+        })
         .await?;
-    let id = uuid::Uuid::now_v7().to_string();
-    let added = write_symbols(store, tenant, &id, Tier::Compacted, SymbolTables::from(&index)).await?;
+    // Both listed after the epoch moved: every segment committed without bringing its
+    // symbols is among these segments, and its symbols among these objects.
+    let objects = catalog.symbol_objects(tenant).await?;
+    let all = read_all(compactor, &objects).await?;
+    let sources = [SymbolTables::from(&all)];
+    let mut reach = Reach::new(&sources);
+    let mut missing = 0usize;
+    for segment in catalog.segments(tenant, TimeRange::ALL).await? {
+        lease.renew().await?;
+        // Coarser tiers were summed from the finest; attribute sets live in raw rows only.
+        let Some(&finest) = segment.resolutions().first() else {
+            continue;
+        };
+        let object = segment
+            .object(finest.kind())
+            .expect("a listed resolution has its object");
+        let columns: &'static [&'static str] = match finest {
+            Resolution::Raw => &[col::STACK_ID, col::ATTR_SET_ID],
+            _ => &[col::STACK_ID],
+        };
+        for batch in read_columns(compactor.store(), finest.kind(), object, Some(columns)).await? {
+            for (name, id) in used_ids(&batch) {
+                let found = match name {
+                    col::STACK_ID => reach.stack(id),
+                    _ => reach.attr_set(id),
+                };
+                // Not this collection's to repair: what it cannot find it cannot keep.
+                if let Err(e) = found {
+                    missing += 1;
+                    tracing::warn!(%tenant, segment = %segment.id, error = %e, "a segment uses a symbol no symbol object holds");
+                }
+            }
+        }
+    }
+    let kept = reach.into_index();
+    let before = all.sizes();
+    let after = kept.sizes();
+    let mut report = swap(compactor, tenant, &objects, &kept, Some(epoch), lease).await?;
+    if report.conflicts == 0 {
+        report.symbols_collected = before.iter().zip(after).map(|(b, a)| b - a).sum();
+        metrics::counter!("stackhouse_symbols_collected_total").increment(report.symbols_collected as u64);
+        tracing::info!(%tenant, collected = report.symbols_collected, kept = after.iter().sum::<usize>(), missing, "unused symbols collected");
+    }
+    Ok(report)
+}
+
+/// The distinct ids of the id columns of `batch`, with their column's name.
+fn used_ids(batch: &arrow::record_batch::RecordBatch) -> Vec<(&'static str, SymbolId)> {
+    let mut out = Vec::new();
+    for name in [col::STACK_ID, col::ATTR_SET_ID] {
+        let Ok(i) = batch.schema().index_of(name) else {
+            continue;
+        };
+        let ids = batch.column(i).as_fixed_size_binary();
+        let distinct: HashSet<&[u8]> = (0..ids.len())
+            .filter(|&r| ids.is_valid(r))
+            .map(|r| ids.value(r))
+            .collect();
+        out.extend(
+            distinct
+                .into_iter()
+                .filter_map(SymbolId::from_slice)
+                .map(|id| (name, id)),
+        );
+    }
+    out
+}
+
+/// Writes `index` as one object set in place of `objects` (ending the collection begun at
+/// `collection`, if any). Another compactor's swap first is a conflict, not an error.
+async fn swap(
+    compactor: &Compactor,
+    tenant: &str,
+    objects: &[ObjectMeta],
+    index: &SymbolIndex,
+    collection: Option<i64>,
+    lease: &Lease,
+) -> Result<CompactionReport, CompactionError> {
+    let store = compactor.store();
+    let added = match index.is_empty() {
+        true => Vec::new(),
+        false => {
+            let id = uuid::Uuid::now_v7().to_string();
+            write_symbols(store, tenant, &id, Tier::Compacted, SymbolTables::from(index)).await?
+        }
+    };
     debug_assert!(added.iter().all(|o| o.kind != TableKind::Samples));
     let removed: Vec<String> = objects.iter().map(|o| o.key.clone()).collect();
     let delete_after = compactor.deletion_deadline();
+    let catalog = compactor.catalog();
     let committed = lease
-        .commit(
-            compactor
-                .catalog()
-                .replace_symbols(tenant, &removed, &added, delete_after),
-        )
+        .commit(async {
+            match collection {
+                Some(epoch) => {
+                    catalog
+                        .collect_symbols(tenant, &removed, &added, delete_after, epoch)
+                        .await
+                }
+                None => {
+                    catalog
+                        .replace_symbols(tenant, &removed, &added, delete_after)
+                        .await
+                }
+            }
+        })
         .await;
     match committed {
         Ok(()) => Ok(CompactionReport {

@@ -64,6 +64,7 @@ pub(crate) fn commit(tenant: &str, id: &str, extents: &[(&Series, i64, i64)]) ->
         series: extents.iter().map(|e| e.0.clone()).collect(),
         sample_labels: vec![],
         profiles: vec![],
+        symbol_epoch: 0,
     }
 }
 

@@ -165,6 +165,7 @@ async fn concurrent_commits_store_a_profile_key_once(url: String) {
             CommitOutcome::Refused(CommitRefusal {
                 repeated: vec![shared.key()],
                 refused_series: vec![],
+                stale_symbols: false,
             }),
             "round {round}"
         );

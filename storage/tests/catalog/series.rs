@@ -140,6 +140,7 @@ async fn series_limit_is_counted_at_commit(url: String) {
         CommitOutcome::Refused(CommitRefusal {
             repeated: vec![],
             refused_series: vec![all[1].id, all[2].id],
+            stale_symbols: false,
         })
     );
     assert_eq!(ids(&cat.segments("t", TimeRange::ALL).await.unwrap()), ["seg-0"]);
@@ -171,6 +172,7 @@ async fn series_limit_is_counted_at_commit(url: String) {
         CommitOutcome::Refused(CommitRefusal {
             repeated: vec![],
             refused_series: vec![all[2].id],
+            stale_symbols: false,
         })
     );
     assert_eq!(

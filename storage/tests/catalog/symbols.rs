@@ -2,16 +2,20 @@
 
 use std::sync::Arc;
 
-use stackhouse_storage::catalog::{CatalogError, ObjectMeta, TableKind, TableStats};
+use stackhouse_storage::catalog::{
+    CatalogError, CommitOutcome, ObjectMeta, SymbolEpoch, TableKind, TableStats,
+};
 use stackhouse_storage::model::TimeRange;
 
-use crate::fixtures::{commit, cpu, is_conflict, object, open, series, stacks_key, strings};
+use crate::fixtures::{commit, cpu, ids, is_conflict, object, open, series, stacks_key, strings};
 
 suite!(
     symbol_objects_are_the_tenants,
     symbol_replacement,
     concurrent_symbol_replacements_one_wins,
     migration_moves_symbol_objects,
+    the_symbol_epoch_refuses_commits_listed_before_a_collection,
+    concurrent_commits_and_a_collection_agree_on_the_epoch,
 );
 
 async fn symbol_objects_are_the_tenants(url: String) {
@@ -237,4 +241,117 @@ async fn migration_moves_symbol_objects(url: String) {
         }
     );
     assert_eq!(cat.tenants().await.unwrap(), strings(&["t", "u"]));
+}
+
+/// A writer's commit carries the epoch its symbol listing was read at: a collection's start
+/// and end and a tenant's deletion each move the epoch, and a commit made at an older one is
+/// refused with nothing of it stored.
+async fn the_symbol_epoch_refuses_commits_listed_before_a_collection(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let epoch = |epoch, collect| SymbolEpoch { epoch, collect };
+    assert_eq!(cat.symbol_epoch("t").await.unwrap(), epoch(0, false));
+    cat.commit_segment(&commit("t", "seg-0", &[(&web, 1, 2)]))
+        .await
+        .unwrap();
+
+    cat.symbols_to_collect("t").await.unwrap();
+    assert_eq!(cat.symbol_epoch("t").await.unwrap(), epoch(0, true));
+    assert_eq!(cat.begin_symbol_collection("t").await.unwrap(), 1);
+    assert!(cat.symbol_epoch("t").await.unwrap().collecting());
+    let stale = commit("t", "seg-1", &[(&web, 3, 4)]);
+    let refused = cat.commit_segment_within(&stale, 0).await.unwrap();
+    let CommitOutcome::Refused(refusal) = refused else {
+        panic!("a commit at epoch 0 after a collection began was stored");
+    };
+    assert!(refusal.stale_symbols && refusal.repeated.is_empty() && refusal.refused_series.is_empty());
+    assert_eq!(ids(&cat.segments("t", TimeRange::ALL).await.unwrap()), ["seg-0"]);
+    assert_eq!(
+        cat.symbol_objects("t").await.unwrap().len(),
+        1,
+        "the refused commit's symbols are not listed"
+    );
+    // Another tenant's epoch did not move.
+    cat.commit_segment(&commit("u", "seg-u", &[(&web, 3, 4)]))
+        .await
+        .unwrap();
+
+    let mut during = commit("t", "seg-2", &[(&web, 5, 6)]);
+    during.symbol_epoch = 1;
+    cat.commit_segment(&during).await.unwrap();
+    // The collection swaps the objects listed when it began; seg-2's stay.
+    let listed_at_start = vec![stacks_key("seg-0")];
+    let merged = object("collected", TableKind::Stacks, 9, 9);
+    let wrong = cat
+        .collect_symbols("t", &listed_at_start, std::slice::from_ref(&merged), 0, 3)
+        .await;
+    assert!(
+        is_conflict(&wrong),
+        "a collection that did not begin at epoch 3 ends nothing: {wrong:?}"
+    );
+    cat.collect_symbols("t", &listed_at_start, std::slice::from_ref(&merged), 0, 1)
+        .await
+        .unwrap();
+    assert_eq!(cat.symbol_epoch("t").await.unwrap(), epoch(2, false));
+    let keys: Vec<String> = cat
+        .symbol_objects("t")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(keys, [merged.key.clone(), stacks_key("seg-2")]);
+    let refused = cat.commit_segment_within(&during, 0).await.unwrap();
+    assert!(matches!(refused, CommitOutcome::Refused(r) if r.stale_symbols));
+
+    // A collection killed midway left an odd epoch: the next one moves past it.
+    cat.symbols_to_collect("t").await.unwrap();
+    assert_eq!(cat.begin_symbol_collection("t").await.unwrap(), 3);
+    assert_eq!(cat.begin_symbol_collection("t").await.unwrap(), 5);
+    // A collection with nothing to swap still ends.
+    cat.collect_symbols("t", &[], &[], 0, 5).await.unwrap();
+    assert_eq!(cat.symbol_epoch("t").await.unwrap(), epoch(6, false));
+
+    // Deleting the tenant moves it to a newer even epoch: writers that listed its symbols
+    // before must bring them again.
+    cat.delete_tenant("t", 0).await.unwrap();
+    assert_eq!(cat.symbol_epoch("t").await.unwrap(), epoch(8, false));
+    let mut after = commit("t", "seg-3", &[(&web, 7, 8)]);
+    after.symbol_epoch = 6;
+    assert!(matches!(
+        cat.commit_segment_within(&after, 0).await.unwrap(),
+        CommitOutcome::Refused(r) if r.stale_symbols
+    ));
+    after.symbol_epoch = 8;
+    cat.commit_segment(&after).await.unwrap();
+    assert_eq!(cat.symbol_epoch("u").await.unwrap(), epoch(0, false));
+}
+
+/// Commits racing the start of a collection: each is either stored before the epoch moved
+/// (and then listed by whoever lists after the move) or refused, never stored unseen.
+async fn concurrent_commits_and_a_collection_agree_on_the_epoch(url: String) {
+    let cat = open(&url).await;
+    let web = series(cpu(), &[("service.name", "web")]);
+    let commits: Vec<_> = (0..16)
+        .map(|i| {
+            let cat = cat.clone();
+            let c = commit("t", &format!("seg-{i:02}"), &[(&web, i, i + 1)]);
+            tokio::spawn(async move { cat.commit_segment_within(&c, 0).await.unwrap() })
+        })
+        .collect();
+    let began = cat.begin_symbol_collection("t").await.unwrap();
+    let listed = cat.segments("t", TimeRange::ALL).await.unwrap();
+    let mut stored = 0;
+    for c in commits {
+        if c.await.unwrap() == CommitOutcome::Committed {
+            stored += 1;
+        }
+    }
+    assert_eq!(began, 1);
+    assert_eq!(
+        listed.len(),
+        stored,
+        "every commit stored at epoch 0 was listed after the epoch moved"
+    );
+    assert_eq!(cat.segments("t", TimeRange::ALL).await.unwrap().len(), stored);
 }

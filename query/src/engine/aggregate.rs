@@ -178,6 +178,9 @@ impl QueryEngine {
     ) -> Result<(Vec<RecordBatch>, ScanStats), QueryError> {
         let task = df.task_ctx();
         let physical = df.create_physical_plan().await?;
+        // Which stages the distributed planner made, and how many tasks each: where a
+        // query did or did not spread over the workers.
+        tracing::debug!(plan = %displayable(physical.as_ref()).indent(false), "physical plan");
         let batches: Vec<RecordBatch> = execute_stream(physical.clone(), Arc::new(task))?
             .try_collect()
             .await?;

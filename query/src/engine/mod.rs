@@ -5,6 +5,7 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod deleted;
+mod gather;
 pub(crate) mod grouping;
 mod known_types;
 pub(crate) mod plan;
@@ -29,6 +30,7 @@ use stackhouse_storage::model::TimeRange;
 use stackhouse_storage::store::Store;
 use stackhouse_storage::symbols::SymbolCache;
 
+use self::gather::GatherPartialAggregates;
 use self::stack_sums::StackSumRule;
 use crate::call_paths::CallPathCache;
 use crate::cluster::{self, ClusterConfig};
@@ -143,6 +145,7 @@ impl QueryEngine {
             .with_default_features()
             .with_physical_optimizer_rule(Arc::new(StackSumRule));
         if let Some(cluster) = &config.cluster {
+            state = state.with_physical_optimizer_rule(Arc::new(GatherPartialAggregates));
             // Fails only when the distributed config extension is missing, which
             // `distribute` itself installs first.
             state =

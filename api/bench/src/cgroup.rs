@@ -7,9 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-/// The CFS period: 100 ms, the kernel's default and what Kubernetes sets.
-const PERIOD_US: u64 = 100_000;
-
 /// A cgroup with a CPU quota, removed when dropped (once its processes have exited).
 pub(crate) struct CpuGroup {
     dir: PathBuf,
@@ -45,15 +42,17 @@ fn hierarchy() -> anyhow::Result<Hierarchy> {
 }
 
 impl CpuGroup {
-    /// A new cgroup named `name` (made unique to this process) limited to `cores` CPUs.
-    pub(crate) fn create(name: &str, cores: f64) -> anyhow::Result<CpuGroup> {
-        let quota = ((cores * PERIOD_US as f64).round() as u64).max(1000);
+    /// A new cgroup named `name` (made unique to this process) limited to `cores` CPUs in
+    /// every CFS period of `period`.
+    pub(crate) fn create(name: &str, cores: f64, period: std::time::Duration) -> anyhow::Result<CpuGroup> {
+        let period_us = period.as_micros().clamp(1000, 1_000_000) as u64;
+        let quota = ((cores * period_us as f64).round() as u64).max(1000);
         let unique = format!("stackhouse-bench-{}-{name}", std::process::id());
         let (dir, files) = match hierarchy()? {
             Hierarchy::V1(root) => (
                 root.join(unique),
                 vec![
-                    ("cpu.cfs_period_us", PERIOD_US.to_string()),
+                    ("cpu.cfs_period_us", period_us.to_string()),
                     ("cpu.cfs_quota_us", quota.to_string()),
                 ],
             ),
@@ -68,7 +67,7 @@ impl CpuGroup {
                 })?;
                 (
                     root.join(unique),
-                    vec![("cpu.max", format!("{quota} {PERIOD_US}"))],
+                    vec![("cpu.max", format!("{quota} {period_us}"))],
                 )
             }
         };

@@ -75,6 +75,10 @@ pub struct BenchArgs {
     /// How many times faster than the wall the sustained phase's store clock runs.
     #[arg(long)]
     pub sustained_speed: Option<u32>,
+    /// The CFS period of the query pods' CPU quotas, in milliseconds (Kubernetes' default,
+    /// and the kernel's, is 100; a kubelet's `--cpu-cfs-quota-period` changes it).
+    #[arg(long, default_value_t = 100)]
+    pub pod_cpu_period_ms: u64,
 }
 
 /// A catalog database.
@@ -132,8 +136,10 @@ pub struct Plan {
     /// its store's clock runs.
     pub sustained_run: Duration,
     pub sustained_speed: u32,
-    /// The CPU quota of each query pod of the Pods phase, in cores.
+    /// The CPU quota of each query pod of the Pods phase, in cores, over CFS periods of
+    /// `pod_cpu_period`.
     pub pod_cores: f64,
+    pub pod_cpu_period: Duration,
     pub flush_interval: Duration,
     /// The query engine's memory budget.
     pub query_budget: usize,
@@ -175,6 +181,7 @@ impl Plan {
             sustained_speed: 300,
             // A debug build at tiny scale: a whole core, so the smoke stays seconds long.
             pod_cores: 1.0,
+            pod_cpu_period: Duration::from_millis(100),
             flush_interval: stackhouse_storage::writer::WriterConfig::default().flush_interval,
             query_budget: 1 << 30,
         };
@@ -188,6 +195,7 @@ impl Plan {
                 warm_runs: 5,
                 fleet_size: FleetSize::S,
                 pod_cores: 0.2,
+                pod_cpu_period: Duration::from_millis(100),
                 sustained_run: Duration::from_secs(120),
                 sustained_speed: 60,
                 ..base
@@ -206,6 +214,7 @@ impl Plan {
                 // Five processes at 0.2 core (a coordinator and 4 workers) leave this
                 // 2-core machine's other core to the client and the kernel.
                 pod_cores: 0.2,
+                pod_cpu_period: Duration::from_millis(100),
                 // Ten hours of the fleet's data in ten minutes: hour blocks, rollups and
                 // retention all run several times.
                 sustained_run: Duration::from_secs(600),
@@ -311,6 +320,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(speed) = args.sustained_speed {
         plan.sustained_speed = speed.max(1);
     }
+    plan.pod_cpu_period = Duration::from_millis(args.pod_cpu_period_ms.clamp(1, 1000));
     let report = runtime.block_on(run_phases(plan, args.scale, &args.only))?;
     let text = format!("{}\n{}", machine(), report.markdown());
     println!("{text}");

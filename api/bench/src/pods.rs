@@ -35,8 +35,8 @@ struct Pod {
 }
 
 impl Pod {
-    async fn start(env: &Env, name: &str, cores: f64, workers: &[String]) -> anyhow::Result<Pod> {
-        let group = CpuGroup::create(name, cores).context("a CPU quota for the query pods")?;
+    async fn start(env: &Env, name: &str, quota: (f64, Duration), workers: &[String]) -> anyhow::Result<Pod> {
+        let group = CpuGroup::create(name, quota.0, quota.1).context("a CPU quota for the query pods")?;
         let (http_port, grpc_port, worker_port) = (free_port()?, free_port()?, free_port()?);
         let worker_addr = format!("127.0.0.1:{worker_port}");
         let mut cmd = Command::new(binary()?);
@@ -184,14 +184,15 @@ pub(crate) async fn measurements(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let cores = plan.pod_cores;
+    let quota = (cores, plan.pod_cpu_period);
     let mut workers = Vec::new();
     for i in 1..=MAX_WORKERS {
-        workers.push(Pod::start(env, &format!("worker-{i}"), cores, &[]).await?);
+        workers.push(Pod::start(env, &format!("worker-{i}"), quota, &[]).await?);
     }
     let addrs: Vec<String> = workers.iter().map(|w| w.worker_addr.clone()).collect();
     let mut coordinators = Vec::new();
     for n in 1..=MAX_WORKERS {
-        coordinators.push(Pod::start(env, &format!("coordinator-{n}"), cores, &addrs[..n]).await?);
+        coordinators.push(Pod::start(env, &format!("coordinator-{n}"), quota, &addrs[..n]).await?);
     }
     // Every coordinator probes its workers each second; wait until each lists them all.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -295,9 +296,10 @@ pub(crate) async fn measurements(
         "Query pods: the stackhouse binary as {MAX_WORKERS} workers and {MAX_WORKERS} coordinators (the N-th \
          handing its scans to workers 1..N, one task each; with one worker the planner keeps the task in the \
          coordinator, so N = 1 is one pod alone), each process in its own CPU cgroup of {cores} core \
-         (CFS quota over a 100 ms period), `--role query --query-rollups false` over the store's files and \
+         (CFS quota over a {} ms period), `--role query --query-rollups false` over the store's files and \
          SQLite catalog; the whole range of {samples} samples read raw. Answers (statistics aside) checked \
          byte-equal at every N before timing; medians of {} interleaved rounds.",
+        plan.pod_cpu_period.as_millis(),
         plan.warm_runs
     ));
     drop(coordinators);

@@ -392,7 +392,8 @@ pub struct Batch {
     pub path_keys: FastMap<u128, SymbolId>,
     pub location_keys: FastMap<u128, SymbolId>,
     /// The oldest [`KnownSymbols`](crate::symbols::KnownSymbols) generation whose lookups
-    /// this batch uses without bringing their symbols; `None` when it uses none.
+    /// this batch was built with (a symbol found there is used without being brought);
+    /// `None` when it was built without any.
     pub known_generation: Option<u64>,
 }
 
@@ -593,13 +594,8 @@ impl Batch {
         self.profiles.extend(other.profiles);
         self.path_keys.extend(other.path_keys);
         self.location_keys.extend(other.location_keys);
-        self.used_known(other.known_generation);
-    }
-
-    /// Notes that the batch uses symbols found in generation `generation` of the tenant's
-    /// known symbols.
-    pub fn used_known(&mut self, generation: Option<u64>) {
-        self.known_generation = match (self.known_generation, generation) {
+        // The oldest lookups decide whether the merged batch must be checked.
+        self.known_generation = match (self.known_generation, other.known_generation) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{Id, JoinSet};
 use tokio::time::MissedTickBehavior;
 
-use crate::catalog::{CommitOutcome, SegmentCommit};
+use crate::catalog::{CommitOutcome, SegmentCommit, SymbolEpoch};
 use crate::clock::{self, SharedClock};
 use crate::model::{AttributeSet, Batch, IdMap, ProfileKey, ProfileRecord};
 use crate::segment::{WrittenSegment, write_segment};
@@ -761,7 +761,7 @@ impl Flusher {
             .read_for_write(&batch.tenant)
             .await
             .map_err(|e| format!("loading symbols: {e}"))?;
-        let collecting = epoch % 2 == 1;
+        let collecting = SymbolEpoch::collecting_at(epoch);
         let generation = self.symbols.known(&batch.tenant).generation();
         if collecting || batch.known_generation.is_some_and(|g| g != generation) {
             index.complete(batch).map_err(|e| {

@@ -129,6 +129,9 @@ pub fn normalize_within(
         sampled_out: BTreeMap::new(),
         series_usage: FastMap::default(),
     };
+    // The interner holds its known-symbol reader for the whole request, so every lookup
+    // it makes reads this one generation.
+    out.batch.known_generation = Some(interner.known.generation());
     let flat = dict.samples();
     // Profiles in request order, as the flat samples are counted.
     let mut index = 0;
@@ -542,7 +545,6 @@ impl<'a, 'l> Interner<'a, 'l> {
         };
         let key = path_key(keys, &mut self.content);
         if let Some(id) = self.known.path(key) {
-            batch.used_known(Some(self.known.generation()));
             return Ok(id);
         }
         let mut path = std::mem::take(&mut self.path);
@@ -593,7 +595,6 @@ impl<'a, 'l> Interner<'a, 'l> {
         }
         let key = self.location_key(batch, index)?;
         if let Some(id) = self.known.location(key) {
-            batch.used_known(Some(self.known.generation()));
             self.locations[i] = Some(id);
             return Ok(id);
         }

@@ -16,7 +16,6 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::repartition::RepartitionExec;
 
 #[derive(Debug, Default)]
 pub(crate) struct GatherPartialAggregates;
@@ -41,8 +40,8 @@ impl PhysicalOptimizerRule for GatherPartialAggregates {
             };
             let partial = match agg.mode() {
                 AggregateMode::Single | AggregateMode::SinglePartitioned => partial_of(agg)?,
-                AggregateMode::FinalPartitioned => match shuffled_partial(agg) {
-                    Some(partial) => partial,
+                AggregateMode::FinalPartitioned => match partial_under(agg) {
+                    Some(partial) => partial.clone(),
                     None => return Ok(Transformed::no(node)),
                 },
                 _ => return Ok(Transformed::no(node)),
@@ -78,10 +77,19 @@ fn partial_of(agg: &AggregateExec) -> DfResult<Arc<dyn ExecutionPlan>> {
     )?))
 }
 
-/// The partial aggregate a partitioned final step reads through a hash repartition.
-fn shuffled_partial(agg: &AggregateExec) -> Option<Arc<dyn ExecutionPlan>> {
-    let repartition = agg.input().downcast_ref::<RepartitionExec>()?;
-    let partial = repartition.input();
-    let inner = partial.downcast_ref::<AggregateExec>()?;
-    (*inner.mode() == AggregateMode::Partial).then(|| partial.clone())
+/// The first aggregate under a final step `top`, if only repartitioning or coalescing
+/// nodes lie between them and it is a partial one.
+pub(crate) fn partial_under(top: &AggregateExec) -> Option<&Arc<dyn ExecutionPlan>> {
+    let mut below = top.input();
+    loop {
+        if let Some(agg) = below.downcast_ref::<AggregateExec>() {
+            return (*agg.mode() == AggregateMode::Partial).then_some(below);
+        }
+        match below.children().as_slice() {
+            [only] if below.name().contains("Repartition") || below.name().contains("Coalesce") => {
+                below = *only;
+            }
+            _ => return None,
+        }
+    }
 }

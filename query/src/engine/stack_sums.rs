@@ -36,6 +36,8 @@ use futures::TryStreamExt;
 use stackhouse_storage::model::FastMap;
 use stackhouse_storage::schema::samples;
 
+use super::gather::partial_under;
+
 /// Stack id (its bytes read little-endian) → summed value.
 type Sums = FastMap<u128, i64>;
 
@@ -305,21 +307,9 @@ fn stack_sum_input(node: &Arc<dyn ExecutionPlan>) -> Option<(Expr, Expr, Arc<dyn
     }
     let first = match top.mode() {
         AggregateMode::Single | AggregateMode::SinglePartitioned => top,
-        _ => {
-            // Between final and partial only repartitioning or coalescing nodes.
-            let mut below = top.input();
-            loop {
-                if let Some(agg) = below.downcast_ref::<AggregateExec>() {
-                    break (*agg.mode() == AggregateMode::Partial && is_stack_sum(agg)).then_some(agg)?;
-                }
-                match below.children().as_slice() {
-                    [only] if below.name().contains("Repartition") || below.name().contains("Coalesce") => {
-                        below = *only;
-                    }
-                    _ => return None,
-                }
-            }
-        }
+        _ => partial_under(top)?
+            .downcast_ref::<AggregateExec>()
+            .filter(|agg| is_stack_sum(agg))?,
     };
     let (group, _) = first.group_expr().expr().first()?;
     let value = first.aggr_expr().first()?.expressions().into_iter().next()?;

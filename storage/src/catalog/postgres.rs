@@ -16,7 +16,7 @@ use super::common::{
 };
 use super::label_index::{UNCOVERED, index_segment, reindex_days};
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
-use super::symbols::end_collection;
+use super::symbols::{end_collection, epoch_in};
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileKey, ProfileRecord, ProfileType, Series};
 
@@ -309,11 +309,7 @@ async fn symbol_epoch_is(
         .bind(tenant)
         .execute(&mut **tx)
         .await?;
-    let now: Option<i64> = sqlx::query_scalar("SELECT epoch FROM symbol_epochs WHERE tenant = $1")
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await?;
-    Ok(now.unwrap_or(0) == epoch)
+    Ok(epoch_in(tx, tenant).await? == epoch)
 }
 
 /// The new series of the commit over `max_series`. Takes the tenant's commit lock until the

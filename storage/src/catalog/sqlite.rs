@@ -19,7 +19,7 @@ use super::common::{
 };
 use super::label_index::{UNCOVERED, index_segment, reindex_days};
 use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
-use super::symbols::end_collection;
+use super::symbols::{end_collection, epoch_in};
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileKey, ProfileRecord, Series};
 
@@ -324,11 +324,7 @@ impl Dialect for SqlitePool {
         // It also serializes every commit, which is what the series count needs.
         let mut tx = self.begin_with("BEGIN IMMEDIATE").await?;
         let refused_series = series_over_limit(&mut tx, tenant, series, max_series).await?;
-        let epoch: Option<i64> = sqlx::query_scalar("SELECT epoch FROM symbol_epochs WHERE tenant = ?1")
-            .bind(tenant)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if epoch.unwrap_or(0) != commit.symbol_epoch {
+        if epoch_in(&mut tx, tenant).await? != commit.symbol_epoch {
             tx.rollback().await?;
             return Ok(stale_symbols());
         }

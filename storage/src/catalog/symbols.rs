@@ -19,7 +19,12 @@ pub struct SymbolEpoch {
 
 impl SymbolEpoch {
     pub fn collecting(&self) -> bool {
-        self.epoch % 2 == 1
+        Self::collecting_at(self.epoch)
+    }
+
+    /// Whether a collection is under way at `epoch`.
+    pub fn collecting_at(epoch: i64) -> bool {
+        epoch % 2 == 1
     }
 }
 
@@ -108,6 +113,24 @@ where
             "the symbol collection of tenant {tenant:?} begun at epoch {epoch} was overtaken by another"
         ))),
     }
+}
+
+/// `tenant`'s symbol epoch as `tx` sees it (0 without a row): what a segment commit
+/// checks its writer's epoch against.
+pub(crate) async fn epoch_in<DB>(tx: &mut Transaction<'_, DB>, tenant: &str) -> CatalogResult<i64>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Decode<'q, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let epoch: Option<i64> = sqlx::query_scalar("SELECT epoch FROM symbol_epochs WHERE tenant = $1")
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(epoch.unwrap_or(0))
 }
 
 /// Moves `tenant` to a new even epoch after its symbols were all dropped (tenant deletion):

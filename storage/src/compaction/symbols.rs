@@ -9,9 +9,9 @@
 //! writers bring every symbol they use until it ends), then lists what is used, and ends
 //! in the transaction that swaps the objects.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, AsArray, RecordBatch};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{CompactMode, CompactionError, CompactionReport, Compactor, Lease};
@@ -20,7 +20,7 @@ use crate::model::{SymbolId, TimeRange};
 use crate::rollup::Resolution;
 use crate::schema::samples as col;
 use crate::segment::{SymbolTables, Tier, read_columns, read_symbols, write_symbols};
-use crate::symbols::{Reach, SymbolIndex};
+use crate::symbols::{MissingSymbol, Reach, SymbolIndex};
 
 /// Objects in one tier are within 4× of each other in size.
 fn tier(size: u64) -> u32 {
@@ -118,16 +118,9 @@ async fn collect(
             _ => &[col::STACK_ID],
         };
         for batch in read_columns(compactor.store(), finest.kind(), object, Some(columns)).await? {
-            for (name, id) in used_ids(&batch) {
-                let found = match name {
-                    col::STACK_ID => reach.stack(id),
-                    _ => reach.attr_set(id),
-                };
-                // Not this collection's to repair: what it cannot find it cannot keep.
-                if let Err(e) = found {
-                    missing += 1;
-                    tracing::warn!(%tenant, segment = %segment.id, error = %e, "a segment uses a symbol no symbol object holds");
-                }
+            // Not this collection's to repair: what it cannot find it cannot keep.
+            if let Err(e) = take_ids(&mut reach, &batch, &mut missing) {
+                tracing::warn!(%tenant, segment = %segment.id, error = %e, "a segment uses a symbol no symbol object holds");
             }
         }
     }
@@ -143,26 +136,30 @@ async fn collect(
     Ok(report)
 }
 
-/// The distinct ids of the id columns of `batch`, with their column's name.
-fn used_ids(batch: &arrow::record_batch::RecordBatch) -> Vec<(&'static str, SymbolId)> {
-    let mut out = Vec::new();
+/// Takes every id of `batch`'s id columns into `reach` (which skips what it holds
+/// already); counts in `missing` the ids no symbol object holds, and returns the last such.
+fn take_ids(reach: &mut Reach<'_>, batch: &RecordBatch, missing: &mut usize) -> Result<(), MissingSymbol> {
+    let mut last = Ok(());
     for name in [col::STACK_ID, col::ATTR_SET_ID] {
         let Ok(i) = batch.schema().index_of(name) else {
             continue;
         };
         let ids = batch.column(i).as_fixed_size_binary();
-        let distinct: HashSet<&[u8]> = (0..ids.len())
-            .filter(|&r| ids.is_valid(r))
-            .map(|r| ids.value(r))
-            .collect();
-        out.extend(
-            distinct
-                .into_iter()
-                .filter_map(SymbolId::from_slice)
-                .map(|id| (name, id)),
-        );
+        for r in (0..ids.len()).filter(|&r| ids.is_valid(r)) {
+            let Some(id) = SymbolId::from_slice(ids.value(r)) else {
+                continue;
+            };
+            let taken = match name {
+                col::STACK_ID => reach.stack(id),
+                _ => reach.attr_set(id),
+            };
+            if let Err(e) = taken {
+                *missing += 1;
+                last = Err(e);
+            }
+        }
     }
-    out
+    last
 }
 
 /// Writes `index` as one object set in place of `objects` (ending the collection begun at

@@ -458,6 +458,54 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
         );
     }
 
+    // A time series needs no stack: over the compacted hours it reads the 1h tier's
+    // totals, one row per (series, hour) that holds samples, not one per stack. The
+    // flame graph of the same range reads a row per stack, more than that.
+    let compacted = TimeRange {
+        start: T0,
+        end: T0 + HOURS * HOUR,
+    };
+    let cells: std::collections::BTreeSet<(usize, i64)> = s
+        .samples
+        .iter()
+        .filter(|x| compacted.contains(x.time))
+        .map(|x| (x.service, x.time.div_euclid(HOUR)))
+        .collect();
+    for group_by in [vec![], vec![GroupKey::Label("service.name".into())]] {
+        let series = tiered
+            .timeseries(&TimeseriesQuery {
+                scope: scope_of("{}", compacted),
+                step_nanos: HOUR,
+                group_by,
+                aggregation: Aggregation::Sum,
+            })
+            .await
+            .unwrap();
+        let read = series.stats.unwrap().rows_by_tier;
+        assert_eq!(
+            read.get("1h").copied(),
+            Some(cells.len() as u64),
+            "the time series reads one row per (series, hour): {read:?}"
+        );
+        assert_eq!(read.len(), 1, "the 1h tier alone: {read:?}");
+        let total: i64 = series.series.iter().map(|g| g.total).sum();
+        assert_eq!(total, expected_total(&s.samples, compacted, &[0, 1, 2]));
+    }
+    let flamegraph = tiered
+        .flamegraph(&FlamegraphQuery {
+            scope: scope_of("{}", compacted),
+            group_by: vec![],
+            max_nodes: 0,
+        })
+        .await
+        .unwrap();
+    let stack_rows = flamegraph.stats.unwrap().rows_by_tier["1h"];
+    assert!(
+        stack_rows > 2 * cells.len() as u64,
+        "the flame graph reads a row per stack: {stack_rows} rows, {} cells",
+        cells.len()
+    );
+
     // What rollups cannot answer reads raw samples, and answers as raw does.
     let day = TimeRange {
         start: T0,

@@ -4,6 +4,10 @@
 //! them longer than the samples (see [`crate::retention`]). Per-sample attributes and links
 //! (trace, span and profile ids) are not kept: a rollup answers by series and stack only.
 //!
+//! Each rollup has a `totals_*` companion, the rollup summed over its stacks: one row per
+//! (series, bucket). A time series needs no stack, and at fleet cardinality a series holds
+//! hundreds of stacks a bucket, so it reads the totals instead of every stack's row.
+//!
 //! Compaction writes both rollups with every hour block, from the samples it has just
 //! sorted, so the tiers cost one pass over samples already in memory.
 
@@ -62,12 +66,21 @@ impl Resolution {
         }
     }
 
-    /// The resolution a table holds; `None` for symbol tables.
+    /// The table a segment keeps this rollup's totals over stacks in; `None` for raw.
+    pub const fn totals_kind(self) -> Option<TableKind> {
+        match self {
+            Resolution::Raw => None,
+            Resolution::Minute => Some(TableKind::Totals1m),
+            Resolution::Hour => Some(TableKind::Totals1h),
+        }
+    }
+
+    /// The resolution a table holds (its totals included); `None` for symbol tables.
     pub const fn of_kind(kind: TableKind) -> Option<Resolution> {
         match kind {
             TableKind::Samples => Some(Resolution::Raw),
-            TableKind::Rollup1m => Some(Resolution::Minute),
-            TableKind::Rollup1h => Some(Resolution::Hour),
+            TableKind::Rollup1m | TableKind::Totals1m => Some(Resolution::Minute),
+            TableKind::Rollup1h | TableKind::Totals1h => Some(Resolution::Hour),
             _ => None,
         }
     }
@@ -166,6 +179,38 @@ impl RollupColumns {
     }
 }
 
+/// `rollup` (a [`schema::ROLLUP`] table sorted by (series, time, stack)) summed over its
+/// stacks into a [`schema::TOTALS`] table: one row per (series, time), in the same order.
+pub fn totals(rollup: &RecordBatch) -> Result<RecordBatch, StoreError> {
+    let column = |name: &str| {
+        rollup
+            .schema()
+            .index_of(name)
+            .map(|i| rollup.column(i).as_primitive::<Int64Type>().values().clone())
+    };
+    let (times, series, values) = (column(col::TIME)?, column(col::SERIES_ID)?, column(col::VALUE)?);
+    let (mut time, mut ids, mut sums) = (Vec::new(), Vec::new(), Vec::<i64>::new());
+    for i in 0..times.len() {
+        let same = ids.last() == Some(&series[i]) && time.last() == Some(&times[i]);
+        if same {
+            let last = sums.last_mut().expect("a row was pushed");
+            *last = last.wrapping_add(values[i]);
+        } else {
+            time.push(times[i]);
+            ids.push(series[i]);
+            sums.push(values[i]);
+        }
+    }
+    Ok(RecordBatch::try_new(
+        schema::TOTALS.clone(),
+        vec![
+            Arc::new(Int64Array::from(time)),
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(Int64Array::from(sums)),
+        ],
+    )?)
+}
+
 /// The rollup tables of the tiers in `resolutions`, finest first (`Raw` is ignored), each
 /// summed from the one before it: the first from `input`, a samples table or a rollup table
 /// no coarser than it, sorted by (series, time).
@@ -186,8 +231,8 @@ pub fn rollups(
 }
 
 /// Computes the [`rollups`] of `input` (a segment's samples, or rollups to sum again) and
-/// writes them as objects of segment `segment_id`, finest first. Nothing is visible until
-/// the catalog lists the objects.
+/// their [`totals`], and writes them as objects of segment `segment_id`, finest first.
+/// Nothing is visible until the catalog lists the objects.
 pub async fn write_rollups(
     store: &Store,
     tenant: &str,
@@ -196,10 +241,19 @@ pub async fn write_rollups(
     resolutions: &[Resolution],
 ) -> Result<Vec<ObjectMeta>, StoreError> {
     let (input, resolutions) = (input.clone(), resolutions.to_vec());
-    let tables = blocking("computing rollups", move || rollups(&input, &resolutions)).await?;
-    let writes = tables.into_iter().map(|(r, table)| {
-        let key = segment_object_key(tenant, segment_id, r.kind());
-        put_table(store, key, r.kind(), Tier::Compacted, table)
+    let tables = blocking("computing rollups", move || {
+        let mut tables = Vec::new();
+        for (r, table) in rollups(&input, &resolutions)? {
+            let totals = totals(&table)?;
+            tables.push((r.kind(), table));
+            tables.extend(r.totals_kind().map(|kind| (kind, totals)));
+        }
+        Ok(tables)
+    })
+    .await?;
+    let writes = tables.into_iter().map(|(kind, table)| {
+        let key = segment_object_key(tenant, segment_id, kind);
+        put_table(store, key, kind, Tier::Compacted, table)
     });
     futures::future::try_join_all(writes).await
 }
@@ -306,6 +360,34 @@ mod tests {
     }
 
     #[test]
+    fn totals_are_the_sums_per_series_and_bucket_of_the_rows() {
+        let mut rng = SmallRng::seed_from_u64(34);
+        let mut rows = random_rows(&mut rng, 20_000);
+        // Sums that wrap, as the queries' sums do.
+        rows.extend([(0, 7, stack(1), i64::MAX), (1, 7, stack(2), 3)]);
+        let table = samples(&rows);
+        for (resolution, step) in [(Resolution::Minute, MINUTE_NANOS), (Resolution::Hour, HOUR_NANOS)] {
+            let mut want: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+            for ((series, time, _), value) in expected(&rows, step) {
+                let sum = want.entry((series, time)).or_default();
+                *sum = sum.wrapping_add(value);
+            }
+            let got = totals(&rollup(&table, resolution).unwrap()).unwrap();
+            assert_eq!(got.schema(), *schema::TOTALS);
+            let c = got.columns();
+            let (t, s, v) = (
+                c[0].as_primitive::<Int64Type>(),
+                c[1].as_primitive::<Int64Type>(),
+                c[2].as_primitive::<Int64Type>(),
+            );
+            let got: Vec<((i64, i64), i64)> = (0..got.num_rows())
+                .map(|i| ((s.value(i), t.value(i)), v.value(i)))
+                .collect();
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{resolution:?}");
+        }
+    }
+
+    #[test]
     fn negative_times_round_down_to_their_bucket() {
         let rows = [
             (-1, 1, stack(1), 5),
@@ -352,6 +434,13 @@ mod tests {
             assert_eq!(Resolution::of_kind(r.kind()), Some(r));
         }
         assert_eq!(Resolution::of_kind(TableKind::Stacks), None);
+        for r in Resolution::ROLLUPS {
+            let totals = r.totals_kind().unwrap();
+            assert_eq!(Resolution::of_kind(totals), Some(r));
+            assert!(totals.holds_values());
+        }
+        assert_eq!(Resolution::Raw.totals_kind(), None);
+        assert_eq!(Resolution::Hour.totals_kind().unwrap().as_str(), "totals_1h");
         assert_eq!(Resolution::Minute.kind().as_str(), "rollup_1m");
         assert_eq!(Resolution::Hour.kind().as_str(), "rollup_1h");
         assert_eq!(Resolution::ALL.map(Resolution::name), ["raw", "1m", "1h"]);

@@ -57,6 +57,17 @@ pub static ROLLUP: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
+/// The `totals_1m` and `totals_1h` tables: a rollup summed over its stacks, one row per
+/// (series, bucket), sorted by (`series_id`, `time_nanos`). A query that needs no stack (a
+/// time series) reads these instead of the rollup's rows of every stack.
+pub static TOTALS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new(samples::TIME, DataType::Int64, false),
+        Field::new(samples::SERIES_ID, DataType::Int64, false),
+        Field::new(samples::VALUE, DataType::Int64, false),
+    ]))
+});
+
 /// Stack tree nodes as version 1 wrote them, with their ids: `parent_id` is all zeros for
 /// a root frame. Still read; compaction rewrites them as version 2.
 pub static STACKS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -153,5 +164,6 @@ pub fn schema_of(kind: TableKind) -> SchemaRef {
         TableKind::Mappings => MAPPINGS.clone(),
         TableKind::AttributeSets => ATTRIBUTE_SETS.clone(),
         TableKind::Rollup1m | TableKind::Rollup1h => ROLLUP.clone(),
+        TableKind::Totals1m | TableKind::Totals1h => TOTALS.clone(),
     }
 }

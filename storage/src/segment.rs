@@ -376,10 +376,7 @@ fn writer_properties(kind: TableKind, tier: Tier, rows: usize) -> WriterProperti
             SCHEMA_VERSION_KEY.to_string(),
             schema::version_of(kind).to_string(),
         )]));
-    if matches!(
-        kind,
-        TableKind::Samples | TableKind::Rollup1m | TableKind::Rollup1h
-    ) {
+    if kind.holds_values() {
         let schema = schema::schema_of(kind);
         let sorted_by = [col::SERIES_ID, col::TIME].map(|name| SortingColumn {
             column_idx: schema
@@ -543,9 +540,11 @@ fn line_fields() -> (FieldRef, Fields) {
 fn symbol_batch(kind: TableKind, batch: &SymbolTables<'_>) -> Result<RecordBatch, StoreError> {
     let schema = schema::schema_of(kind);
     match kind {
-        TableKind::Samples | TableKind::Rollup1m | TableKind::Rollup1h => {
-            unreachable!("samples and rollups are not symbol tables")
-        }
+        TableKind::Samples
+        | TableKind::Rollup1m
+        | TableKind::Rollup1h
+        | TableKind::Totals1m
+        | TableKind::Totals1h => unreachable!("samples and rollups are not symbol tables"),
         TableKind::Stacks => stack_table::encode(batch.stacks),
         TableKind::Locations => {
             let rows = sorted(batch.locations);
@@ -641,7 +640,11 @@ fn decode_symbols(kind: TableKind, key: &str, bytes: Bytes) -> Result<SymbolInde
         let table = table?;
         let c = table.columns();
         match kind {
-            TableKind::Samples | TableKind::Rollup1m | TableKind::Rollup1h => {
+            TableKind::Samples
+            | TableKind::Rollup1m
+            | TableKind::Rollup1h
+            | TableKind::Totals1m
+            | TableKind::Totals1h => {
                 return Err(StoreError::Corrupt {
                     key: key.to_string(),
                     reason: format!("listed as a symbols object but holds {}", kind.as_str()),

@@ -207,6 +207,43 @@ async fn store_matches_catalog(w: &World) {
     assert_eq!(listed, referenced);
 }
 
+/// Every segment holding a rollup holds its totals, and they are the rollup's rows summed
+/// over stacks (summed here, row by row).
+async fn totals_match_rollups(w: &World) {
+    for segment in w.segments().await {
+        for r in Resolution::ROLLUPS {
+            let (Some(rollup), totals) = (segment.object(r.kind()), segment.object(r.totals_kind().unwrap()))
+            else {
+                continue;
+            };
+            let totals = totals.unwrap_or_else(|| panic!("{} has {r:?} but not its totals", segment.id));
+            let mut want: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+            for table in read_table(&w.store, r.kind(), rollup).await.unwrap() {
+                for (t, s, _, v) in rows_of(&table) {
+                    let sum = want.entry((s, t)).or_default();
+                    *sum = sum.wrapping_add(v);
+                }
+            }
+            let mut got = Vec::new();
+            for table in read_table(&w.store, totals.kind, totals).await.unwrap() {
+                let column = |name: &str| {
+                    table
+                        .column(table.schema().index_of(name).unwrap())
+                        .as_primitive::<Int64Type>()
+                        .clone()
+                };
+                let (t, s, v) = (
+                    column(schema::samples::TIME),
+                    column(schema::samples::SERIES_ID),
+                    column(schema::samples::VALUE),
+                );
+                got.extend((0..table.num_rows()).map(|i| ((s.value(i), t.value(i)), v.value(i))));
+            }
+            assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{} {r:?}", segment.id);
+        }
+    }
+}
+
 /// Three hours of data, the second in many segments, then compacted completely.
 async fn compacted_world(rng: &mut SmallRng) -> World {
     let mut w = world().await;
@@ -234,7 +271,13 @@ async fn every_hour_block_carries_its_rollups() {
         let kinds: Vec<TableKind> = s.objects.iter().map(|o| o.kind).collect();
         assert_eq!(
             kinds,
-            [TableKind::Samples, TableKind::Rollup1m, TableKind::Rollup1h]
+            [
+                TableKind::Samples,
+                TableKind::Rollup1m,
+                TableKind::Totals1m,
+                TableKind::Rollup1h,
+                TableKind::Totals1h
+            ]
         );
         for r in Resolution::ROLLUPS {
             let key = &s.object(r.kind()).unwrap().key;
@@ -244,6 +287,7 @@ async fn every_hour_block_carries_its_rollups() {
             );
         }
     }
+    totals_match_rollups(&w).await;
     let (all, hours) = (w.rows.clone(), (T0, T0 + 3 * HOUR));
     let minute = w.rows_at(Resolution::Minute).await;
     assert_eq!(
@@ -302,6 +346,7 @@ async fn raw_retention_keeps_the_rollups_and_cuts_samples_to_the_nanosecond() {
         .await
         .unwrap();
     store_matches_catalog(&w).await;
+    totals_match_rollups(&w).await;
 
     // Exactly the samples at or after the cutoff are left.
     let mut raw = w.rows_at(Resolution::Raw).await;
@@ -441,6 +486,7 @@ async fn rollup_tiers_expire_in_turn() {
         .await
         .unwrap();
     store_matches_catalog(&w).await;
+    totals_match_rollups(&w).await;
 
     // One cutoff for every tier removes everything before it.
     retention::expire(&w.compactor, TENANT, T0 + 3 * HOUR)
@@ -499,6 +545,7 @@ async fn a_cutoff_crossing_an_hour_pass_by_pass_leaves_one_rollup_segment() {
         .await
         .unwrap();
     store_matches_catalog(&w).await;
+    totals_match_rollups(&w).await;
 }
 
 /// A deletion request past its cancel period is purged from every tier: samples where they
@@ -570,6 +617,7 @@ async fn a_purge_removes_the_matched_rows_from_every_tier_and_nothing_else() {
         .await
         .unwrap();
     store_matches_catalog(&w).await;
+    totals_match_rollups(&w).await;
 
     let kept: Vec<Row> = w
         .rows

@@ -17,7 +17,7 @@ use datafusion_distributed::{
 use futures::TryStreamExt;
 use stackhouse_storage::model::SymbolId;
 use stackhouse_storage::rollup::Resolution;
-use stackhouse_storage::schema::{ROLLUP, SAMPLES, samples};
+use stackhouse_storage::schema::{self, samples};
 
 use super::QueryEngine;
 use super::plan::Plan;
@@ -122,7 +122,7 @@ impl QueryEngine {
         let mut frames = Vec::with_capacity(plan.scans.len());
         let series_told_apart = tenants::needs_series(plan);
         for scan in &plan.scans {
-            let table = SamplesTable::new(&self.store, &scan.source.segments, scan.source.resolution)?;
+            let table = SamplesTable::new(&self.store, &scan.source.segments, scan.source.kind())?;
             let mut df = self.ctx.read_table(Arc::new(table))?;
             if let Some(filter) = &scan.filter {
                 df = df.filter(filter.clone())?;
@@ -135,8 +135,15 @@ impl QueryEngine {
         if frames.len() == 1 {
             return Ok(frames.remove(0));
         }
-        let all_raw = plan.scans.iter().all(|s| s.source.resolution == Resolution::Raw);
-        let columns = if all_raw { &SAMPLES } else { &ROLLUP }
+        // Samples have every column of a rollup, and a rollup every column of its totals:
+        // the narrowest table's columns are what every scan has.
+        let narrowest = plan
+            .scans
+            .iter()
+            .map(|s| schema::schema_of(s.source.kind()))
+            .min_by_key(|schema| schema.fields().len())
+            .expect("a plan has a scan");
+        let columns = narrowest
             .fields()
             .iter()
             .map(|f| f.name().as_str())
@@ -220,7 +227,7 @@ fn scan_stats(plan: &Plan, physical: &Arc<dyn ExecutionPlan>) -> ScanStats {
             .scans
             .iter()
             .flat_map(|scan| {
-                let kind = scan.source.resolution.kind();
+                let kind = scan.source.kind();
                 scan.source.segments.iter().filter_map(move |s| s.object(kind))
             })
             .map(|o| o.size_bytes)
@@ -310,7 +317,11 @@ fn tier_of_scan(scan: &Arc<dyn ExecutionPlan>) -> &'static str {
     Resolution::ALL
         .into_iter()
         .rev()
-        .find(|r| *r == Resolution::Raw || shown.contains(r.kind().as_str()))
+        .find(|r| {
+            *r == Resolution::Raw
+                || shown.contains(r.kind().as_str())
+                || r.totals_kind().is_some_and(|k| shown.contains(k.as_str()))
+        })
         .map_or("raw", |r| r.name())
 }
 

@@ -181,8 +181,12 @@ impl QueryEngine {
             })?;
         let links = link_filter(scope);
         let hidden = deleted.filter();
-        let scans = reading
-            .sources
+        let sources = if dims.contains(&Dim::Stack) {
+            reading.sources
+        } else {
+            tiers::stackless(reading.sources)
+        };
+        let scans = sources
             .into_iter()
             .map(|source| {
                 let implied = Implied::of(&source.segments, &source.ranges, &groups, &selected);

@@ -24,10 +24,9 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use object_store::ObjectMeta;
-use stackhouse_storage::catalog::SegmentMeta;
+use stackhouse_storage::catalog::{SegmentMeta, TableKind};
 use stackhouse_storage::model::{SymbolId, TimeRange};
-use stackhouse_storage::rollup::Resolution;
-use stackhouse_storage::schema::{ROLLUP, SAMPLES, samples};
+use stackhouse_storage::schema::{self, samples};
 use stackhouse_storage::store::Store;
 
 use super::selection::SeriesGroup;
@@ -42,16 +41,13 @@ pub(crate) struct SamplesTable {
 }
 
 impl SamplesTable {
-    /// Over the object of `resolution` of each segment (segments without one are skipped).
-    pub(crate) fn new(
-        store: &Store,
-        segments: &[SegmentMeta],
-        resolution: Resolution,
-    ) -> DfResult<SamplesTable> {
+    /// Over the object of `kind` (samples, a rollup or its totals) of each segment
+    /// (segments without one are skipped).
+    pub(crate) fn new(store: &Store, segments: &[SegmentMeta], kind: TableKind) -> DfResult<SamplesTable> {
         let object_store_url = ObjectStoreUrl::parse(store.base_url().as_str())?;
         let files = segments
             .iter()
-            .filter_map(|seg| seg.object(resolution.kind()))
+            .filter_map(|seg| seg.object(kind))
             .map(|object| ObjectMeta {
                 location: store.path(&object.key),
                 // Segments are immutable, so the catalog's size is the object's size.
@@ -64,10 +60,7 @@ impl SamplesTable {
         Ok(SamplesTable {
             object_store_url,
             files,
-            schema: match resolution {
-                Resolution::Raw => SAMPLES.clone(),
-                _ => ROLLUP.clone(),
-            },
+            schema: schema::schema_of(kind),
         })
     }
 

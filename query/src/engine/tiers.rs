@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use stackhouse_storage::catalog::SegmentMeta;
+use stackhouse_storage::catalog::{SegmentMeta, TableKind};
 use stackhouse_storage::model::TimeRange;
 use stackhouse_storage::rollup::Resolution;
 
@@ -23,6 +23,46 @@ pub(crate) struct Source {
     /// Sorted, disjoint and not adjacent.
     pub ranges: Vec<TimeRange>,
     pub segments: Vec<SegmentMeta>,
+    /// Read from the rollup's totals over stacks (see [`stackless`]).
+    pub totals: bool,
+}
+
+impl Source {
+    /// The table its segments' rows are read from.
+    pub(crate) fn kind(&self) -> TableKind {
+        match self.resolution.totals_kind() {
+            Some(totals) if self.totals => totals,
+            _ => self.resolution.kind(),
+        }
+    }
+}
+
+/// `sources` for a query that needs no stack: each rollup source's segments that carry
+/// the rollup's totals read those (one row per series and bucket instead of one per
+/// stack); segments written before totals existed read the rollup as before.
+pub(crate) fn stackless(sources: Vec<Source>) -> Vec<Source> {
+    let mut out = Vec::with_capacity(sources.len());
+    for source in sources {
+        let Some(kind) = source.resolution.totals_kind() else {
+            out.push(source);
+            continue;
+        };
+        let (totals, rollups): (Vec<SegmentMeta>, Vec<SegmentMeta>) = source
+            .segments
+            .into_iter()
+            .partition(|s| s.object(kind).is_some());
+        for (segments, totals) in [(totals, true), (rollups, false)] {
+            if !segments.is_empty() {
+                out.push(Source {
+                    resolution: source.resolution,
+                    ranges: source.ranges.clone(),
+                    segments,
+                    totals,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// How a query's range is read.
@@ -214,6 +254,7 @@ pub(crate) fn read(
                 resolution,
                 ranges: merged(ranges),
                 segments: segments.clone(),
+                totals: false,
             });
         }
     }
@@ -224,6 +265,7 @@ pub(crate) fn read(
             resolution,
             ranges: vec![hull],
             segments,
+            totals: false,
         });
     }
     Ok(Reading { sources, answered })
@@ -304,6 +346,47 @@ mod tests {
                 samples: 1,
             }],
         }
+    }
+
+    #[test]
+    fn stackless_reads_read_totals_where_segments_carry_them() {
+        use Resolution::{Hour, Minute, Raw};
+        let mut new = segment("new", 0, H - 1, &ALL);
+        for r in Resolution::ROLLUPS {
+            let kind = r.totals_kind().unwrap();
+            new.objects.push(ObjectMeta {
+                kind,
+                key: format!("new/{}", kind.as_str()),
+                size_bytes: 1,
+                rows: 1,
+            });
+        }
+        // Written before totals existed.
+        let old = segment("old", H, 2 * H - 1, &ALL);
+        // Raw samples, then minutes, then the second hour.
+        let reading = read(vec![new, old], r(30 * M + 1, 2 * H), &ALL, false, &[]).unwrap();
+        let mut got: Vec<(Resolution, TableKind, Vec<String>)> = stackless(reading.sources)
+            .iter()
+            .map(|s| {
+                (
+                    s.resolution,
+                    s.kind(),
+                    s.segments.iter().map(|x| x.id.clone()).collect(),
+                )
+            })
+            .collect();
+        got.sort_by_key(|(r, kind, _)| (*r, kind.as_str()));
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                (Raw, TableKind::Samples, ids(&["new", "old"])),
+                (Minute, TableKind::Rollup1m, ids(&["old"])),
+                (Minute, TableKind::Totals1m, ids(&["new"])),
+                (Hour, TableKind::Rollup1h, ids(&["old"])),
+                (Hour, TableKind::Totals1h, ids(&["new"])),
+            ]
+        );
     }
 
     /// Each source's resolution, ranges and segment ids.

@@ -57,10 +57,16 @@ pub enum TableKind {
     /// The segment's samples summed per hour.
     #[serde(rename = "rollup_1h")]
     Rollup1h,
+    /// The minute rollup summed over stacks: what a series holds per minute.
+    #[serde(rename = "totals_1m")]
+    Totals1m,
+    /// The hour rollup summed over stacks.
+    #[serde(rename = "totals_1h")]
+    Totals1h,
 }
 
 impl TableKind {
-    pub const ALL: [TableKind; 8] = [
+    pub const ALL: [TableKind; 10] = [
         TableKind::Samples,
         TableKind::Stacks,
         TableKind::Locations,
@@ -69,6 +75,8 @@ impl TableKind {
         TableKind::AttributeSets,
         TableKind::Rollup1m,
         TableKind::Rollup1h,
+        TableKind::Totals1m,
+        TableKind::Totals1h,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -81,7 +89,22 @@ impl TableKind {
             TableKind::AttributeSets => "attribute_sets",
             TableKind::Rollup1m => "rollup_1m",
             TableKind::Rollup1h => "rollup_1h",
+            TableKind::Totals1m => "totals_1m",
+            TableKind::Totals1h => "totals_1h",
         }
+    }
+
+    /// Whether the table holds sample values (samples, rollups, totals) rather than
+    /// symbols; such tables are sorted by (series, time).
+    pub const fn holds_values(&self) -> bool {
+        matches!(
+            self,
+            TableKind::Samples
+                | TableKind::Rollup1m
+                | TableKind::Rollup1h
+                | TableKind::Totals1m
+                | TableKind::Totals1h
+        )
     }
 }
 

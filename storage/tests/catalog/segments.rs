@@ -371,6 +371,8 @@ async fn stats_sum_per_table(url: String) {
         ("attribute_sets", TableStats::default()),
         ("rollup_1m", TableStats::default()),
         ("rollup_1h", TableStats::default()),
+        ("totals_1m", TableStats::default()),
+        ("totals_1h", TableStats::default()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

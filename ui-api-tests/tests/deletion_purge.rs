@@ -99,20 +99,25 @@ async fn send(server: &Server, profiles: &[Sent]) {
 }
 
 /// What the store must hold of `kept`: sample rows (time, value) where raw samples remain,
-/// and rollup cells (bucket, sum) per service and stack for each tier.
+/// rollup cells (bucket, sum) per service and stack for each tier, and their totals (bucket,
+/// sum) per service.
 #[derive(Debug, PartialEq, Eq)]
 struct Rows {
     samples: Vec<(i64, i64)>,
     rollup_1m: Vec<(i64, i64)>,
     rollup_1h: Vec<(i64, i64)>,
+    totals_1m: Vec<(i64, i64)>,
+    totals_1h: Vec<(i64, i64)>,
 }
 
 fn expected_rows(kept: &[&Sent], raw_from: i64) -> Rows {
-    let cells = |step: i64| {
+    // `by_stack` false sums a service's stacks together, as the totals do.
+    let cells = |step: i64, by_stack: bool| {
         let mut sums: BTreeMap<(usize, i64, i32), i64> = BTreeMap::new();
         for p in kept {
+            let stack = if by_stack { p.stack } else { 0 };
             *sums
-                .entry((p.service, p.time.div_euclid(step) * step, p.stack))
+                .entry((p.service, p.time.div_euclid(step) * step, stack))
                 .or_insert(0) += p.value;
         }
         let mut cells: Vec<(i64, i64)> = sums.into_iter().map(|((_, t, _), v)| (t, v)).collect();
@@ -127,8 +132,10 @@ fn expected_rows(kept: &[&Sent], raw_from: i64) -> Rows {
     samples.sort_unstable();
     Rows {
         samples,
-        rollup_1m: cells(MIN),
-        rollup_1h: cells(HOUR),
+        rollup_1m: cells(MIN, true),
+        rollup_1h: cells(HOUR, true),
+        totals_1m: cells(MIN, false),
+        totals_1h: cells(HOUR, false),
     }
 }
 
@@ -160,6 +167,8 @@ fn stored_rows(server: &Server) -> (Rows, Value) {
         samples: rows("samples"),
         rollup_1m: rows("rollup_1m"),
         rollup_1h: rows("rollup_1h"),
+        totals_1m: rows("totals_1m"),
+        totals_1h: rows("totals_1h"),
     };
     (stored, json["files"].clone())
 }
@@ -427,6 +436,8 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
     assert_eq!(stored.samples, want.samples, "samples objects ({files})");
     assert_eq!(stored.rollup_1m, want.rollup_1m, "minute rollups ({files})");
     assert_eq!(stored.rollup_1h, want.rollup_1h, "hour rollups ({files})");
+    assert_eq!(stored.totals_1m, want.totals_1m, "minute totals ({files})");
+    assert_eq!(stored.totals_1h, want.totals_1h, "hour totals ({files})");
     let stats = api.stats().await;
     assert_eq!(
         stats["tables"]["samples"]["rows"].as_i64().unwrap(),
@@ -488,6 +499,7 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
         "minute rollups after new ingest"
     );
     assert_eq!(stored.rollup_1h, want.rollup_1h, "hour rollups after new ingest");
+    assert_eq!(stored.totals_1h, want.totals_1h, "hour totals after new ingest");
     assert_eq!(
         answers(&api, from, to).await,
         expected_answers(&kept),

@@ -578,7 +578,7 @@ async fn bytes_rows(env: &Env, manifest: &Manifest, label: &str, report: &mut Re
     let rows = |kind: &str| table(kind).rows;
     report.notes.push(format!(
         "{label}, stored: {:.1} MiB in {} segments; raw {} rows ({:.2} B/sample), 1m tier {} rows ({:.1} raw rows \
-         each), 1h tier {} rows ({:.1} raw rows each); tables (MiB): {}.",
+         each), 1h tier {} rows ({:.1} raw rows each), its totals over stacks {} rows; tables (MiB): {}.",
         mib(total),
         stats.segments,
         raw.rows,
@@ -587,6 +587,7 @@ async fn bytes_rows(env: &Env, manifest: &Manifest, label: &str, report: &mut Re
         raw.rows as f64 / rows("rollup_1m").max(1) as f64,
         rows("rollup_1h"),
         raw.rows as f64 / rows("rollup_1h").max(1) as f64,
+        rows("totals_1h"),
         stats
             .tables
             .iter()

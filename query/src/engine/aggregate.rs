@@ -15,6 +15,7 @@ use datafusion_distributed::{
     DistributedExec, DistributedMetricsFormat, rewrite_distributed_plan_with_metrics,
 };
 use futures::TryStreamExt;
+use stackhouse_storage::catalog::TableKind;
 use stackhouse_storage::model::SymbolId;
 use stackhouse_storage::rollup::Resolution;
 use stackhouse_storage::schema::{self, samples};
@@ -314,15 +315,12 @@ fn collect_scan_metrics(plan: &Arc<dyn ExecutionPlan>, stats: &mut ScanStats) {
 /// comes back as a wrapper of the same display, not of its type).
 fn tier_of_scan(scan: &Arc<dyn ExecutionPlan>) -> &'static str {
     let shown = displayable(scan.as_ref()).one_line().to_string();
-    Resolution::ALL
+    TableKind::ALL
         .into_iter()
-        .rev()
-        .find(|r| {
-            *r == Resolution::Raw
-                || shown.contains(r.kind().as_str())
-                || r.totals_kind().is_some_and(|k| shown.contains(k.as_str()))
-        })
-        .map_or("raw", |r| r.name())
+        .filter(|kind| kind.holds_values() && *kind != TableKind::Samples)
+        .find(|kind| shown.contains(kind.as_str()))
+        .and_then(Resolution::of_kind)
+        .map_or("raw", Resolution::name)
 }
 
 fn decode_rows(batch: &RecordBatch, rows: &mut Vec<Row>) -> Result<(), QueryError> {

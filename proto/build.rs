@@ -12,6 +12,8 @@ const PROTOS: &[&str] = &[
     "push/v1/push.proto",
     "querier/v1/querier.proto",
     "settings/v1/setting.proto",
+    "settings/v1/recording_rules.proto",
+    "prometheus/remote.proto",
 ];
 
 fn main() -> std::io::Result<()> {

@@ -128,7 +128,13 @@ impl Access {
     fn of(method: &Method, path: &str) -> Access {
         let ingest = crate::http::INGEST_PATHS.contains(&path);
         let api_write = path.starts_with("/api/v1/") && method != Method::GET && method != Method::HEAD;
-        let settings_write = path.starts_with("/settings.v1.") && path != "/settings.v1.SettingsService/Get";
+        let settings_read = matches!(
+            path,
+            "/settings.v1.SettingsService/Get"
+                | "/settings.v1.RecordingRulesService/GetRecordingRule"
+                | "/settings.v1.RecordingRulesService/ListRecordingRules"
+        );
+        let settings_write = path.starts_with("/settings.v1.") && !settings_read;
         if ingest || api_write || settings_write {
             Access::Write
         } else {
@@ -344,6 +350,16 @@ mod tests {
             (Method::POST, "/api/v1/admin/deletes"),
             (Method::DELETE, "/api/v1/admin/deletes/x"),
             (Method::DELETE, "/api/v1/admin/tenants/a"),
+            (Method::POST, "/api/v1/recording-rules"),
+            (Method::PUT, "/api/v1/recording-rules/abc"),
+            (
+                Method::POST,
+                "/settings.v1.RecordingRulesService/UpsertRecordingRule",
+            ),
+            (
+                Method::POST,
+                "/settings.v1.RecordingRulesService/DeleteRecordingRule",
+            ),
         ];
         for (method, path) in writes {
             assert_eq!(Access::of(&method, path), Access::Write, "{method} {path}");
@@ -353,6 +369,15 @@ mod tests {
             (Method::GET, "/api/v1/admin/deletes"),
             (Method::POST, "/querier.v1.QuerierService/SelectMergeStacktraces"),
             (Method::POST, "/settings.v1.SettingsService/Get"),
+            (
+                Method::POST,
+                "/settings.v1.RecordingRulesService/ListRecordingRules",
+            ),
+            (
+                Method::POST,
+                "/settings.v1.RecordingRulesService/GetRecordingRule",
+            ),
+            (Method::GET, "/api/v1/recording-rules"),
             (Method::GET, "/pyroscope/render"),
         ];
         for (method, path) in reads {

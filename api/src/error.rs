@@ -41,6 +41,9 @@ pub enum ErrorKind {
     /// What is asked conflicts with the state of what it names (a deletion request past
     /// its cancel period).
     Conflict,
+    /// A change based on a version that is no longer the stored one (a recording rule's
+    /// generation): read it again and retry. Connect's `already_exists`, as Pyroscope answers.
+    Stale,
     /// The query did not finish within the time its caller allowed (`Connect-Timeout-Ms`).
     DeadlineExceeded,
     /// Our fault; retrying the same request will likely fail again.
@@ -65,7 +68,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
             ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
             ErrorKind::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-            ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::Conflict | ErrorKind::Stale => StatusCode::CONFLICT,
             ErrorKind::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -86,6 +89,7 @@ impl ErrorKind {
             ErrorKind::PermissionDenied => Code::PermissionDenied,
             ErrorKind::Unimplemented => Code::Unimplemented,
             ErrorKind::Conflict => Code::FailedPrecondition,
+            ErrorKind::Stale => Code::AlreadyExists,
             ErrorKind::DeadlineExceeded => Code::DeadlineExceeded,
             ErrorKind::Internal => Code::Internal,
         }
@@ -99,6 +103,7 @@ impl ErrorKind {
             }
             ErrorKind::Unimplemented => "unimplemented",
             ErrorKind::Conflict => "failed_precondition",
+            ErrorKind::Stale => "already_exists",
             ErrorKind::NotFound => "not_found",
             ErrorKind::TooLarge | ErrorKind::Overloaded(_) => "resource_exhausted",
             ErrorKind::Unavailable => "unavailable",
@@ -140,13 +145,14 @@ impl ErrorKind {
             ErrorKind::Conflict => {
                 "The request conflicts with the state of what it names; the message says why"
             }
+            ErrorKind::Stale => "The change was based on an older version; read it again and retry",
             ErrorKind::DeadlineExceeded => "The query did not finish within the time the client allowed",
             ErrorKind::Internal => "Internal error, including unreadable stored data; the message names it",
         }
     }
 
     /// Every kind, for tables and tests; the delay of `Overloaded` is a placeholder.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::InvalidArgument,
         ErrorKind::UnsupportedMediaType,
         ErrorKind::NotFound,
@@ -158,6 +164,7 @@ impl ErrorKind {
         ErrorKind::PermissionDenied,
         ErrorKind::Unimplemented,
         ErrorKind::Conflict,
+        ErrorKind::Stale,
         ErrorKind::DeadlineExceeded,
         ErrorKind::Internal,
     ];

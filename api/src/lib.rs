@@ -10,6 +10,7 @@ pub mod http;
 pub mod import;
 pub mod monitoring;
 pub mod read;
+pub mod recording;
 pub mod remote;
 pub mod route;
 pub mod server;

@@ -147,6 +147,22 @@ fn describe() {
         "stackhouse_symbols_collected_total",
         "Symbols the symbol merge after a purge dropped because no remaining segment used them."
     );
+    describe_counter!(
+        "stackhouse_recording_rules_series_sent_total",
+        "Series recording rules pushed over remote write, per tenant and rule (one per group per push)."
+    );
+    describe_counter!(
+        "stackhouse_recording_rules_samples_sent_total",
+        "Points recording rules pushed over remote write, per tenant and rule."
+    );
+    describe_counter!(
+        "stackhouse_recording_rules_failures_total",
+        "Recording rule passes that failed, per tenant and reason: unavailable (the receiver did not take the points; retried), rejected (it refused them; dropped), evaluation."
+    );
+    describe_gauge!(
+        "stackhouse_recording_rules_lag_seconds",
+        "How far behind now each rule's recorded series end, per tenant and rule."
+    );
     describe_gauge!(
         "stackhouse_deletion_requests",
         "Deletion requests by state (pending, purging, purged, cancelled), as the last purge pass found them."

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::auth::Auth;
 use crate::config::ServeArgs;
+use crate::recording::RecordingRules;
 use crate::tls::{TlsFiles, TlsListener};
 use crate::{grpc, http};
 use tonic::transport::{Identity, ServerTlsConfig};
@@ -46,6 +47,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             state.catalog.clone(),
             args.lifecycle.maintenance(),
             clock,
+            stop_rx.clone(),
+        ))
+    });
+    // Rules are evaluated where compaction runs: beside the data it settles.
+    let evaluator = roles.compactor.then(|| {
+        tokio::spawn(crate::recording::evaluator::run(
+            state.rules.clone(),
+            state.engine.clone(),
+            state.catalog.clone(),
+            state.clock.clone(),
             stop_rx.clone(),
         ))
     });
@@ -154,6 +165,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // next cleanup removes.
         let _ = task.await;
     }
+    if let Some(task) = evaluator {
+        // A pass stopped midway has moved each rule's mark only past what was delivered.
+        let _ = task.await;
+    }
     http_result.context("http server failed")?;
     grpc_result.context("grpc server failed")?;
     worker_result.context("query worker server failed")?;
@@ -222,6 +237,7 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
             .with_limits(args.ingest_limits.limits(), SeriesCounter::new(catalog.clone())),
     );
     let auth = Arc::new(Auth::new(args.auth, catalog.clone(), args.auth_cache_ttl));
+    let catalog_for_rules = catalog.clone();
     let state = crate::state::AppState {
         pipeline,
         engine,
@@ -231,6 +247,10 @@ pub async fn services(args: &ServeArgs) -> anyhow::Result<Services> {
         auth,
         clock: clock.clone(),
         deletion_grace: args.lifecycle.deletion_grace,
+        rules: Arc::new(RecordingRules::new(
+            catalog_for_rules,
+            args.recording_rules.config(),
+        )),
     };
     Ok(Services { state, writer, clock })
 }

@@ -11,6 +11,7 @@ use stackhouse_storage::clock::SharedClock;
 use stackhouse_storage::store::Store;
 
 use crate::auth::Auth;
+use crate::recording::RecordingRules;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -23,4 +24,6 @@ pub struct AppState {
     pub clock: SharedClock,
     /// How long replaced and deleted objects stay readable (`--deletion-grace`).
     pub deletion_grace: Duration,
+    /// Each tenant's recording rules, configured and stored.
+    pub rules: Arc<RecordingRules>,
 }

@@ -81,6 +81,13 @@ async fn server(budget: usize) -> Server {
         auth: Arc::new(Auth::off(catalog.clone())),
         clock: stackhouse_storage::clock::system(),
         deletion_grace: std::time::Duration::from_secs(300),
+        rules: Arc::new(stackhouse_api::recording::RecordingRules::new(
+            catalog.clone(),
+            stackhouse_api::config::ServeArgs::from_flags(Vec::<String>::new())
+                .unwrap()
+                .recording_rules
+                .config(),
+        )),
     };
     Server {
         _dir: dir,

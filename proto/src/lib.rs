@@ -31,6 +31,8 @@ pub use opentelemetry::proto::profiles::v1experimental as otlp_experimental;
 pub use opentelemetry::proto::resource::v1 as otlp_resource;
 /// pprof's `perftools.profiles` messages (`Profile`, `Sample`, `Location`, ...).
 pub use perftools::profiles as pprof;
+/// Prometheus remote write 1.0, which recording rules push their series over.
+pub use prometheus as prometheus_remote;
 /// Grafana Pyroscope's push API (`push.v1.PusherService`) and its label pair.
 pub use push::v1 as pyroscope_push;
 /// Grafana Pyroscope's querier API (`querier.v1.QuerierService`), which Grafana calls.

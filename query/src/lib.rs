@@ -20,6 +20,7 @@ mod error;
 mod limits;
 pub mod native;
 pub mod pyroscope;
+pub mod recording;
 pub mod render;
 pub mod request;
 use stackhouse_storage::selector;

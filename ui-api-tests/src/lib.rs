@@ -22,6 +22,7 @@ pub mod load;
 pub mod native_program;
 pub mod node_tool;
 pub mod pprof_reader;
+pub mod prometheus;
 pub mod proxy;
 pub mod reads;
 pub mod requests;

@@ -15,6 +15,7 @@ mod pods;
 mod query;
 pub mod report;
 mod rollups;
+mod rules;
 mod sustained;
 pub mod workload;
 
@@ -109,6 +110,8 @@ pub enum Phase {
     /// The fleet's exports sent as they fall due for minutes, with compaction, rollups and
     /// retention running on a fast clock.
     Sustained,
+    /// Recording rules evaluated each minute, against compaction's CPU.
+    Rules,
 }
 
 /// Sizes of every phase at one scale.
@@ -298,6 +301,11 @@ pub async fn run_phases(plan: Plan, scale: Scale, phases: &[Phase]) -> anyhow::R
         labels::measurements(&plan, scale, &mut report)
             .await
             .context("label listing measurements")?;
+    }
+    if runs(Phase::Rules) {
+        rules::measurements(&plan, &capture, &mut report)
+            .await
+            .context("recording rule measurements")?;
     }
     Ok(report)
 }

@@ -302,12 +302,39 @@ pub(crate) async fn build_store(
     name: &str,
     report: &mut Report,
 ) -> anyhow::Result<BuiltStore> {
-    let workload = Arc::new(workload);
     let env = Env::open().await?;
-    let writer = env.writer(Duration::from_millis(200));
-    let (n, procs) = (workload.request_count(), workload.processes());
-    eprintln!("bench: building the {name}, {n} requests");
+    eprintln!(
+        "bench: building the {name}, {} requests",
+        workload.request_count()
+    );
     let built = Instant::now();
+    let workload = Arc::new(workload);
+    let samples = write_workload(&env, workload.clone(), Duration::from_millis(200)).await?;
+    let compacted = Instant::now();
+    env.compact().await?;
+    let (bytes, objects, segments) = env.stored().await?;
+    report.notes.push(format!(
+        "{name}: {samples} samples generated, normalized and written in {:.1} s, compacted in {:.1} s \
+         to {segments} segments / {objects} objects / {:.1} MiB ({:.2} B/sample).",
+        compacted.duration_since(built).as_secs_f64(),
+        compacted.elapsed().as_secs_f64(),
+        mib(bytes),
+        bytes as f64 / samples as f64,
+    ));
+    let (start, end) = workload.range_nanos();
+    let range = TimeRange { start, end };
+    Ok(BuiltStore { env, samples, range })
+}
+
+/// Writes `workload` as ingest writes it (normalize, then the writer, flushing every
+/// `flush_interval`), without compacting; the samples written.
+pub(crate) async fn write_workload(
+    env: &Env,
+    workload: Arc<Workload>,
+    flush_interval: Duration,
+) -> anyhow::Result<usize> {
+    let writer = env.writer(flush_interval);
+    let (n, procs) = (workload.request_count(), workload.processes());
     let received = now_nanos();
     let writer = &writer;
     let samples = futures::stream::iter(0..n)
@@ -328,20 +355,7 @@ pub(crate) async fn build_store(
         .try_fold(0usize, |acc, c| async move { Ok(acc + c) })
         .await?;
     writer.shutdown().await;
-    let compacted = Instant::now();
-    env.compact().await?;
-    let (bytes, objects, segments) = env.stored().await?;
-    report.notes.push(format!(
-        "{name}: {samples} samples generated, normalized and written in {:.1} s, compacted in {:.1} s \
-         to {segments} segments / {objects} objects / {:.1} MiB ({:.2} B/sample).",
-        compacted.duration_since(built).as_secs_f64(),
-        compacted.elapsed().as_secs_f64(),
-        mib(bytes),
-        bytes as f64 / samples as f64,
-    ));
-    let (start, end) = workload.range_nanos();
-    let range = TimeRange { start, end };
-    Ok(BuiltStore { env, samples, range })
+    Ok(samples)
 }
 
 /// One generated hour as two half-hour batches, so that each stored hour is two writer

@@ -139,6 +139,7 @@ async fn tiny_bench_produces_every_measurement() {
         "resident memory, peak of the last quarter",
         "level-0 segments waiting",
         "closed hours without their hour block",
+        "compaction CPU per sample with 25 recording rules",
     ];
     for measurement in expected {
         let row = report

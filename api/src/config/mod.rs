@@ -14,6 +14,7 @@ mod ingest_limits;
 mod lifecycle;
 mod query_limits;
 mod rate_limits;
+mod recording_rules;
 mod roles;
 mod size;
 mod tenants;
@@ -32,6 +33,7 @@ pub use ingest_limits::IngestLimitArgs;
 pub use lifecycle::LifecycleArgs;
 pub use query_limits::{QueryLimitArgs, limit_flag};
 pub use rate_limits::RateLimitArgs;
+pub use recording_rules::{Provisioned, RecordingRuleArgs, RecordingRuleConfig};
 pub use roles::{Role, Roles};
 pub use size::parse_size;
 pub use tenants::{PerTenant, tenant_override, tenant_value};
@@ -154,6 +156,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
+
+    #[command(flatten)]
+    pub recording_rules: RecordingRuleArgs,
 }
 
 /// The `serve` flags as a command, for reading a config file against them.

@@ -86,6 +86,7 @@ impl Modify for ErrorResponses {
         (name = "catalog", description = "What is stored: profile types, labels, totals"),
         (name = "debuginfo", description = "Debug files (ELF, by GNU build id) that name native frames"),
         (name = "admin", description = "Deletion requests: admin tokens only"),
+        (name = "recording rules", description = "Metrics from profiles: rules whose per-minute totals are pushed to Prometheus"),
         (name = "meta", description = "This document"),
     )
 )]

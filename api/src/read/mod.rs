@@ -14,6 +14,7 @@ pub(crate) mod flamegraph;
 pub(crate) mod labels;
 pub mod params;
 pub(crate) mod profiles;
+pub(crate) mod recording_rules;
 mod render;
 mod settings;
 #[cfg(test)]
@@ -40,6 +41,7 @@ pub fn routes() -> Vec<Route> {
         events::routes,
         labels::routes,
         settings::routes,
+        recording_rules::routes,
         render::routes,
     ] {
         routes.extend(family());

@@ -86,7 +86,8 @@ pub(super) async fn delete(
     Ok(DeleteSettingsResponse {})
 }
 
-/// The one tenant a settings change is for: a read may name several, a change may not.
-fn written_tenant(call: &Caller) -> Result<String, ApiError> {
+/// The one tenant a settings read or change is for: reads of other families may name
+/// several, settings are per tenant.
+pub(super) fn written_tenant(call: &Caller) -> Result<String, ApiError> {
     crate::tenant::parse(Some(call.tenant.as_bytes())).map_err(ApiError::invalid)
 }

@@ -53,6 +53,13 @@ async fn fixture(limits: QueryLimits) -> Fixture {
         auth: Arc::new(crate::auth::Auth::off(catalog.clone())),
         clock: stackhouse_storage::clock::system(),
         deletion_grace: std::time::Duration::from_secs(300),
+        rules: Arc::new(crate::recording::RecordingRules::new(
+            catalog.clone(),
+            crate::config::ServeArgs::from_flags(Vec::<String>::new())
+                .unwrap()
+                .recording_rules
+                .config(),
+        )),
     };
     Fixture {
         router: router(state),

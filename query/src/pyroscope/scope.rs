@@ -103,27 +103,54 @@ pub async fn select_scope(
     start: i64,
     end: i64,
 ) -> Result<Scope, QueryError> {
-    let requested = profile_type::parse(profile_type_id)?;
     let range = range_ms(start, end, engine.now_nanos())?;
-    let names = if names::mentioned(&[label_selector])?
-        .iter()
-        .any(|n| Names::needed_for(n))
-        && let Some(range) = range
-    {
-        Names::new(engine.label_names(&call.tenant, range).await?)
-    } else {
-        Names::default()
-    };
-    let matchers = Matchers::parse(&[label_selector], &names)?;
+    scope_of(engine, call, profile_type_id, &[label_selector], range).await
+}
+
+/// What a profile type id and selectors (all must hold) select over `range` (`None`:
+/// nothing).
+pub(crate) async fn scope_of(
+    engine: &QueryEngine,
+    call: &Caller,
+    profile_type_id: &str,
+    selectors: &[&str],
+    range: Option<TimeRange>,
+) -> Result<Scope, QueryError> {
+    let names = names_for(engine, &call.tenant, selectors, range).await?;
+    let matchers = Matchers::parse(selectors, &names)?;
+    scope_with(&call.tenant, profile_type_id, &matchers, range)
+}
+
+/// The stored label names over `range` where resolving the names `selectors` mention
+/// needs them; none otherwise.
+pub(crate) async fn names_for(
+    engine: &QueryEngine,
+    tenant: &str,
+    selectors: &[&str],
+    range: Option<TimeRange>,
+) -> Result<Names, QueryError> {
+    match range {
+        Some(range) if names::mentioned(selectors)?.iter().any(|n| Names::needed_for(n)) => {
+            Ok(Names::new(engine.label_names(tenant, range).await?))
+        }
+        _ => Ok(Names::default()),
+    }
+}
+
+/// What a profile type id and parsed matchers select over `range`. A type the matchers
+/// exclude, or no range, selects no segment.
+pub(crate) fn scope_with(
+    tenant: &str,
+    profile_type_id: &str,
+    matchers: &Matchers,
+    range: Option<TimeRange>,
+) -> Result<Scope, QueryError> {
+    let requested = profile_type::parse(profile_type_id)?;
     let empty = TimeRange {
         start: range.map_or(0, |r| r.start),
         end: range.map_or(1, |r| r.end),
     };
-    let mut scope = Scope::new(
-        &call.tenant,
-        requested.profile_type.clone(),
-        range.unwrap_or(empty),
-    );
+    let mut scope = Scope::new(tenant, requested.profile_type.clone(), range.unwrap_or(empty));
     scope.selector = matchers.selector();
     scope.in_time = requested.in_time;
     if range.is_none() || !requested.exists || !matchers.type_matches(&requested.profile_type) {
@@ -143,16 +170,25 @@ pub(crate) async fn series_scope(
     group_by: &[String],
 ) -> Result<(Scope, Vec<GroupKey>), QueryError> {
     let scope = select_scope(engine, call, profile_type_id, label_selector, start, end).await?;
+    let keys = group_keys(engine, &scope, group_by).await?;
+    Ok((scope, keys))
+}
+
+/// `group_by` names as sent, resolved to our label names over the scope's range.
+pub(crate) async fn group_keys(
+    engine: &QueryEngine,
+    scope: &Scope,
+    group_by: &[String],
+) -> Result<Vec<GroupKey>, QueryError> {
     let names = if group_by.iter().any(|n| Names::needed_for(n)) {
-        Names::new(engine.label_names(&call.tenant, scope.range).await?)
+        Names::new(engine.label_names(&scope.tenant, scope.range).await?)
     } else {
         Names::default()
     };
-    let keys = group_by
+    Ok(group_by
         .iter()
         .map(|n| GroupKey::Label(names.resolve(n)))
-        .collect();
-    Ok((scope, keys))
+        .collect())
 }
 
 /// `max_nodes` as the engine takes it: absent or 0 is the default.

@@ -64,6 +64,10 @@ pub(crate) trait Dialect {
     /// commits checking the epoch, and they for it.
     async fn begin_symbol_epoch_change(&self, tenant: &str) -> CatalogResult<Transaction<'static, Self::Db>>;
 
+    /// A transaction that changes `tenant`'s recording rules, one at a time per tenant, so
+    /// two creations cannot both take the last place under the tenant's rule limit.
+    async fn begin_rules_change(&self, tenant: &str) -> CatalogResult<Transaction<'static, Self::Db>>;
+
     async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()>;
 
     /// Distinct keys among `keys` nothing refers to, in no particular order.

@@ -12,6 +12,7 @@ mod label_index;
 mod leases;
 mod postgres;
 mod profiles;
+mod recording_rules;
 mod segments;
 mod series;
 mod settings;
@@ -34,6 +35,7 @@ pub use delete_requests::{Cancelled, DeleteRequest, DeleteRequestCatalog, Delete
 pub use deletions::DeletionQueue;
 pub use leases::LeaseCatalog;
 pub use profiles::ProfileCatalog;
+pub use recording_rules::{RecordingRuleCatalog, RuleProgress, RuleUpsert, StoredRule};
 pub use segments::SegmentCatalog;
 pub use series::SeriesCatalog;
 pub use settings::{Setting, SettingCatalog};
@@ -329,6 +331,7 @@ umbrella!(
     LeaseCatalog,
     DeletionQueue,
     SettingCatalog,
+    RecordingRuleCatalog,
     DebugFileCatalog,
     DeleteRequestCatalog,
     TenantCatalog,

@@ -297,6 +297,9 @@ const TENANT_COMMIT_LOCK: i32 = 0x5348_5331;
 /// change of the epoch exclusive, so a commit checks the epoch the change leaves.
 const SYMBOL_EPOCH_LOCK: i32 = 0x5348_5332;
 
+/// Advisory lock class of a tenant's recording rules: changes to them take it.
+const RECORDING_RULES_LOCK: i32 = 0x5348_5333;
+
 /// Whether `tenant`'s symbol epoch is still `epoch`, holding it there until the
 /// transaction ends.
 async fn symbol_epoch_is(
@@ -545,6 +548,16 @@ impl Dialect for PgPool {
         let mut tx = self.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
             .bind(SYMBOL_EPOCH_LOCK)
+            .bind(tenant)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    async fn begin_rules_change(&self, tenant: &str) -> CatalogResult<Transaction<'static, Postgres>> {
+        let mut tx = self.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(RECORDING_RULES_LOCK)
             .bind(tenant)
             .execute(&mut *tx)
             .await?;

@@ -493,6 +493,10 @@ impl Dialect for SqlitePool {
         Ok(self.begin_with("BEGIN IMMEDIATE").await?)
     }
 
+    async fn begin_rules_change(&self, _tenant: &str) -> CatalogResult<Transaction<'static, Sqlite>> {
+        Ok(self.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
     async fn forget_deletions(&self, keys: &[String]) -> CatalogResult<()> {
         sqlx::query("DELETE FROM pending_deletions WHERE key IN (SELECT value FROM json_each(?1))")
             .bind(json_list(keys)?)

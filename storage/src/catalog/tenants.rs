@@ -21,8 +21,8 @@ pub struct TenantDeleted {
 #[async_trait]
 pub trait TenantCatalog: Send + Sync {
     /// Forgets everything `tenant` has in the catalog: segments and their objects, series,
-    /// profiles, labels, symbols, settings, tokens, debug files, deletion requests and its
-    /// compaction lease; queues every object they listed for deletion after
+    /// profiles, labels, symbols, settings, recording rules, tokens, debug files, deletion
+    /// requests and its compaction lease; queues every object they listed for deletion after
     /// `delete_after_nanos`. One transaction: a failure forgets nothing.
     async fn delete_tenant(&self, tenant: &str, delete_after_nanos: i64) -> CatalogResult<TenantDeleted>;
 }
@@ -43,7 +43,7 @@ const QUEUE_OBJECTS: [&str; 3] = [
 
 /// `$1` the tenant; children before the rows they refer to. Deleting segments cascades to
 /// their objects and sample labels.
-const FORGET: [&str; 13] = [
+const FORGET: [&str; 15] = [
     "DELETE FROM profiles WHERE tenant = $1",
     "DELETE FROM segment_series WHERE tenant = $1",
     "DELETE FROM segments WHERE tenant = $1",
@@ -57,6 +57,8 @@ const FORGET: [&str; 13] = [
     "DELETE FROM tenant_tokens WHERE tenant = $1",
     "DELETE FROM debuginfo WHERE tenant = $1",
     "DELETE FROM delete_requests WHERE tenant = $1",
+    "DELETE FROM recording_rules WHERE tenant = $1",
+    "DELETE FROM recording_rule_progress WHERE tenant = $1",
 ];
 
 /// `$1` the name of the tenant's compaction lease.

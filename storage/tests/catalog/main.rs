@@ -89,6 +89,7 @@ mod fixtures;
 mod label_index;
 mod leases;
 mod profiles;
+mod recording_rules;
 mod replacements;
 mod segments;
 mod series;

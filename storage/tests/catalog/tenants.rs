@@ -1,7 +1,9 @@
 //! Tenant deletion: every row of one tenant forgotten at once, its objects queued for
 //! after the grace, another tenant's rows untouched.
 
-use stackhouse_storage::catalog::{DebugFile, DeleteRequest, DeleteState, Setting, TenantToken};
+use stackhouse_storage::catalog::{
+    DebugFile, DeleteRequest, DeleteState, RuleProgress, Setting, TenantToken,
+};
 use stackhouse_storage::model::TimeRange;
 
 use crate::fixtures::{commit, cpu, fixture, open, samples_key, series, stacks_key};
@@ -52,6 +54,15 @@ async fn deleting_a_tenant_forgets_its_rows_and_queues_its_objects(url: String) 
             matched_samples: 0,
         };
         cat.add_delete_request(tenant, &request).await.unwrap();
+        cat.upsert_recording_rule(tenant, "rule", 0, "{}", 0)
+            .await
+            .unwrap();
+        let progress = RuleProgress {
+            rule_id: "rule".into(),
+            evaluated_until: 60,
+            coarse: "[]".into(),
+        };
+        cat.set_rule_progress(tenant, &progress).await.unwrap();
     }
 
     let deleted = cat.delete_tenant("t", 500).await.unwrap();
@@ -82,6 +93,9 @@ async fn deleting_a_tenant_forgets_its_rows_and_queues_its_objects(url: String) 
     assert!(cat.token_by_hash("sha-t").await.unwrap().is_none());
     assert!(cat.debug_files("t").await.unwrap().is_empty());
     assert!(cat.delete_requests("t").await.unwrap().is_empty());
+    assert!(cat.recording_rules("t").await.unwrap().is_empty());
+    assert!(cat.rule_progress("t").await.unwrap().is_empty());
+    assert_eq!(cat.recording_rule_tenants().await.unwrap(), ["u"]);
     assert_eq!(cat.stats("t").await.unwrap().segments, 0);
     assert_eq!(cat.tenants().await.unwrap(), ["u"]);
 
@@ -92,6 +106,8 @@ async fn deleting_a_tenant_forgets_its_rows_and_queues_its_objects(url: String) 
     assert!(cat.token_by_hash("sha-u").await.unwrap().is_some());
     assert_eq!(cat.debug_files("u").await.unwrap().len(), 1);
     assert_eq!(cat.delete_requests("u").await.unwrap().len(), 1);
+    assert_eq!(cat.recording_rules("u").await.unwrap().len(), 1);
+    assert_eq!(cat.rule_progress("u").await.unwrap().len(), 1);
 
     // Deleting it again finds nothing; a tenant can start over under the same name, by a
     // writer that listed its (no) symbols after the deletion.

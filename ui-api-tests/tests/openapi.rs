@@ -44,6 +44,8 @@ const ROUTES: &[&str] = &[
     "/api/v1/admin/deletes",
     "/api/v1/admin/deletes/{id}",
     "/api/v1/admin/tenants/{tenant}",
+    "/api/v1/recording-rules",
+    "/api/v1/recording-rules/{id}",
     "/api/v1/openapi.json",
 ];
 
@@ -51,6 +53,8 @@ const ROUTES: &[&str] = &[
 static BUILD_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// The id of the deletion request `ingest` makes (of nothing the test sent).
 static DELETE_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The id of the recording rule `ingest` makes.
+static RULE_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Query parameters as sent, a name possibly repeated.
 type Params = Vec<(String, String)>;
@@ -261,6 +265,10 @@ fn value_for(name: &str) -> Option<String> {
 
 fn fill_path(path: &str) -> String {
     let mut out = path.to_string();
+    // The one path whose `{id}` is not a deletion request's.
+    if let Some(rest) = out.strip_prefix("/api/v1/recording-rules/") {
+        out = out.replace(rest, RULE_ID.get().expect("ingest made a recording rule"));
+    }
     for name in ["name", "profile_id", "trace_id", "build_id", "id", "tenant"] {
         out = out.replace(&format!("{{{name}}}"), &value_for(name).unwrap());
     }
@@ -326,6 +334,21 @@ async fn ingest(api: &Api) {
     let made: Value = response.json().await.unwrap();
     assert_eq!(status, 201, "deletion request refused: {made}");
     DELETE_ID.set(made["id"].as_str().unwrap().to_string()).unwrap();
+
+    let response = ui_api_tests::http_client()
+        .post(format!("{}/api/v1/recording-rules", api.base))
+        .header("X-Scope-OrgID", TENANT)
+        .json(&serde_json::json!({
+            "metric_name": "profiles_recorded_openapi",
+            "matchers": ["{__profile_type__=\"process_cpu:cpu:nanoseconds:cpu:nanoseconds\"}"],
+        }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let made: Value = response.json().await.unwrap();
+    assert_eq!(status, 201, "recording rule refused: {made}");
+    RULE_ID.set(made["id"].as_str().unwrap().to_string()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

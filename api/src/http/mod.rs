@@ -127,6 +127,8 @@ mod tests {
                 "/api/v1/admin/deletes",
                 "/api/v1/admin/deletes/{id}",
                 "/api/v1/admin/tenants/{tenant}",
+                "/api/v1/recording-rules",
+                "/api/v1/recording-rules/{id}",
             ];
             assert_eq!(writes, written.contains(&path.as_str()), "{path}");
         }

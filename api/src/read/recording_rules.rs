@@ -58,7 +58,7 @@ pub(crate) struct RuleEntry {
     pub provisioned: bool,
     /// The profile type id the matchers select.
     pub profile_type: String,
-    #[serde(flatten)]
+    /// The rule as created or last changed.
     pub rule: RuleDefinition,
     /// Every minute before this time (unix nanoseconds) has been evaluated and sent;
     /// absent until the rule's first evaluation.
@@ -78,10 +78,10 @@ pub(crate) struct RuleList {
 
 /// A change of a stored rule: the whole new rule and the generation it replaces.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RuleChange {
     /// The generation read; the change is refused (409) if the rule has moved on.
     pub generation: i64,
-    #[serde(flatten)]
     pub rule: RuleDefinition,
 }
 
@@ -207,7 +207,7 @@ pub(crate) async fn replace(
     body: Body,
 ) -> Result<Json<RuleEntry>, ApiError> {
     let tenant = tenant_of(&headers)?;
-    let change: RuleChange = body_of(body, "{\"generation\": …, and the rule's fields}").await?;
+    let change: RuleChange = body_of(body, "{\"generation\": …, \"rule\": {…}}").await?;
     let stored = state
         .rules
         .upsert(&tenant, Some(&id), change.generation, change.rule)

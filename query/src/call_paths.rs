@@ -628,6 +628,52 @@ impl Within {
     }
 }
 
+/// Which of up to 64 frame names each call path passes through, as a bit per name; each
+/// node is walked once per query, paths sharing a prefix sharing its walk.
+pub(crate) struct Through {
+    /// The names' ids in the tree (`None`: no resolved frame has the name yet).
+    names: Vec<Option<u32>>,
+    /// Node → the bits of the names on the path from the root to it.
+    known: FastMap<PathNode, u64>,
+    walked: Vec<PathNode>,
+}
+
+impl Through {
+    pub(crate) fn new(paths: &CallPaths, names: &[String]) -> Through {
+        debug_assert!(names.len() <= 64);
+        Through {
+            names: names.iter().map(|n| paths.names.id(n)).collect(),
+            known: FastMap::default(),
+            walked: Vec::new(),
+        }
+    }
+
+    pub(crate) fn mask(&mut self, paths: &CallPaths, end: PathNode) -> u64 {
+        self.walked.clear();
+        let mut node = end;
+        let mut mask = loop {
+            if node == CallPaths::ROOT {
+                break 0;
+            }
+            if let Some(&known) = self.known.get(&node) {
+                break known;
+            }
+            self.walked.push(node);
+            node = paths.parents[node as usize];
+        };
+        for &node in self.walked.iter().rev() {
+            let name = paths.node_names[node as usize];
+            for (bit, id) in self.names.iter().enumerate() {
+                if *id == Some(name) {
+                    mask |= 1 << bit;
+                }
+            }
+            self.known.insert(node, mask);
+        }
+        mask
+    }
+}
+
 /// Per-tenant [`CallPaths`], each dropped and started afresh once it holds more than
 /// `max_entries`, which bounds the memory a tenant with ever-new stacks can take.
 pub(crate) struct CallPathCache {

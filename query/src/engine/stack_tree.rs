@@ -10,7 +10,7 @@ use super::aggregate::{Dim, Row};
 use super::grouping::{group_values, too_many_groups};
 use super::plan::Needs;
 use super::scope::{GroupKey, Scope, group_name};
-use crate::call_paths::{PathNode, PathSums, Within};
+use crate::call_paths::{PathNode, PathSums, Through, Within};
 use crate::error::QueryError;
 use crate::limits::size;
 use crate::stack_filter::StackFilter;
@@ -63,6 +63,37 @@ impl QueryEngine {
         .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))?;
         rows.retain(|r| kept.contains(&r.stack_id));
         Ok(())
+    }
+
+    /// For each of `stack_ids`, which of `names` (at most 64) its frames include, a bit
+    /// per name: a function filter for many rules at once, each stack's path walked once.
+    pub(crate) async fn stacks_through(
+        &self,
+        tenant: &str,
+        stack_ids: HashSet<SymbolId>,
+        names: &[String],
+    ) -> Result<HashMap<SymbolId, u64>, QueryError> {
+        let symbols = self.symbols.loaded(tenant).await;
+        let native = self.debuginfo.files_for(tenant, &symbols).await?;
+        let paths = self.call_paths.tenant(tenant);
+        let names = names.to_vec();
+        tokio::task::spawn_blocking(move || {
+            let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
+            paths.use_native(&native);
+            let mut missing = MissingSymbols::default();
+            let ends: Vec<(SymbolId, PathNode)> = stack_ids
+                .into_iter()
+                .map(|id| (id, paths.end(&symbols, &native, &mut missing, id)))
+                .collect();
+            // Names are looked up once every stack is resolved, so frames new to the tree
+            // are among them.
+            let mut through = Through::new(&paths, &names);
+            ends.into_iter()
+                .map(|(id, end)| (id, through.mask(&paths, end)))
+                .collect()
+        })
+        .await
+        .map_err(|e| QueryError::Internal(format!("symbolization task failed: {e}")))
     }
 
     /// The tree of a scope, grouped under the root by `group_by`, truncated to `max_nodes`

@@ -3,17 +3,17 @@
 //! minute rollup answer per minute; where retention left only the hour rollup, the hour's
 //! total is one point).
 //!
-//! The rules of one profile type share their scans: one read of every series of the type
-//! summed per (minute, series), one more per (minute, series, stack) for the rules with a
-//! function filter; each rule then picks and groups its series from those rows by their
-//! labels. So a tenant's evaluation costs about the same for one rule as for its
+//! The rules of one profile type share one read: every series of the type summed per
+//! (minute, series), and per stack too where a rule has a function filter, whose stacks
+//! are each symbolized once for all such rules; each rule then picks and groups its series
+//! from those rows by their labels. So a tenant's evaluation costs about the same for one rule as for its
 //! twenty-five. A rule whose selector or grouping names a label that some series lacks
 //! (a sample attribute, or `unknown_service`) is read on its own, as a time series query
 //! reads it.
 
 use std::collections::{BTreeMap, HashMap};
 
-use stackhouse_storage::model::{Series, TimeRange};
+use stackhouse_storage::model::{Series, SymbolId, TimeRange};
 
 use super::definition::{RULE_ID_LABEL, RuleDefinition};
 use crate::endpoints::timeseries::{Aggregation, TimeseriesQuery};
@@ -113,8 +113,8 @@ impl QueryEngine {
                 resolved.push(resolve(tenant, id, rule, range, &names)?);
             }
             let mut out: Vec<Option<Recorded>> = vec![None; rules.len()];
-            // Rules of one type, with or without a function filter, share one read.
-            let mut shared: BTreeMap<(String, bool), Vec<usize>> = BTreeMap::new();
+            // Rules of one type share one read, by stack where any has a function filter.
+            let mut shared: BTreeMap<String, Vec<usize>> = BTreeMap::new();
             for (i, r) in resolved.iter().enumerate() {
                 if r.scope.segments.as_ref().is_some_and(Vec::is_empty) {
                     out[i] = Some(Recorded {
@@ -123,10 +123,10 @@ impl QueryEngine {
                     });
                     continue;
                 }
-                let key = (r.type_id.clone(), r.rule.function_name.is_some());
-                shared.entry(key).or_default().push(i);
+                shared.entry(r.type_id.clone()).or_default().push(i);
             }
-            for ((_, stacks), members) in shared {
+            for members in shared.into_values() {
+                let stacks = members.iter().any(|&i| resolved[i].rule.function_name.is_some());
                 let scope = resolved[members[0]].scope.clone();
                 let mut dims = vec![Dim::Bucket {
                     start: range.start,
@@ -157,35 +157,68 @@ impl QueryEngine {
                 };
                 let (rows, stats) = self.aggregate(&plan).await?;
                 let step = step_of(&stats);
-                for i in members {
+                let (alone, together): (Vec<usize>, Vec<usize>) = members
+                    .into_iter()
+                    .partition(|&i| !reads_series_labels_only(&resolved[i], plan.series.values()));
+                for i in alone {
+                    out[i] = Some(self.record_alone(&resolved[i], range).await?);
+                }
+                // Which stacks pass through each rule's function: a bit per function, every
+                // stack's path walked once for all of them.
+                let mut through: Vec<Option<(usize, u64)>> = vec![None; together.len()];
+                let mut masks: Vec<HashMap<SymbolId, u64>> = Vec::new();
+                let filtered: Vec<(usize, String)> = together
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, &i)| Some((k, resolved[i].rule.function_name.clone()?)))
+                    .collect();
+                for chunk in filtered.chunks(64) {
+                    let names: Vec<String> = chunk.iter().map(|(_, name)| name.clone()).collect();
+                    let ids = rows.iter().map(|r| r.stack_id).collect();
+                    for (bit, (k, _)) in chunk.iter().enumerate() {
+                        through[*k] = Some((masks.len(), 1 << bit));
+                    }
+                    masks.push(self.stacks_through(tenant, ids, &names).await?);
+                }
+                for (i, through) in together.into_iter().zip(through) {
                     let r = &resolved[i];
-                    if !reads_series_labels_only(r, plan.series.values()) {
-                        out[i] = Some(self.record_alone(r, range).await?);
-                        continue;
+                    // Each series the rule selects, with the index of its group.
+                    let mut groups: Vec<Vec<String>> = Vec::new();
+                    let mut index: HashMap<Vec<String>, usize> = HashMap::new();
+                    let mut of_series: HashMap<i64, usize> = HashMap::new();
+                    for (&id, s) in &plan.series {
+                        if !r.matchers.selects(|name| s.labels.get(name).map(String::as_str)) {
+                            continue;
+                        }
+                        let group: Vec<String> = r
+                            .keys
+                            .iter()
+                            .map(|k| s.labels.get(k.name()).cloned().unwrap_or_default())
+                            .collect();
+                        let at = *index.entry(group.clone()).or_insert_with(|| {
+                            groups.push(group);
+                            groups.len() - 1
+                        });
+                        of_series.insert(id, at);
                     }
-                    let mut rows = rows.clone();
-                    if let Some(filter) = function_filter(r.rule)? {
-                        self.retain_stacks(tenant, &mut rows, &filter).await?;
-                    }
-                    let mut sums = Sums::new();
+                    let mut buckets: Vec<BTreeMap<i64, i64>> = vec![BTreeMap::new(); groups.len()];
                     for row in &rows {
-                        let Some(series) = plan.series.get(&row.series_id) else {
+                        let Some(&at) = of_series.get(&row.series_id) else {
                             continue;
                         };
-                        if !r
-                            .matchers
-                            .selects(|name| series.labels.get(name).map(String::as_str))
+                        if let Some((m, bit)) = through
+                            && masks[m].get(&row.stack_id).copied().unwrap_or(0) & bit == 0
                         {
                             continue;
                         }
-                        let group = r
-                            .keys
-                            .iter()
-                            .map(|k| series.labels.get(k.name()).cloned().unwrap_or_default())
-                            .collect();
                         let start = range.start + row.bucket * STEP_NANOS;
-                        *sums.entry(group).or_default().entry(start).or_default() += row.value;
+                        *buckets[at].entry(start).or_default() += row.value;
                     }
+                    let sums: Sums = groups
+                        .into_iter()
+                        .zip(buckets)
+                        .filter(|(_, b)| !b.is_empty())
+                        .collect();
                     out[i] = Some(points(r, sums, step, range));
                 }
             }

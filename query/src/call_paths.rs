@@ -628,22 +628,30 @@ impl Within {
     }
 }
 
-/// Which of up to 64 frame names each call path passes through, as a bit per name; each
-/// node is walked once per query, paths sharing a prefix sharing its walk.
+/// Which of up to [`Through::MAX_NAMES`] frame names each call path passes through, as a
+/// bit per name; each node is walked once per query, paths sharing a prefix sharing its
+/// walk.
 pub(crate) struct Through {
     /// The names' ids in the tree (`None`: no resolved frame has the name yet).
     names: Vec<Option<u32>>,
-    /// Node → the bits of the names on the path from the root to it.
-    known: FastMap<PathNode, u64>,
+    /// Per node: the bits of the names on the path from the root to it, and [`KNOWN`] once
+    /// they are. Nodes are dense indices, so a vector beats a map by far here.
+    known: Vec<u64>,
     walked: Vec<PathNode>,
 }
 
+/// The bit of [`Through::known`] that says an entry is filled.
+const KNOWN: u64 = 1 << 63;
+
 impl Through {
+    /// Names one walk tells apart.
+    pub(crate) const MAX_NAMES: usize = 63;
+
     pub(crate) fn new(paths: &CallPaths, names: &[String]) -> Through {
-        debug_assert!(names.len() <= 64);
+        debug_assert!(names.len() <= Self::MAX_NAMES);
         Through {
             names: names.iter().map(|n| paths.names.id(n)).collect(),
-            known: FastMap::default(),
+            known: vec![0; paths.parents.len()],
             walked: Vec::new(),
         }
     }
@@ -655,8 +663,9 @@ impl Through {
             if node == CallPaths::ROOT {
                 break 0;
             }
-            if let Some(&known) = self.known.get(&node) {
-                break known;
+            let known = self.known[node as usize];
+            if known & KNOWN != 0 {
+                break known & !KNOWN;
             }
             self.walked.push(node);
             node = paths.parents[node as usize];
@@ -668,7 +677,7 @@ impl Through {
                     mask |= 1 << bit;
                 }
             }
-            self.known.insert(node, mask);
+            self.known[node as usize] = mask | KNOWN;
         }
         mask
     }

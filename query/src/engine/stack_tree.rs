@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use stackhouse_storage::model::{ProfileType, SymbolId};
+use stackhouse_storage::model::{IdMap, ProfileType, SymbolId};
 
 use super::QueryEngine;
 use super::aggregate::{Dim, Row};
@@ -65,14 +65,15 @@ impl QueryEngine {
         Ok(())
     }
 
-    /// For each of `stack_ids`, which of `names` (at most 64) its frames include, a bit
-    /// per name: a function filter for many rules at once, each stack's path walked once.
+    /// For each of `stack_ids`, which of `names` (at most [`Through::MAX_NAMES`]) its frames
+    /// include, a bit per name: a function filter for many rules at once, each stack's path
+    /// walked once.
     pub(crate) async fn stacks_through(
         &self,
         tenant: &str,
-        stack_ids: HashSet<SymbolId>,
+        stack_ids: Vec<SymbolId>,
         names: &[String],
-    ) -> Result<HashMap<SymbolId, u64>, QueryError> {
+    ) -> Result<IdMap<u64>, QueryError> {
         let symbols = self.symbols.loaded(tenant).await;
         let native = self.debuginfo.files_for(tenant, &symbols).await?;
         let paths = self.call_paths.tenant(tenant);

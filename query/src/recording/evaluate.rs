@@ -13,9 +13,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use stackhouse_storage::model::{Series, SymbolId, TimeRange};
+use stackhouse_storage::model::{FastMap, IdMap, Series, SymbolId, TimeRange};
 
 use super::definition::{RULE_ID_LABEL, RuleDefinition};
+use crate::call_paths::Through;
 use crate::endpoints::timeseries::{Aggregation, TimeseriesQuery};
 use crate::engine::QueryEngine;
 use crate::engine::aggregate::Dim;
@@ -165,27 +166,55 @@ impl QueryEngine {
                 }
                 // Which stacks pass through each rule's function: a bit per function, every
                 // stack's path walked once for all of them.
-                let mut through: Vec<Option<(usize, u64)>> = vec![None; together.len()];
-                let mut masks: Vec<HashMap<SymbolId, u64>> = Vec::new();
-                let filtered: Vec<(usize, String)> = together
+                let functions: Vec<String> = together
                     .iter()
-                    .enumerate()
-                    .filter_map(|(k, &i)| Some((k, resolved[i].rule.function_name.clone()?)))
+                    .filter_map(|&i| resolved[i].rule.function_name.clone())
                     .collect();
-                for chunk in filtered.chunks(64) {
-                    let names: Vec<String> = chunk.iter().map(|(_, name)| name.clone()).collect();
-                    let ids = rows.iter().map(|r| r.stack_id).collect();
-                    for (bit, (k, _)) in chunk.iter().enumerate() {
-                        through[*k] = Some((masks.len(), 1 << bit));
+                let mut masks: Vec<IdMap<u64>> = Vec::new();
+                if !functions.is_empty() {
+                    let ids: Vec<SymbolId> = rows
+                        .iter()
+                        .map(|r| (r.stack_id, ()))
+                        .collect::<IdMap<()>>()
+                        .into_keys()
+                        .collect();
+                    for chunk in functions.chunks(Through::MAX_NAMES) {
+                        masks.push(self.stacks_through(tenant, ids.clone(), chunk).await?);
                     }
-                    masks.push(self.stacks_through(tenant, ids, &names).await?);
                 }
-                for (i, through) in together.into_iter().zip(through) {
+                // The rows summed once per (series, bucket): over every stack, and over the
+                // stacks through each function.
+                let plain = together.iter().any(|&i| resolved[i].rule.function_name.is_none());
+                let mut all: FastMap<(i64, i64), i64> = FastMap::default();
+                let mut through: Vec<FastMap<(i64, i64), i64>> = vec![FastMap::default(); functions.len()];
+                for row in &rows {
+                    let key = (row.series_id, row.bucket);
+                    if plain {
+                        *all.entry(key).or_default() += row.value;
+                    }
+                    for (chunk, masks) in masks.iter().enumerate() {
+                        let mut mask = masks.get(&row.stack_id).copied().unwrap_or(0);
+                        while mask != 0 {
+                            let bit = mask.trailing_zeros() as usize;
+                            mask &= mask - 1;
+                            *through[chunk * Through::MAX_NAMES + bit].entry(key).or_default() += row.value;
+                        }
+                    }
+                }
+                let mut next_function = 0;
+                for i in together {
                     let r = &resolved[i];
+                    let summed = match r.rule.function_name {
+                        Some(_) => {
+                            next_function += 1;
+                            &through[next_function - 1]
+                        }
+                        None => &all,
+                    };
                     // Each series the rule selects, with the index of its group.
                     let mut groups: Vec<Vec<String>> = Vec::new();
                     let mut index: HashMap<Vec<String>, usize> = HashMap::new();
-                    let mut of_series: HashMap<i64, usize> = HashMap::new();
+                    let mut of_series: FastMap<i64, usize> = FastMap::default();
                     for (&id, s) in &plan.series {
                         if !r.matchers.selects(|name| s.labels.get(name).map(String::as_str)) {
                             continue;
@@ -202,17 +231,10 @@ impl QueryEngine {
                         of_series.insert(id, at);
                     }
                     let mut buckets: Vec<BTreeMap<i64, i64>> = vec![BTreeMap::new(); groups.len()];
-                    for row in &rows {
-                        let Some(&at) = of_series.get(&row.series_id) else {
-                            continue;
-                        };
-                        if let Some((m, bit)) = through
-                            && masks[m].get(&row.stack_id).copied().unwrap_or(0) & bit == 0
-                        {
-                            continue;
+                    for (&(series, bucket), &value) in summed {
+                        if let Some(&at) = of_series.get(&series) {
+                            *buckets[at].entry(range.start + bucket * STEP_NANOS).or_default() += value;
                         }
-                        let start = range.start + row.bucket * STEP_NANOS;
-                        *buckets[at].entry(start).or_default() += row.value;
                     }
                     let sums: Sums = groups
                         .into_iter()

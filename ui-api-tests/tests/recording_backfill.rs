@@ -171,20 +171,33 @@ async fn a_late_rule_is_backfilled_from_the_tiers_that_remain() {
         ..RuleDefinition::default()
     };
     let id = rules.upsert(TENANT, None, 0, rule).await.unwrap().id;
+    // Grouped by a name no series carries: read as a sample attribute, which only raw
+    // samples hold. Where raw retention emptied the hours it has no point, and it holds up
+    // neither itself nor the other rule.
+    let by_thread = RuleDefinition {
+        metric_name: "profiles_recorded_by_thread".into(),
+        matchers: vec![r#"{__profile_type__="memory:alloc_space:bytes:space:bytes"}"#.into()],
+        group_by: vec!["thread_name".into()],
+        ..RuleDefinition::default()
+    };
+    let thread_id = rules.upsert(TENANT, None, 0, by_thread).await.unwrap().id;
     let mut evaluator = Evaluator::new(rules, engine, catalog.clone(), clock.clone());
     // Each pass moves a rule at most a day; the data spans a little over three.
     for _ in 0..6 {
         evaluator.pass().await;
     }
     let progress = catalog.rule_progress(TENANT).await.unwrap();
-    assert_eq!(progress.len(), 1);
+    assert_eq!(progress.len(), 2);
     let target = (now - 2 * MIN).div_euclid(MIN) * MIN;
-    assert_eq!(
-        progress[0].evaluated_until, target,
-        "caught up to now less the delay"
-    );
+    for p in &progress {
+        assert_eq!(
+            p.evaluated_until, target,
+            "caught up to now less the delay: {p:?}"
+        );
+    }
     let first_hour = first.div_euclid(HOUR) * HOUR;
-    let hourly: Vec<(i64, i64)> = serde_json::from_str(&progress[0].coarse).unwrap();
+    let mine = progress.iter().find(|p| p.rule_id == id).unwrap();
+    let hourly: Vec<(i64, i64)> = serde_json::from_str(&mine.coarse).unwrap();
     assert_eq!(
         hourly,
         vec![(first_hour, minute_cutoff)],
@@ -218,4 +231,14 @@ async fn a_late_rule_is_backfilled_from_the_tiers_that_remain() {
             .any(|&t| t * MS > minute_cutoff && t * MS <= raw_cutoff)
     );
     assert!(points.keys().any(|&t| t * MS > raw_cutoff));
+
+    // The attribute rule: every service, one point per minute where raw samples remain.
+    let mut want: BTreeMap<i64, f64> = BTreeMap::new();
+    for &(time, _, value) in written.iter().filter(|w| w.0 >= raw_cutoff) {
+        *want.entry((time.div_euclid(MIN) + 1) * MIN / MS).or_insert(0.0) += value as f64;
+    }
+    let got = prometheus.points("profiles_recorded_by_thread", "5d").await;
+    let labels = BTreeMap::from([("profiles_rule_id".to_string(), thread_id)]);
+    assert_eq!(got.keys().collect::<Vec<_>>(), vec![&labels]);
+    assert_eq!(got[&labels], want);
 }

@@ -249,8 +249,20 @@ impl QueryEngine {
         .await
     }
 
-    /// A rule read on its own, as `filtered_timeseries` reads a selection.
+    /// A rule read on its own, as `filtered_timeseries` reads a selection. A rule on sample
+    /// attributes over a stretch that raw retention emptied has nothing it can answer
+    /// exactly there: no point, and the other rules go on.
     async fn record_alone(&self, r: &Resolved<'_>, range: TimeRange) -> Result<Recorded, QueryError> {
+        match self.record_selection(r, range).await {
+            Err(QueryError::RawGone(_)) => Ok(Recorded {
+                series: Vec::new(),
+                step: Step::Minute,
+            }),
+            recorded => recorded,
+        }
+    }
+
+    async fn record_selection(&self, r: &Resolved<'_>, range: TimeRange) -> Result<Recorded, QueryError> {
         let mut scope = r.scope.clone();
         scope.selector = r.matchers.clone();
         let query = TimeseriesQuery {

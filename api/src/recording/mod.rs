@@ -41,9 +41,13 @@ pub fn valid_id(id: &str) -> bool {
 /// same after a restart and its series continue.
 pub fn derived_id(rule: &RuleDefinition) -> String {
     let json = serde_json::to_vec(rule).expect("a rule serializes");
-    let sum = Sha256::digest(&json);
-    sum.iter()
-        .take(ID_LENGTH)
+    letters(&Sha256::digest(&json)[..ID_LENGTH])
+}
+
+/// An id of letters, one per byte.
+fn letters(bytes: &[u8]) -> String {
+    bytes
+        .iter()
         .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
         .collect()
 }
@@ -52,10 +56,7 @@ fn new_id() -> Result<String, ApiError> {
     let mut bytes = [0u8; ID_LENGTH];
     getrandom::fill(&mut bytes)
         .map_err(|e| ApiError::new(ErrorKind::Internal, format!("no randomness from the os: {e}")))?;
-    Ok(bytes
-        .iter()
-        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
-        .collect())
+    Ok(letters(&bytes))
 }
 
 /// The rules of every tenant: configured ones first, then stored ones (a stored rule under

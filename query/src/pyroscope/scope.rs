@@ -104,37 +104,18 @@ pub async fn select_scope(
     end: i64,
 ) -> Result<Scope, QueryError> {
     let range = range_ms(start, end, engine.now_nanos())?;
-    scope_of(engine, call, profile_type_id, &[label_selector], range).await
-}
-
-/// What a profile type id and selectors (all must hold) select over `range` (`None`:
-/// nothing).
-pub(crate) async fn scope_of(
-    engine: &QueryEngine,
-    call: &Caller,
-    profile_type_id: &str,
-    selectors: &[&str],
-    range: Option<TimeRange>,
-) -> Result<Scope, QueryError> {
-    let names = names_for(engine, &call.tenant, selectors, range).await?;
-    let matchers = Matchers::parse(selectors, &names)?;
-    scope_with(&call.tenant, profile_type_id, &matchers, range)
-}
-
-/// The stored label names over `range` where resolving the names `selectors` mention
-/// needs them; none otherwise.
-pub(crate) async fn names_for(
-    engine: &QueryEngine,
-    tenant: &str,
-    selectors: &[&str],
-    range: Option<TimeRange>,
-) -> Result<Names, QueryError> {
-    match range {
-        Some(range) if names::mentioned(selectors)?.iter().any(|n| Names::needed_for(n)) => {
-            Ok(Names::new(engine.label_names(tenant, range).await?))
+    let names = match range {
+        Some(range)
+            if names::mentioned(&[label_selector])?
+                .iter()
+                .any(|n| Names::needed_for(n)) =>
+        {
+            Names::new(engine.label_names(&call.tenant, range).await?)
         }
-        _ => Ok(Names::default()),
-    }
+        _ => Names::default(),
+    };
+    let matchers = Matchers::parse(&[label_selector], &names)?;
+    scope_with(&call.tenant, profile_type_id, &matchers, range)
 }
 
 /// What a profile type id and parsed matchers select over `range`. A type the matchers
@@ -170,25 +151,16 @@ pub(crate) async fn series_scope(
     group_by: &[String],
 ) -> Result<(Scope, Vec<GroupKey>), QueryError> {
     let scope = select_scope(engine, call, profile_type_id, label_selector, start, end).await?;
-    let keys = group_keys(engine, &scope, group_by).await?;
-    Ok((scope, keys))
-}
-
-/// `group_by` names as sent, resolved to our label names over the scope's range.
-pub(crate) async fn group_keys(
-    engine: &QueryEngine,
-    scope: &Scope,
-    group_by: &[String],
-) -> Result<Vec<GroupKey>, QueryError> {
     let names = if group_by.iter().any(|n| Names::needed_for(n)) {
-        Names::new(engine.label_names(&scope.tenant, scope.range).await?)
+        Names::new(engine.label_names(&call.tenant, scope.range).await?)
     } else {
         Names::default()
     };
-    Ok(group_by
+    let keys = group_by
         .iter()
         .map(|n| GroupKey::Label(names.resolve(n)))
-        .collect())
+        .collect();
+    Ok((scope, keys))
 }
 
 /// `max_nodes` as the engine takes it: absent or 0 is the default.

@@ -174,7 +174,14 @@ async fn store() -> Store1 {
     compactor.compact_tenant(TENANT, CompactMode::Full).await.unwrap();
     let blocks = catalog.segments(TENANT, TimeRange::ALL).await.unwrap();
     assert!(!blocks.is_empty());
-    for block in &blocks {
+    // The first day has closed: its blocks are summed into a day segment too.
+    let days: Vec<_> = blocks
+        .iter()
+        .filter(|s| s.is_day())
+        .map(|s| s.day().start)
+        .collect();
+    assert!(days.contains(&T0), "{days:?}");
+    for block in blocks.iter().filter(|s| !s.is_day()) {
         let kinds: Vec<&str> = block.objects.iter().map(|o| o.kind.as_str()).collect();
         assert!(
             kinds.contains(&"rollup_1m") && kinds.contains(&"rollup_1h") && kinds.contains(&"samples"),
@@ -451,7 +458,7 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
         );
     }
     // The tiers were read, not only raw samples.
-    for tier in ["1h", "1m", "raw"] {
+    for tier in ["1d", "1h", "1m", "raw"] {
         assert!(
             tiers.0.get(tier).copied().unwrap_or(0) > 0,
             "{tier} never read: {tiers:?}"

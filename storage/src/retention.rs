@@ -85,13 +85,14 @@ impl RetentionConfig {
         match resolution {
             Resolution::Raw => &self.raw,
             Resolution::Minute => &self.minute,
-            Resolution::Hour => &self.hour,
+            // Day segments go with the hour blocks they sum.
+            Resolution::Hour | Resolution::Day => &self.hour,
         }
     }
 
     /// The cutoffs of `tenant` at `now` (unix nanos).
     pub fn cutoffs(&self, tenant: &str, now: i64) -> Cutoffs {
-        let [raw, minute, hour] = Resolution::ALL.map(|r| self.of(r).cutoff(tenant, now));
+        let [raw, minute, hour] = Resolution::BLOCK.map(|r| self.of(r).cutoff(tenant, now));
         Cutoffs { raw, minute, hour }
     }
 }
@@ -130,7 +131,7 @@ impl Cutoffs {
         match resolution {
             Resolution::Raw => self.raw,
             Resolution::Minute => self.minute,
-            Resolution::Hour => self.hour,
+            Resolution::Hour | Resolution::Day => self.hour,
         }
     }
 
@@ -181,7 +182,7 @@ fn fate(segment: &SegmentMeta, cutoffs: &Cutoffs) -> Fate {
     }
     let present = segment.resolutions();
     // While it has samples, a segment can still compute the rollups it lacks.
-    let available: &[Resolution] = if raw { &Resolution::ALL } else { &present };
+    let available: &[Resolution] = if raw { &Resolution::BLOCK } else { &present };
     let kept = cutoffs.kept(segment.max_time, available);
     if kept.is_empty() {
         return Fate::Remove;
@@ -235,7 +236,9 @@ pub async fn expire_tiers(
     let catalog = compactor.catalog();
     let lease = compactor.lease(tenant).await?;
     let result = async {
-        let old = catalog
+        // Day segments are not cut: the swaps below make those of their days stale, and
+        // compaction removes or rebuilds them.
+        let old: Vec<SegmentMeta> = catalog
             .segments(
                 tenant,
                 TimeRange {
@@ -243,7 +246,10 @@ pub async fn expire_tiers(
                     end: latest,
                 },
             )
-            .await?;
+            .await?
+            .into_iter()
+            .filter(|s| !s.is_day())
+            .collect();
         let fates: Vec<Fate> = old.iter().map(|s| fate(s, &cutoffs)).collect();
         let mut report = CompactionReport::default();
         let mut removed = Vec::new();
@@ -365,7 +371,7 @@ async fn split<'a>(
     let Some((min_time, max_time, series)) = extents(&before) else {
         return Ok(split);
     };
-    let kept = cutoffs.kept(max_time, &Resolution::ALL);
+    let kept = cutoffs.kept(max_time, &Resolution::BLOCK);
     let Some(&finest) = kept.first() else {
         return Ok(split);
     };

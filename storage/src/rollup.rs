@@ -24,6 +24,7 @@ use crate::store::{Store, StoreError, blocking};
 
 const MINUTE_NANOS: i64 = 60_000_000_000;
 const HOUR_NANOS: i64 = 3_600_000_000_000;
+const DAY_NANOS: i64 = 24 * HOUR_NANOS;
 
 /// A time resolution data is kept at: the samples themselves, or one of their rollups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,13 +32,24 @@ pub enum Resolution {
     Raw,
     Minute,
     Hour,
+    /// Held only by day segments (see [`crate::compaction::days`]), summed from the hour
+    /// rollups of a closed day's blocks.
+    Day,
 }
 
 impl Resolution {
     /// Finest first.
-    pub const ALL: [Resolution; 3] = [Resolution::Raw, Resolution::Minute, Resolution::Hour];
+    pub const ALL: [Resolution; 4] = [
+        Resolution::Raw,
+        Resolution::Minute,
+        Resolution::Hour,
+        Resolution::Day,
+    ];
 
-    /// The rollup tiers, finest first.
+    /// What an hour block can hold, finest first: the tiers retention cuts one by one.
+    pub const BLOCK: [Resolution; 3] = [Resolution::Raw, Resolution::Minute, Resolution::Hour];
+
+    /// The rollup tiers an hour block carries, finest first.
     pub const ROLLUPS: [Resolution; 2] = [Resolution::Minute, Resolution::Hour];
 
     /// Width of a bucket; 1 for raw samples, whose times are exact.
@@ -46,6 +58,7 @@ impl Resolution {
             Resolution::Raw => 1,
             Resolution::Minute => MINUTE_NANOS,
             Resolution::Hour => HOUR_NANOS,
+            Resolution::Day => DAY_NANOS,
         }
     }
 
@@ -55,6 +68,7 @@ impl Resolution {
             Resolution::Raw => TableKind::Samples,
             Resolution::Minute => TableKind::Rollup1m,
             Resolution::Hour => TableKind::Rollup1h,
+            Resolution::Day => TableKind::Rollup1d,
         }
     }
 
@@ -63,6 +77,7 @@ impl Resolution {
             Resolution::Raw => "raw",
             Resolution::Minute => "1m",
             Resolution::Hour => "1h",
+            Resolution::Day => "1d",
         }
     }
 
@@ -72,6 +87,7 @@ impl Resolution {
             Resolution::Raw => None,
             Resolution::Minute => Some(TableKind::Totals1m),
             Resolution::Hour => Some(TableKind::Totals1h),
+            Resolution::Day => Some(TableKind::Totals1d),
         }
     }
 
@@ -81,6 +97,7 @@ impl Resolution {
             TableKind::Samples => Some(Resolution::Raw),
             TableKind::Rollup1m | TableKind::Totals1m => Some(Resolution::Minute),
             TableKind::Rollup1h | TableKind::Totals1h => Some(Resolution::Hour),
+            TableKind::Rollup1d | TableKind::Totals1d => Some(Resolution::Day),
             _ => None,
         }
     }
@@ -443,7 +460,9 @@ mod tests {
         assert_eq!(Resolution::Hour.totals_kind().unwrap().as_str(), "totals_1h");
         assert_eq!(Resolution::Minute.kind().as_str(), "rollup_1m");
         assert_eq!(Resolution::Hour.kind().as_str(), "rollup_1h");
-        assert_eq!(Resolution::ALL.map(Resolution::name), ["raw", "1m", "1h"]);
+        assert_eq!(Resolution::ALL.map(Resolution::name), ["raw", "1m", "1h", "1d"]);
+        assert_eq!(Resolution::Day.totals_kind().unwrap().as_str(), "totals_1d");
+        assert_eq!(Resolution::Day.bucket(DAY_NANOS + 5), DAY_NANOS);
         assert_eq!(Resolution::Raw.step_nanos(), 1);
         assert_eq!(Resolution::Hour.step_nanos(), 3600 * 1_000_000_000);
     }

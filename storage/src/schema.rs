@@ -163,7 +163,7 @@ pub fn schema_of(kind: TableKind) -> SchemaRef {
         TableKind::Functions => FUNCTIONS.clone(),
         TableKind::Mappings => MAPPINGS.clone(),
         TableKind::AttributeSets => ATTRIBUTE_SETS.clone(),
-        TableKind::Rollup1m | TableKind::Rollup1h => ROLLUP.clone(),
-        TableKind::Totals1m | TableKind::Totals1h => TOTALS.clone(),
+        TableKind::Rollup1m | TableKind::Rollup1h | TableKind::Rollup1d => ROLLUP.clone(),
+        TableKind::Totals1m | TableKind::Totals1h | TableKind::Totals1d => TOTALS.clone(),
     }
 }

@@ -544,7 +544,9 @@ fn symbol_batch(kind: TableKind, batch: &SymbolTables<'_>) -> Result<RecordBatch
         | TableKind::Rollup1m
         | TableKind::Rollup1h
         | TableKind::Totals1m
-        | TableKind::Totals1h => unreachable!("samples and rollups are not symbol tables"),
+        | TableKind::Totals1h
+        | TableKind::Rollup1d
+        | TableKind::Totals1d => unreachable!("samples and rollups are not symbol tables"),
         TableKind::Stacks => stack_table::encode(batch.stacks),
         TableKind::Locations => {
             let rows = sorted(batch.locations);
@@ -644,7 +646,9 @@ fn decode_symbols(kind: TableKind, key: &str, bytes: Bytes) -> Result<SymbolInde
             | TableKind::Rollup1m
             | TableKind::Rollup1h
             | TableKind::Totals1m
-            | TableKind::Totals1h => {
+            | TableKind::Totals1h
+            | TableKind::Rollup1d
+            | TableKind::Totals1d => {
                 return Err(StoreError::Corrupt {
                     key: key.to_string(),
                     reason: format!("listed as a symbols object but holds {}", kind.as_str()),

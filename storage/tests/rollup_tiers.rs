@@ -19,7 +19,7 @@ use futures::TryStreamExt;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use stackhouse_storage::catalog::{
-    Catalog, DeleteRequest, DeleteState, SegmentCommit, SegmentMeta, TableKind,
+    Catalog, DAY_LEVEL, DeleteRequest, DeleteState, STALE_DAY_LEVEL, SegmentCommit, SegmentMeta, TableKind,
 };
 use stackhouse_storage::cleanup;
 use stackhouse_storage::clock::{Clock, ManualClock};
@@ -37,6 +37,7 @@ const TENANT: &str = "acme";
 const SEC: i64 = 1_000_000_000;
 const MINUTE: i64 = 60 * SEC;
 const HOUR: i64 = 3600 * SEC;
+const DAY: i64 = 24 * HOUR;
 /// An hour boundary in 2024.
 const T0: i64 = 475_000 * HOUR;
 
@@ -119,14 +120,22 @@ impl World {
         self.catalog.commit_segment(&commit).await.unwrap();
     }
 
-    async fn segments(&self) -> Vec<SegmentMeta> {
+    /// Every segment, day segments included.
+    async fn all_segments(&self) -> Vec<SegmentMeta> {
         self.catalog.segments(TENANT, TimeRange::ALL).await.unwrap()
+    }
+
+    /// The segments holding samples: day segments only sum them.
+    async fn segments(&self) -> Vec<SegmentMeta> {
+        let mut segments = self.all_segments().await;
+        segments.retain(|s| !s.is_day());
+        segments
     }
 
     /// The rows of every object of `resolution`, over all segments.
     async fn rows_at(&self, resolution: Resolution) -> Vec<Row> {
         let mut out = Vec::new();
-        for segment in self.segments().await {
+        for segment in self.all_segments().await {
             let Some(object) = segment.object(resolution.kind()) else {
                 continue;
             };
@@ -191,7 +200,7 @@ async fn store_matches_catalog(w: &World) {
         listed.insert(key.join("/"));
     }
     let mut referenced: BTreeSet<String> = w
-        .segments()
+        .all_segments()
         .await
         .iter()
         .flat_map(|s| s.objects.iter().map(|o| o.key.clone()))
@@ -210,8 +219,8 @@ async fn store_matches_catalog(w: &World) {
 /// Every segment holding a rollup holds its totals, and they are the rollup's rows summed
 /// over stacks (summed here, row by row).
 async fn totals_match_rollups(w: &World) {
-    for segment in w.segments().await {
-        for r in Resolution::ROLLUPS {
+    for segment in w.all_segments().await {
+        for r in [Resolution::Minute, Resolution::Hour, Resolution::Day] {
             let (Some(rollup), totals) = (segment.object(r.kind()), segment.object(r.totals_kind().unwrap()))
             else {
                 continue;
@@ -661,4 +670,119 @@ async fn a_purge_removes_the_matched_rows_from_every_tier_and_nothing_else() {
         hour.iter().any(|r| r.1 == series("db").id),
         "the cancelled request purged nothing"
     );
+}
+
+/// The day segments of `segments` by level: (fresh, stale).
+fn day_segments(segments: &[SegmentMeta]) -> (Vec<&SegmentMeta>, Vec<&SegmentMeta>) {
+    (
+        segments.iter().filter(|s| s.level == DAY_LEVEL).collect(),
+        segments.iter().filter(|s| s.level == STALE_DAY_LEVEL).collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_day_is_summed_once_and_goes_stale_with_its_blocks() {
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut w = world().await;
+    let day = Resolution::Day.bucket(T0);
+    // Three hours of one day, one of them across midnight into the next, and a lone hour
+    // of the day before: a day of one block is not worth summing.
+    w.write(&mut rng, T0, T0 + HOUR, 2_000).await;
+    w.write(&mut rng, T0 + 2 * HOUR, T0 + 3 * HOUR, 2_000).await;
+    w.write(&mut rng, day + DAY - 30 * MINUTE, day + DAY + 10 * MINUTE, 2_000)
+        .await;
+    w.write(&mut rng, day - 3 * HOUR, day - 2 * HOUR, 500).await;
+    // The clock is in the next day: the first has closed, the second has not.
+    assert!(w.clock.now_nanos() < day + 2 * DAY);
+    let report = w
+        .compactor
+        .compact_tenant(TENANT, CompactMode::Due)
+        .await
+        .unwrap();
+    assert_eq!(report.days_summed, 1, "{report:?}");
+    let segments = w.all_segments().await;
+    let (fresh, stale) = day_segments(&segments);
+    assert!(stale.is_empty());
+    let [summed] = fresh.as_slice() else {
+        panic!("one day segment: {fresh:?}")
+    };
+    assert_eq!(
+        summed.day(),
+        TimeRange {
+            start: day,
+            end: day + DAY
+        }
+    );
+    assert!(summed.series.is_empty(), "a day segment owns no samples");
+    let kinds: Vec<TableKind> = summed.objects.iter().map(|o| o.kind).collect();
+    assert_eq!(kinds, [TableKind::Rollup1d, TableKind::Totals1d]);
+    // The day rollup is the day's rows summed per (series, stack), the part of the
+    // straddling block after midnight left out.
+    let want = sums(&w.rows, DAY, day, day + DAY);
+    assert_eq!(sums(&w.rows_at(Resolution::Day).await, DAY, day, day + DAY), want);
+    assert_eq!(
+        w.rows_at(Resolution::Day).await.len(),
+        want.len(),
+        "one row per (series, stack)"
+    );
+    totals_match_rollups(&w).await;
+    let again = w
+        .compactor
+        .compact_tenant(TENANT, CompactMode::Due)
+        .await
+        .unwrap();
+    assert_eq!((again.days_summed, again.segments_removed), (0, 0), "{again:?}");
+
+    // A late segment in the day makes its day segment stale in the commit itself.
+    w.write(&mut rng, T0 + 10 * MINUTE, T0 + 20 * MINUTE, 300).await;
+    let segments = w.all_segments().await;
+    let (fresh, stale) = day_segments(&segments);
+    assert!(fresh.is_empty(), "{fresh:?}");
+    assert_eq!(stale.len(), 1);
+    // The next pass merges the late segment into its hour block, removes the stale day
+    // segment and sums the day again, the late rows included.
+    let report = w
+        .compactor
+        .compact_tenant(TENANT, CompactMode::Due)
+        .await
+        .unwrap();
+    assert_eq!(report.days_summed, 1, "{report:?}");
+    let segments = w.all_segments().await;
+    let (fresh, stale) = day_segments(&segments);
+    assert!(stale.is_empty(), "{stale:?}");
+    assert_eq!(fresh.len(), 1);
+    let want = sums(&w.rows, DAY, day, day + DAY);
+    assert_eq!(sums(&w.rows_at(Resolution::Day).await, DAY, day, day + DAY), want);
+    totals_match_rollups(&w).await;
+
+    // Raw retention rewriting a block of the day makes it stale too; the rollups left are
+    // what the day is summed from once its blocks agree again.
+    retention::expire_tiers(
+        &w.compactor,
+        TENANT,
+        Cutoffs {
+            raw: Some(T0 + 30 * MINUTE),
+            minute: None,
+            hour: None,
+        },
+    )
+    .await
+    .unwrap();
+    let segments = w.all_segments().await;
+    let (fresh, stale) = day_segments(&segments);
+    assert!(fresh.is_empty() && stale.len() == 1, "{segments:?}");
+    w.compactor
+        .compact_tenant(TENANT, CompactMode::Due)
+        .await
+        .unwrap();
+    // The blocks of the day now hold different tiers (the split hour kept rollups only):
+    // no day segment until they agree, and no stale one left.
+    let segments = w.all_segments().await;
+    let (fresh, stale) = day_segments(&segments);
+    assert!(fresh.is_empty() && stale.is_empty(), "{segments:?}");
+    w.clock.advance(Duration::from_secs(600));
+    cleanup::delete_due(&w.store, &*w.catalog, &*w.clock)
+        .await
+        .unwrap();
+    store_matches_catalog(&w).await;
 }

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use common::*;
 use stackhouse_storage::catalog::prelude::*;
 use stackhouse_storage::catalog::{
-    CatalogError, CatalogResult, CatalogStats, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta,
-    SegmentReplacement, TableKind,
+    CatalogError, CatalogResult, CatalogStats, CommitOutcome, DayCommit, ObjectMeta, SegmentCommit,
+    SegmentMeta, SegmentReplacement, TableKind,
 };
 use stackhouse_storage::clock::{Clock, ManualClock};
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor};
@@ -494,6 +494,9 @@ impl SegmentCatalog for FailingCatalog {
     }
     async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()> {
         self.inner.replace_segments(replacement).await
+    }
+    async fn commit_day(&self, day: &DayCommit) -> CatalogResult<()> {
+        self.inner.commit_day(day).await
     }
     async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {
         self.inner.stats(tenant).await

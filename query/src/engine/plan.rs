@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, case, col, lit};
+use stackhouse_storage::catalog::{DAY_LEVEL, SegmentMeta};
 use stackhouse_storage::model::{Series, TimeRange};
 use stackhouse_storage::rollup::Resolution;
 use stackhouse_storage::schema::samples;
@@ -150,6 +151,10 @@ impl QueryEngine {
             .collect();
         deleted.narrow(&selected);
         let period = series.values().map(|s| s.period).max().unwrap_or(0);
+        // Day segments list no series: they are read where the tiers need their day.
+        let (days, segments): (Vec<SegmentMeta>, Vec<SegmentMeta>) =
+            segments.into_iter().partition(|s| s.is_day());
+        let days: Vec<SegmentMeta> = days.into_iter().filter(|s| s.level == DAY_LEVEL).collect();
         let segments = segments_to_scan(segments, &selected, scope.range);
         tracing::debug!(
             series = selected.len(),
@@ -171,14 +176,15 @@ impl QueryEngine {
         let raw_reason = raw_reason(scope, &dims, &groups);
         let allowed = self.resolutions(&dims, raw_reason.is_some());
         let timeless = !dims.iter().any(|d| matches!(d, Dim::Time | Dim::Bucket { .. }));
-        let reading =
-            tiers::read(segments, scope.range, &allowed, timeless, &deleted.cuts()).map_err(|gone| {
+        let reading = tiers::read(segments, days, scope.range, &allowed, timeless, &deleted.cuts()).map_err(
+            |gone| {
                 QueryError::RawGone(format!(
                     "{} needs raw samples, and raw retention removed them up to {}; start the range after it",
                     raw_reason.unwrap_or("this query"),
                     rfc3339(gone.until)
                 ))
-            })?;
+            },
+        )?;
         let links = link_filter(scope);
         let hidden = deleted.filter();
         let sources = if dims.contains(&Dim::Stack) {

@@ -176,14 +176,25 @@ fn ceil(t: i64, resolution: Resolution) -> i64 {
 ///
 /// `cuts` (sorted) are times no cell read from a tier may straddle (the edges of deleted
 /// stretches); a segment spanning one is not read whole.
+///
+/// `days` are fresh day segments: each sums every other segment's samples of its day, so
+/// a whole day of the range that has one is read from it alone, and the other segments
+/// skip that day. A day without one is read from the hour tier.
 pub(crate) fn read(
     segments: Vec<SegmentMeta>,
+    days: Vec<SegmentMeta>,
     range: TimeRange,
     allowed: &[Resolution],
     timeless: bool,
     cuts: &[i64],
 ) -> Result<Reading, RawGone> {
-    let wanted = cut_at(range, allowed, cuts);
+    let days: BTreeMap<i64, SegmentMeta> = days.into_iter().map(|d| (d.day().start, d)).collect();
+    let wanted = by_day(cut_at(range, allowed, cuts), &days);
+    let covered: Vec<TimeRange> = wanted
+        .iter()
+        .filter(|(r, _)| *r == Resolution::Day)
+        .map(|&(_, stretch)| stretch)
+        .collect();
     let widen = allowed != [Resolution::Raw];
     let mut answered = range;
     let mut gone: Option<i64> = None;
@@ -192,6 +203,12 @@ pub(crate) fn read(
     // Segments inside the range, read whole, by the resolution they are read from.
     let mut whole: BTreeMap<Resolution, (TimeRange, Vec<SegmentMeta>)> = BTreeMap::new();
     for segment in segments {
+        let in_days = covered
+            .iter()
+            .find(|c| c.overlaps(segment.min_time, segment.max_time));
+        if in_days.is_some_and(|c| c.start <= segment.min_time && segment.max_time < c.end) {
+            continue;
+        }
         let held: Vec<Resolution> = Resolution::ALL
             .into_iter()
             .filter(|r| segment.object(r.kind()).is_some())
@@ -205,7 +222,7 @@ pub(crate) fn read(
             .iter()
             .rev()
             .find(|r| allowed.contains(r))
-            .filter(|_| timeless && inside)
+            .filter(|_| timeless && inside && in_days.is_none())
         {
             // The cells around the segment's samples, on the grid of what it is read
             // from: a rollup row is stamped with the start of its cell.
@@ -220,7 +237,7 @@ pub(crate) fn read(
             continue;
         }
         for &(want, stretch) in &wanted {
-            if !stretch.overlaps(segment.min_time, segment.max_time) {
+            if want == Resolution::Day || !stretch.overlaps(segment.min_time, segment.max_time) {
                 continue;
             }
             match assign(&held, want, stretch, widen) {
@@ -244,7 +261,7 @@ pub(crate) fn read(
         // Every stretch, not only those a segment overlaps: a filter on a stretch without
         // its rows costs nothing, and alike segments stay one table.
         let mut by_resolution: BTreeMap<Resolution, Vec<TimeRange>> = BTreeMap::new();
-        for &(want, stretch) in &wanted {
+        for &(want, stretch) in wanted.iter().filter(|(r, _)| *r != Resolution::Day) {
             if let Some((read, stretch)) = assign(&held, want, stretch, widen) {
                 by_resolution.entry(read).or_default().push(stretch);
             }
@@ -268,7 +285,51 @@ pub(crate) fn read(
             totals: false,
         });
     }
+    let read_days: Vec<SegmentMeta> = days
+        .into_values()
+        .filter(|d| {
+            covered
+                .iter()
+                .any(|c| c.start <= d.day().start && d.day().end <= c.end)
+        })
+        .collect();
+    if !read_days.is_empty() {
+        sources.push(Source {
+            resolution: Resolution::Day,
+            ranges: covered,
+            segments: read_days,
+            totals: false,
+        });
+    }
     Ok(Reading { sources, answered })
+}
+
+/// `wanted` with each day stretch cut into its days: those with a day segment stay day
+/// stretches, the others become hour stretches (adjacent ones of a kind merged).
+fn by_day(
+    wanted: Vec<(Resolution, TimeRange)>,
+    days: &BTreeMap<i64, SegmentMeta>,
+) -> Vec<(Resolution, TimeRange)> {
+    let step = Resolution::Day.step_nanos();
+    let mut out = Vec::with_capacity(wanted.len());
+    for (resolution, stretch) in wanted {
+        if resolution != Resolution::Day {
+            push(&mut out, resolution, stretch);
+            continue;
+        }
+        let mut start = stretch.start;
+        while start < stretch.end {
+            let end = start.saturating_add(step);
+            let read = if days.contains_key(&start) {
+                Resolution::Day
+            } else {
+                Resolution::Hour
+            };
+            push(&mut out, read, TimeRange { start, end });
+            start = end;
+        }
+    }
+    out
 }
 
 /// What a segment holding `held` (finest first) reads a stretch wanted at `want` from: the
@@ -316,7 +377,7 @@ mod tests {
 
     const M: i64 = 60_000_000_000;
     const H: i64 = 60 * M;
-    const ALL: [Resolution; 3] = Resolution::ALL;
+    const ALL: [Resolution; 3] = Resolution::BLOCK;
 
     fn r(start: i64, end: i64) -> TimeRange {
         TimeRange { start, end }
@@ -364,7 +425,7 @@ mod tests {
         // Written before totals existed.
         let old = segment("old", H, 2 * H - 1, &ALL);
         // Raw samples, then minutes, then the second hour.
-        let reading = read(vec![new, old], r(30 * M + 1, 2 * H), &ALL, false, &[]).unwrap();
+        let reading = read(vec![new, old], vec![], r(30 * M + 1, 2 * H), &ALL, false, &[]).unwrap();
         let mut got: Vec<(Resolution, TableKind, Vec<String>)> = stackless(reading.sources)
             .iter()
             .map(|s| {
@@ -402,6 +463,90 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// A day segment of the day starting at `start`, with both its tables.
+    fn day_segment(id: &str, start: i64) -> SegmentMeta {
+        SegmentMeta {
+            id: id.into(),
+            tenant: "t".into(),
+            min_time: start + 5,
+            max_time: start + 24 * H - 7,
+            level: stackhouse_storage::catalog::DAY_LEVEL,
+            created_at_nanos: 0,
+            objects: [TableKind::Rollup1d, TableKind::Totals1d]
+                .map(|kind| ObjectMeta {
+                    kind,
+                    key: format!("{id}/{}", kind.as_str()),
+                    size_bytes: 1,
+                    rows: 1,
+                })
+                .to_vec(),
+            series: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn whole_days_with_a_day_segment_are_read_from_it_alone() {
+        use Resolution::{Day, Hour, Minute};
+        const D: i64 = 24 * H;
+        let blocks = || {
+            vec![
+                segment("b0", D - H, D - 1, &ALL),
+                // Inside day 1, which has a day segment: not read at all.
+                segment("b1", D + H, D + 2 * H - 1, &ALL),
+                // Across midnight into day 2: its part of day 1 is in the day segment.
+                segment("x", 2 * D - M, 2 * D + M, &ALL),
+                segment("b2", 2 * D + 5 * H, 2 * D + 6 * H - 1, &ALL),
+                segment("b3", 3 * D, 3 * D + H - 1, &ALL),
+            ]
+        };
+        // Day 0 lies partly outside the range: its day segment is not read either.
+        let days = || vec![day_segment("d0", 0), day_segment("d1", D)];
+        let range = r(D - 30 * M, 3 * D + 2 * H);
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let reading = read(blocks(), days(), range, &Resolution::ALL, false, &[]).unwrap();
+        assert_eq!(reading.answered, range);
+        assert_eq!(
+            sources(&reading),
+            vec![
+                (Minute, vec![r(D - 30 * M, D)], ids(&["b0", "x", "b2", "b3"])),
+                // Day 2 has no day segment: hours.
+                (Hour, vec![r(2 * D, 3 * D + 2 * H)], ids(&["b0", "x", "b2", "b3"])),
+                (Day, vec![r(D, 2 * D)], ids(&["d1"])),
+            ]
+        );
+        // Without a time dimension, blocks inside the range outside covered days are read
+        // whole; one reaching into a covered day is not.
+        let reading = read(blocks(), days(), range, &Resolution::ALL, true, &[]).unwrap();
+        assert_eq!(
+            sources(&reading),
+            vec![
+                (Minute, vec![r(D - 30 * M, D)], ids(&["b0", "x"])),
+                (Hour, vec![r(2 * D, 3 * D + 2 * H)], ids(&["b0", "x"])),
+                (Hour, vec![r(2 * D + 5 * H, 3 * D + H)], ids(&["b2", "b3"])),
+                (Day, vec![r(D, 2 * D)], ids(&["d1"])),
+            ]
+        );
+        // A query that needs no stack reads the day's totals.
+        let kinds: Vec<TableKind> = stackless(reading.sources).iter().map(Source::kind).collect();
+        assert!(kinds.contains(&TableKind::Totals1d), "{kinds:?}");
+        // Where the day tier is not allowed (buckets of an hour), the day is read in hours.
+        let hourly = read(blocks(), days(), range, &ALL, false, &[]).unwrap();
+        assert!(sources(&hourly).iter().all(|(res, _, _)| *res != Day));
+        assert!(
+            sources(&hourly)
+                .iter()
+                .any(|(_, _, ids)| ids.contains(&"b1".to_string()))
+        );
+        // A deleted stretch's edge inside day 1 keeps its cells apart: day 1 is read in
+        // hours and minutes around the cut, and its day segment not at all.
+        let cut = read(blocks(), days(), range, &Resolution::ALL, false, &[D + 90 * M]).unwrap();
+        assert!(
+            sources(&cut).iter().all(|(res, _, _)| *res != Day),
+            "{:?}",
+            sources(&cut)
+        );
     }
 
     #[test]
@@ -446,7 +591,7 @@ mod tests {
         let range = r(H - 30, 3 * H);
         let fresh = segment("fresh", 2 * H + 5, 2 * H + 50, &[Raw]);
         let block = segment("block", H - 100, 2 * H - 1, &[Raw, Minute, Hour]);
-        let reading = read(vec![fresh, block], range, &ALL, false, &[]).unwrap();
+        let reading = read(vec![fresh, block], vec![], range, &ALL, false, &[]).unwrap();
         assert_eq!(reading.answered, range);
         assert_eq!(
             sources(&reading),
@@ -485,17 +630,17 @@ mod tests {
                 ),
             ]
         };
-        let reading = read(vec![block.clone(), straddling], range, &ALL, true, &[]).unwrap();
+        let reading = read(vec![block.clone(), straddling], vec![], range, &ALL, true, &[]).unwrap();
         assert_eq!(reading.answered, range);
         let mut want = by_stretches("older");
         want.push((Hour, vec![r(10 * H, 11 * H)], vec!["block".into()]));
         assert_eq!(sources(&reading), want);
         // Over time buckets the edges stay exact: the block's last seconds are raw.
-        let by_time = read(vec![block.clone()], range, &ALL, false, &[]).unwrap();
+        let by_time = read(vec![block.clone()], vec![], range, &ALL, false, &[]).unwrap();
         assert_eq!(sources(&by_time), by_stretches("block"));
         // Only the resolutions a query allows: raw alone reads the whole block raw.
         assert_eq!(
-            sources(&read(vec![block.clone()], range, &[Raw], true, &[]).unwrap()),
+            sources(&read(vec![block.clone()], vec![], range, &[Raw], true, &[]).unwrap()),
             vec![(
                 Raw,
                 vec![r(block.min_time, block.max_time + 1)],
@@ -504,7 +649,7 @@ mod tests {
         );
         // A sample at the range's end is outside it: the block is cut as before.
         let at_end = r(10 * H, block.max_time);
-        let cut = sources(&read(vec![block], at_end, &ALL, true, &[]).unwrap());
+        let cut = sources(&read(vec![block], vec![], at_end, &ALL, true, &[]).unwrap());
         assert!(cut.iter().any(|(res, _, _)| *res == Raw), "{cut:?}");
     }
 
@@ -513,7 +658,7 @@ mod tests {
         use Resolution::{Hour, Minute, Raw};
         let block = segment("block", 0, 3 * H - 1, &ALL);
         let at = H + 30 * M + 5;
-        let reading = read(vec![block], r(0, 3 * H), &ALL, true, &[at]).unwrap();
+        let reading = read(vec![block], vec![], r(0, 3 * H), &ALL, true, &[at]).unwrap();
         assert_eq!(
             sources(&reading),
             vec![
@@ -535,7 +680,7 @@ mod tests {
         use Resolution::{Hour, Minute, Raw};
         let old = segment("old", H, 2 * H - 1, &[Minute, Hour]);
         let range = r(H + 90 * 1_000_000_000, 3 * H);
-        let reading = read(vec![old.clone()], range, &ALL, false, &[]).unwrap();
+        let reading = read(vec![old.clone()], vec![], range, &ALL, false, &[]).unwrap();
         assert_eq!(reading.answered, r(H + M, 3 * H));
         let got: Vec<(Resolution, Vec<TimeRange>)> = reading
             .sources
@@ -547,12 +692,12 @@ mod tests {
             vec![(Minute, vec![r(H + M, 2 * H)]), (Hour, vec![r(2 * H, 3 * H)])]
         );
         assert_eq!(
-            read(vec![old], range, &[Raw], false, &[]).unwrap_err(),
+            read(vec![old], vec![], range, &[Raw], false, &[]).unwrap_err(),
             RawGone { until: 2 * H - 1 }
         );
         // Only the hour left: the hour cell is read once, though three stretches need it.
         let hour_only = segment("h", H, 2 * H - 1, &[Hour]);
-        let reading = read(vec![hour_only], r(H + 5, 2 * H - 7), &ALL, false, &[]).unwrap();
+        let reading = read(vec![hour_only], vec![], r(H + 5, 2 * H - 7), &ALL, false, &[]).unwrap();
         assert_eq!(reading.sources[0].ranges, vec![r(H, 2 * H)]);
         assert_eq!(reading.answered, r(H, 2 * H));
     }

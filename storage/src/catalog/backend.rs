@@ -8,7 +8,7 @@ use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Database, Transaction};
 
-use super::{CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentReplacement};
+use super::{CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta, SegmentReplacement};
 use crate::model::{ProfileKey, ProfileRecord, Series};
 
 /// The metadata index in one SQLite file (the single binary) or in Postgres (replicas
@@ -59,6 +59,13 @@ pub(crate) trait Dialect {
     async fn replace_segments(&self, swap: SegmentSwap<'_>) -> CatalogResult<()>;
 
     async fn replace_symbols(&self, swap: SymbolSwap<'_>) -> CatalogResult<()>;
+
+    /// Inserts a segment's row with its objects and series extents.
+    async fn insert_segment_rows(
+        &self,
+        tx: &mut Transaction<'_, Self::Db>,
+        segment: &SegmentMeta,
+    ) -> CatalogResult<()>;
 
     /// A transaction that may change `tenant`'s symbol epoch: it waits for the segment
     /// commits checking the epoch, and they for it.

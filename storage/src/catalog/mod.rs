@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ProfileKey, ProfileRecord, Series};
+use crate::model::{ProfileKey, ProfileRecord, Series, TimeRange};
 use crate::rollup::Resolution;
 
 pub use backend::SqlCatalog;
@@ -65,10 +65,16 @@ pub enum TableKind {
     /// The hour rollup summed over stacks.
     #[serde(rename = "totals_1h")]
     Totals1h,
+    /// A closed day's samples summed per day (day segments only).
+    #[serde(rename = "rollup_1d")]
+    Rollup1d,
+    /// The day rollup summed over stacks.
+    #[serde(rename = "totals_1d")]
+    Totals1d,
 }
 
 impl TableKind {
-    pub const ALL: [TableKind; 10] = [
+    pub const ALL: [TableKind; 12] = [
         TableKind::Samples,
         TableKind::Stacks,
         TableKind::Locations,
@@ -79,6 +85,8 @@ impl TableKind {
         TableKind::Rollup1h,
         TableKind::Totals1m,
         TableKind::Totals1h,
+        TableKind::Rollup1d,
+        TableKind::Totals1d,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -93,6 +101,8 @@ impl TableKind {
             TableKind::Rollup1h => "rollup_1h",
             TableKind::Totals1m => "totals_1m",
             TableKind::Totals1h => "totals_1h",
+            TableKind::Rollup1d => "rollup_1d",
+            TableKind::Totals1d => "totals_1d",
         }
     }
 
@@ -106,6 +116,8 @@ impl TableKind {
                 | TableKind::Rollup1h
                 | TableKind::Totals1m
                 | TableKind::Totals1h
+                | TableKind::Rollup1d
+                | TableKind::Totals1d
         )
     }
 }
@@ -136,7 +148,8 @@ pub struct SegmentMeta {
     /// Closed interval of the sample times; every segment has at least one sample.
     pub min_time: i64,
     pub max_time: i64,
-    /// 0 for what ingest writes; compaction writes higher levels.
+    /// 0 for what ingest writes; compaction writes higher levels, up to the hour block's,
+    /// and [`DAY_LEVEL`] for a day segment.
     pub level: i32,
     pub created_at_nanos: i64,
     pub objects: Vec<ObjectMeta>,
@@ -157,6 +170,42 @@ impl SegmentMeta {
     pub fn resolutions(&self) -> Vec<Resolution> {
         Resolution::ALL.into_iter().filter(|&r| self.has(r)).collect()
     }
+
+    /// Whether it is a day segment, fresh or stale: sums of other segments' samples that
+    /// own none themselves, so it has no series extents and nothing but queries reads it.
+    pub fn is_day(&self) -> bool {
+        self.level == DAY_LEVEL || self.level == STALE_DAY_LEVEL
+    }
+
+    /// The UTC day a day segment sums (its samples' times lie in it).
+    pub fn day(&self) -> TimeRange {
+        let start = Resolution::Day.bucket(self.min_time);
+        TimeRange {
+            start,
+            end: start.saturating_add(Resolution::Day.step_nanos()),
+        }
+    }
+}
+
+/// The level of a day segment: the day rollup of every other segment holding samples of
+/// one closed UTC day (see [`crate::compaction::days`]). It stays only while those
+/// segments do: a commit or swap of a segment with samples in its day marks it
+/// [`STALE_DAY_LEVEL`] in the same transaction, and queries read it only at this level.
+pub const DAY_LEVEL: i32 = 3;
+
+/// A day segment that no longer sums its day's segments; compaction removes it.
+pub const STALE_DAY_LEVEL: i32 = 4;
+
+/// A day segment's commit ([`SegmentCatalog::commit_day`]).
+#[derive(Clone, Debug)]
+pub struct DayCommit {
+    /// At [`DAY_LEVEL`], with no series extents.
+    pub segment: SegmentMeta,
+    /// Ids of the segments it sums: every segment other than day segments with samples in
+    /// its day, else [`CatalogError::Conflict`] and nothing changes.
+    pub sources: Vec<String>,
+    /// When the objects of the day segments it replaces may be deleted.
+    pub delete_after_nanos: i64,
 }
 
 /// Everything one flush makes visible, committed in one transaction.

@@ -8,9 +8,11 @@ use super::common::{
     distinct_profiles, distinct_series, distinct_sorted, empty_stats, json_ids, sorted_distinct,
 };
 use super::{
-    CatalogError, CatalogResult, CatalogStats, CommitOutcome, SegmentCommit, SegmentMeta, SegmentReplacement,
+    CatalogError, CatalogResult, CatalogStats, CommitOutcome, DAY_LEVEL, DayCommit, STALE_DAY_LEVEL,
+    SegmentCommit, SegmentMeta, SegmentReplacement,
 };
 use crate::model::TimeRange;
+use crate::rollup::Resolution;
 
 #[async_trait]
 pub trait SegmentCatalog: Send + Sync {
@@ -39,7 +41,8 @@ pub trait SegmentCatalog: Send + Sync {
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>>;
 
     /// [`Self::segments`] with only the extents of `series_ids` that overlap `range`, and only
-    /// the segments holding one: what a query that selects a few of many series plans from.
+    /// the segments holding one, and the day segments (which list no series): what a query
+    /// that selects a few of many series plans from.
     async fn segments_holding(
         &self,
         tenant: &str,
@@ -52,6 +55,12 @@ pub trait SegmentCatalog: Send + Sync {
 
     /// Applies a compaction or retention swap; see [`SegmentReplacement`].
     async fn replace_segments(&self, replacement: &SegmentReplacement) -> CatalogResult<()>;
+
+    /// Lists a day segment in place of the day segments of its day (stale ones included),
+    /// if its sources are still every segment with samples in its day; see [`DayCommit`].
+    /// It waits for the segment commits in progress, and they for it, so none can slip a
+    /// segment into the day between the check and the insert.
+    async fn commit_day(&self, day: &DayCommit) -> CatalogResult<()>;
 
     async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats>;
 
@@ -105,6 +114,70 @@ pub(crate) const LIVE_SERIES: &str = "SELECT COUNT(*) FROM series s
 pub(crate) const LIVE_SERIES_IDS: &str = "SELECT DISTINCT ss.series_id FROM segment_series ss
     JOIN segment_objects o ON o.segment_id = ss.segment_id
     WHERE ss.tenant = $1 AND o.kind = 'samples'";
+
+/// Marks stale the day segments of the days in `[$2, $3)`: a segment with samples in them
+/// was committed, added or removed, so their sums no longer hold.
+pub(crate) const STALE_DAYS: &str = "UPDATE segments SET level = $5
+    WHERE tenant = $1 AND level = $4 AND min_time >= $2 AND min_time < $3";
+
+/// The segments other than day segments with samples in `[$2, $3)`.
+const SEGMENTS_OF_DAY: &str = "SELECT id FROM segments
+    WHERE tenant = $1 AND min_time < $3 AND max_time >= $2 AND level <> $4 AND level <> $5";
+
+/// The objects of the day segments (fresh or stale) of the day `[$2, $3)`.
+const DAY_OBJECTS: &str = "SELECT o.key FROM segment_objects o JOIN segments s ON s.id = o.segment_id
+    WHERE s.tenant = $1 AND s.min_time >= $2 AND s.min_time < $3 AND (s.level = $4 OR s.level = $5)";
+
+const DELETE_DAYS: &str = "DELETE FROM segments
+    WHERE tenant = $1 AND min_time >= $2 AND min_time < $3 AND (level = $4 OR level = $5)";
+
+const QUEUE_DELETION: &str = "INSERT INTO pending_deletions (key, tenant, delete_after_nanos)
+    VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING";
+
+/// The hull of the sample times of the removed segments `$2` other than day segments.
+pub(crate) const REMOVED_EXTENT: PerDialect = PerDialect {
+    sqlite: "SELECT MIN(min_time), MAX(max_time) FROM segments
+        WHERE tenant = $1 AND id IN (SELECT value FROM json_each($2)) AND level <> 3 AND level <> 4",
+    postgres: "SELECT MIN(min_time), MAX(max_time) FROM segments
+        WHERE tenant = $1 AND id = ANY($2) AND level <> 3 AND level <> 4",
+};
+
+/// The hull of the sample times a swap adds or removes (`removed` from
+/// [`REMOVED_EXTENT`]), day segments aside: the days whose day segments it makes stale.
+pub(crate) fn swap_extent(removed: (Option<i64>, Option<i64>), added: &[SegmentMeta]) -> Option<(i64, i64)> {
+    let removed = removed.0.zip(removed.1);
+    added
+        .iter()
+        .filter(|s| !s.is_day())
+        .map(|s| (s.min_time, s.max_time))
+        .chain(removed)
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+/// The days (`[start, end)`, UTC) that samples in `[min_time, max_time]` touch.
+pub(crate) fn days_of(min_time: i64, max_time: i64) -> (i64, i64) {
+    let day = Resolution::Day;
+    (
+        day.bucket(min_time),
+        day.bucket(max_time).saturating_add(day.step_nanos()),
+    )
+}
+
+/// Runs [`STALE_DAYS`] over the days `extent` (a hull of sample times) touches.
+macro_rules! mark_days_stale {
+    ($tx:expr, $tenant:expr, $extent:expr) => {{
+        let (start, end) = $crate::catalog::segments::days_of($extent.0, $extent.1);
+        sqlx::query($crate::catalog::segments::STALE_DAYS)
+            .bind($tenant)
+            .bind(start)
+            .bind(end)
+            .bind($crate::catalog::DAY_LEVEL)
+            .bind($crate::catalog::STALE_DAY_LEVEL)
+            .execute(&mut *$tx)
+            .await
+    }};
+}
+pub(crate) use mark_days_stale;
 
 const TENANTS: &str = "SELECT tenant FROM segments UNION SELECT tenant FROM symbol_objects";
 
@@ -205,7 +278,7 @@ impl SegmentCatalog for SqlCatalog {
     ) -> CatalogResult<Vec<SegmentMeta>> {
         let ids = json_ids(series_ids);
         let mut segments = self.list_segments(tenant, range, Some(&ids)).await?;
-        segments.retain(|s| !s.series.is_empty());
+        segments.retain(|s| !s.series.is_empty() || s.is_day());
         Ok(segments)
     }
 
@@ -231,6 +304,68 @@ impl SegmentCatalog for SqlCatalog {
             kept_keys: &kept_keys,
         };
         on_either!(self, |pool| pool.replace_segments(swap).await)
+    }
+
+    async fn commit_day(&self, day: &DayCommit) -> CatalogResult<()> {
+        let segment = &day.segment;
+        if segment.level != DAY_LEVEL || !segment.series.is_empty() {
+            return Err(CatalogError::Corrupt(format!(
+                "segment {} is not a day segment: level {}, {} series extents",
+                segment.id,
+                segment.level,
+                segment.series.len()
+            )));
+        }
+        let span = segment.day();
+        let mut sources = distinct_sorted(&day.sources);
+        on_either!(self, |pool| {
+            let mut tx = pool.begin_symbol_epoch_change(&segment.tenant).await?;
+            let mut found: Vec<String> = sqlx::query_scalar(SEGMENTS_OF_DAY)
+                .bind(&segment.tenant)
+                .bind(span.start)
+                .bind(span.end)
+                .bind(DAY_LEVEL)
+                .bind(STALE_DAY_LEVEL)
+                .fetch_all(&mut *tx)
+                .await?;
+            found.sort();
+            if found != sources {
+                sources.retain(|id| !found.contains(id));
+                return Err(CatalogError::Conflict(format!(
+                    "the segments of the day of day segment {} changed since it was summed ({} listed now, {} of its sources gone)",
+                    segment.id,
+                    found.len(),
+                    sources.len()
+                )));
+            }
+            let replaced: Vec<String> = sqlx::query_scalar(DAY_OBJECTS)
+                .bind(&segment.tenant)
+                .bind(span.start)
+                .bind(span.end)
+                .bind(DAY_LEVEL)
+                .bind(STALE_DAY_LEVEL)
+                .fetch_all(&mut *tx)
+                .await?;
+            for key in &replaced {
+                sqlx::query(QUEUE_DELETION)
+                    .bind(key)
+                    .bind(&segment.tenant)
+                    .bind(day.delete_after_nanos)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(DELETE_DAYS)
+                .bind(&segment.tenant)
+                .bind(span.start)
+                .bind(span.end)
+                .bind(DAY_LEVEL)
+                .bind(STALE_DAY_LEVEL)
+                .execute(&mut *tx)
+                .await?;
+            pool.insert_segment_rows(&mut tx, segment).await?;
+            tx.commit().await?;
+        });
+        Ok(())
     }
 
     async fn stats(&self, tenant: &str) -> CatalogResult<CatalogStats> {

@@ -18,7 +18,7 @@ use super::common::{
     series_from_columns, stale_symbols, symbols_gone, to_i64,
 };
 use super::label_index::{UNCOVERED, index_segment, reindex_days};
-use super::segments::{INSERT_SEGMENT, LIVE_SERIES};
+use super::segments::{INSERT_SEGMENT, LIVE_SERIES, REMOVED_EXTENT, mark_days_stale, swap_extent};
 use super::symbols::{end_collection, epoch_in};
 use super::{CatalogError, CatalogResult, CommitOutcome, ObjectMeta, SegmentCommit, SegmentMeta};
 use crate::model::{ProfileKey, ProfileRecord, Series};
@@ -330,6 +330,7 @@ impl Dialect for SqlitePool {
         }
         upsert_series(&mut tx, tenant, series).await?;
         insert_segment(&mut tx, commit).await?;
+        mark_days_stale!(tx, tenant, (commit.segment.min_time, commit.segment.max_time))?;
         index_segment(&mut tx, &commit.segment.id, commit.segment.level).await?;
         let claimed = claim_profiles(&mut tx, &commit.segment, profiles).await?;
         let outcome = outcome(profiles, &claimed, refused_series);
@@ -376,6 +377,14 @@ impl Dialect for SqlitePool {
         .bind(json_list(kept_keys)?)
         .execute(&mut *tx)
         .await?;
+        let removed_extent: (Option<i64>, Option<i64>) = sqlx::query_as(REMOVED_EXTENT.sqlite)
+            .bind(tenant)
+            .bind(&removed_json)
+            .fetch_one(&mut *tx)
+            .await?;
+        if let Some(extent) = swap_extent(removed_extent, &replacement.added) {
+            mark_days_stale!(tx, tenant, extent)?;
+        }
         // Added rows first: deleting the removed segments cascades to their profiles and
         // sample labels, which must have moved by then. Profiles move by UPDATE, never by
         // copying: a copy would meet its original under the unique profile key.
@@ -428,6 +437,14 @@ impl Dialect for SqlitePool {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn insert_segment_rows(
+        &self,
+        tx: &mut Transaction<'_, Sqlite>,
+        segment: &SegmentMeta,
+    ) -> CatalogResult<()> {
+        insert_segment_rows(tx, segment).await
     }
 
     async fn replace_symbols(&self, swap: SymbolSwap<'_>) -> CatalogResult<()> {

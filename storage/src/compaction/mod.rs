@@ -3,6 +3,7 @@
 //! rollups ([`crate::rollup`]). The catalog swap is one transaction; replaced objects are
 //! deleted later (see [`crate::cleanup`]) so queries that listed them finish first.
 
+pub mod days;
 mod lease;
 pub(crate) mod merge;
 pub mod plan;
@@ -79,6 +80,8 @@ pub struct CompactionReport {
     pub symbols_collected: usize,
     /// Merges dropped because another compactor had already replaced a segment.
     pub conflicts: usize,
+    /// Day segments written (see [`days`]).
+    pub days_summed: usize,
     /// Ids of the segments this pass removed.
     pub removed_ids: Vec<String>,
 }
@@ -92,6 +95,7 @@ impl CompactionReport {
         self.symbol_objects_added += other.symbol_objects_added;
         self.symbols_collected += other.symbols_collected;
         self.conflicts += other.conflicts;
+        self.days_summed += other.days_summed;
         self.removed_ids.extend(other.removed_ids);
     }
 }
@@ -192,6 +196,12 @@ impl Compactor {
             lease.renew().await?;
             report.add_from(self.merge(tenant, &group, lease).await?);
         }
+        let segments = if report.merges > 0 {
+            self.catalog.segments(tenant, TimeRange::ALL).await?
+        } else {
+            segments
+        };
+        report.add_from(days::compact(self, tenant, &segments, mode, lease).await?);
         report.add_from(symbols::compact(self, tenant, mode, lease).await?);
         Ok(report)
     }

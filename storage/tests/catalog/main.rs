@@ -82,6 +82,7 @@ macro_rules! suite {
     };
 }
 
+mod day_segments;
 mod debug_files;
 mod delete_requests;
 mod deletions;

@@ -373,6 +373,8 @@ async fn stats_sum_per_table(url: String) {
         ("rollup_1h", TableStats::default()),
         ("totals_1m", TableStats::default()),
         ("totals_1h", TableStats::default()),
+        ("rollup_1d", TableStats::default()),
+        ("totals_1d", TableStats::default()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -16,7 +16,7 @@ use super::deleted::Deleted;
 use super::grouping::group_dims;
 use super::scan::{Implied, selection_filter};
 use super::scope::{GroupKey, Scope};
-use super::selection::{SeriesGroup, match_series, segments_to_scan, series_groups};
+use super::selection::{match_series, segments_to_scan, series_groups};
 use super::tiers::{self, Source};
 use crate::error::QueryError;
 use crate::limits::exceeded;
@@ -122,15 +122,34 @@ impl QueryEngine {
         if matched.is_empty() {
             return Ok(None);
         }
+        // What the scan groups by, and so which tiers may answer, follows from the matched
+        // series: a grouped label some of them lack is read from the sample attributes.
+        let mut dims = needs.dims;
+        if needs
+            .labels
+            .iter()
+            .any(|name| matched.values().flatten().any(|s| !s.labels.contains_key(*name)))
+        {
+            dims.push(Dim::AttrSet);
+        }
+        let on_samples = matched.keys().any(|k| !k.is_empty());
+        let raw_reason = raw_reason(scope, &dims, on_samples);
+        let allowed = self.resolutions(&dims, raw_reason.is_some());
         // Where the selector picks some of the range's series, only theirs are listed: at
         // fleet cardinality the extents of every series are most of a query's catalog
-        // time. The segments are listed before the symbols are read, so that the symbol
-        // cache already holds every attribute set these segments can reference.
+        // time. Where whole days may be read from day segments, what those sum is not
+        // listed at all. The segments are listed before the symbols are read, so that the
+        // symbol cache already holds every attribute set these segments can reference.
         let matched_ids: Vec<i64> = matched.values().flatten().map(|s| s.id).collect();
         let partial = matched_ids.len() < series.len();
-        let mut segments = if partial {
+        let selection = partial.then_some(matched_ids.as_slice());
+        let mut segments = if allowed.contains(&Resolution::Day) && deleted.cuts().is_empty() {
             self.catalog
-                .segments_holding(&scope.tenant, scope.range, &matched_ids)
+                .segments_summed(&scope.tenant, scope.range, selection)
+                .await?
+        } else if let Some(ids) = selection {
+            self.catalog
+                .segments_holding(&scope.tenant, scope.range, ids)
                 .await?
         } else {
             self.catalog.segments(&scope.tenant, scope.range).await?
@@ -165,16 +184,6 @@ impl QueryEngine {
         if groups.is_empty() || segments.is_empty() {
             return Ok(None);
         }
-        let mut dims = needs.dims;
-        if needs
-            .labels
-            .iter()
-            .any(|name| series.values().any(|s| !s.labels.contains_key(*name)))
-        {
-            dims.push(Dim::AttrSet);
-        }
-        let raw_reason = raw_reason(scope, &dims, &groups);
-        let allowed = self.resolutions(&dims, raw_reason.is_some());
         let timeless = !dims.iter().any(|d| matches!(d, Dim::Time | Dim::Bucket { .. }));
         let reading = tiers::read(segments, days, scope.range, &allowed, timeless, &deleted.cuts()).map_err(
             |gone| {
@@ -325,8 +334,6 @@ fn link_filter(scope: &Scope) -> Option<Expr> {
     .reduce(Expr::and)
 }
 
-/// Why a query needs raw samples, which the rollup tiers do not hold; `None` when the
-/// tiers can answer it.
 /// `value`, each row of a counted series (see [`Scope::in_time`]) multiplied by the
 /// series' period: by one literal when every selected series has the same weight.
 pub(super) fn value_expr(scope: &Scope, series: &HashMap<i64, Series>) -> Expr {
@@ -360,14 +367,16 @@ pub(super) fn value_expr(scope: &Scope, series: &HashMap<i64, Series>) -> Expr {
     }
 }
 
-fn raw_reason(scope: &Scope, dims: &[Dim], groups: &[SeriesGroup]) -> Option<&'static str> {
+/// Why a query needs raw samples, which the rollup tiers do not hold; `None` when the
+/// tiers can answer it. `on_samples`: the selector matches labels on sample attributes.
+fn raw_reason(scope: &Scope, dims: &[Dim], on_samples: bool) -> Option<&'static str> {
     if !scope.trace_ids.is_empty() {
         Some("a trace id filter")
     } else if !scope.span_ids.is_empty() {
         Some("a span id filter")
     } else if !scope.profile_ids.is_empty() || scope.segments.is_some() {
         Some("a profile id lookup")
-    } else if groups.iter().any(|g| g.attr_set_ids.is_some()) {
+    } else if on_samples {
         Some("a selector on sample attributes")
     } else if dims.contains(&Dim::AttrSet) {
         Some("grouping by sample attributes")

@@ -50,6 +50,23 @@ pub trait SegmentCatalog: Send + Sync {
         series_ids: &[i64],
     ) -> CatalogResult<Vec<SegmentMeta>>;
 
+    /// [`Self::segments`], or [`Self::segments_holding`] when `series_ids` are given, for a
+    /// read that takes whole days from day segments: a segment lying inside a whole UTC day
+    /// of `range` that has a fresh day segment is left out, since that day segment sums
+    /// it. A month's read then lists a day segment per day, not 24 blocks with their
+    /// series extents.
+    async fn segments_summed(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+        series_ids: Option<&[i64]>,
+    ) -> CatalogResult<Vec<SegmentMeta>> {
+        match series_ids {
+            Some(ids) => self.segments_holding(tenant, range, ids).await,
+            None => self.segments(tenant, range).await,
+        }
+    }
+
     /// Every tenant that has segments or symbols.
     async fn tenants(&self) -> CatalogResult<Vec<String>>;
 
@@ -99,6 +116,35 @@ const SELECTED_SEGMENT_SERIES_IN_RANGE: PerDialect = PerDialect {
         FROM segment_series ss JOIN segments s ON s.id = ss.segment_id
         WHERE s.tenant = $1 AND s.min_time < $2 AND s.max_time >= $3
           AND ss.tenant = $1 AND ss.min_time < $2 AND ss.max_time >= $3
+          AND ss.series_id IN (SELECT jsonb_array_elements_text($4::jsonb)::BIGINT)",
+};
+
+/// The objects of the segments `$1` (a JSON array of ids).
+const OBJECTS_OF: PerDialect = PerDialect {
+    sqlite: "SELECT o.segment_id, o.position, o.kind, o.key, o.size_bytes, o.rows
+        FROM segment_objects o WHERE o.segment_id IN (SELECT value FROM json_each($1))",
+    postgres: "SELECT o.segment_id, o.position, o.kind, o.key, o.size_bytes, o.rows
+        FROM segment_objects o WHERE o.segment_id IN (SELECT jsonb_array_elements_text($1::jsonb))",
+};
+
+/// The series extents of the segments `$1` (a JSON array of ids).
+const SEGMENT_SERIES_OF: PerDialect = PerDialect {
+    sqlite: "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
+        FROM segment_series ss WHERE ss.segment_id IN (SELECT value FROM json_each($1))",
+    postgres: "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
+        FROM segment_series ss WHERE ss.segment_id IN (SELECT jsonb_array_elements_text($1::jsonb))",
+};
+
+/// [`SEGMENT_SERIES_OF`], only the extents of the series `$4` (a JSON array) overlapping
+/// `[$3, $2)`.
+const SELECTED_SEGMENT_SERIES_OF: PerDialect = PerDialect {
+    sqlite: "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
+        FROM segment_series ss WHERE ss.segment_id IN (SELECT value FROM json_each($1))
+          AND ss.min_time < $2 AND ss.max_time >= $3
+          AND ss.series_id IN (SELECT value FROM json_each($4))",
+    postgres: "SELECT ss.segment_id, ss.position, ss.series_id, ss.min_time, ss.max_time, ss.samples
+        FROM segment_series ss WHERE ss.segment_id IN (SELECT jsonb_array_elements_text($1::jsonb))
+          AND ss.min_time < $2 AND ss.max_time >= $3
           AND ss.series_id IN (SELECT jsonb_array_elements_text($4::jsonb)::BIGINT)",
 };
 
@@ -200,23 +246,75 @@ const PING: &str = "SELECT 1";
 const DATA_RANGE: &str = "SELECT MIN(min_time), MAX(max_time) FROM segments WHERE tenant = $1";
 
 impl SqlCatalog {
+    /// The listing of [`SegmentCatalog::segments_summed`] when `summed`, else of
+    /// `segments` or `segments_holding`.
+    async fn segments_summed_or_not(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+        series_ids: Option<&[i64]>,
+        summed: bool,
+    ) -> CatalogResult<Vec<SegmentMeta>> {
+        let Some(series_ids) = series_ids else {
+            return self.list_segments(tenant, range, None, summed).await;
+        };
+        let ids = json_ids(series_ids);
+        let mut segments = self.list_segments(tenant, range, Some(&ids), summed).await?;
+        segments.retain(|s| !s.series.is_empty() || s.is_day());
+        Ok(segments)
+    }
+
     /// Segments overlapping `range` with their objects and their series extents, only those
-    /// of `series_ids` (a JSON array) when given: three queries inside one snapshot, so the
-    /// rows agree with each other.
+    /// of `series_ids` (a JSON array) when given, and without what day segments sum when
+    /// `summed`: three queries inside one snapshot, so the rows agree with each other.
     async fn list_segments(
         &self,
         tenant: &str,
         range: TimeRange,
         series_ids: Option<&str>,
+        summed: bool,
     ) -> CatalogResult<Vec<SegmentMeta>> {
         on_either!(self, |pool| {
             let mut tx = pool.begin_snapshot().await?;
-            let segments = sqlx::query_as::<_, SegmentRow>(SEGMENTS_IN_RANGE)
+            let mut segments = sqlx::query_as::<_, SegmentRow>(SEGMENTS_IN_RANGE)
                 .bind(tenant)
                 .bind(range.end)
                 .bind(range.start)
                 .fetch_all(&mut *tx)
                 .await?;
+            let before = segments.len();
+            if summed {
+                leave_out_summed(&mut segments, range);
+            }
+            if segments.len() < before {
+                // Only the rest's objects and extents: what the left out ones hold is most
+                // of a long range's rows.
+                let ids = serde_json::to_string(&segments.iter().map(|s| &s.id).collect::<Vec<_>>())
+                    .expect("strings serialize");
+                let objects = sqlx::query_as::<_, ObjectRow>(pool.sql(&OBJECTS_OF))
+                    .bind(&ids)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let series = match series_ids {
+                    None => {
+                        sqlx::query_as::<_, SegmentSeriesRow>(pool.sql(&SEGMENT_SERIES_OF))
+                            .bind(&ids)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                    Some(series_ids) => {
+                        sqlx::query_as::<_, SegmentSeriesRow>(pool.sql(&SELECTED_SEGMENT_SERIES_OF))
+                            .bind(&ids)
+                            .bind(range.end)
+                            .bind(range.start)
+                            .bind(series_ids)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                };
+                tx.commit().await?;
+                return assemble_segments(segments, objects, series);
+            }
             let objects = sqlx::query_as::<_, ObjectRow>(OBJECTS_IN_RANGE)
                 .bind(tenant)
                 .bind(range.end)
@@ -248,6 +346,28 @@ impl SqlCatalog {
     }
 }
 
+/// Drops from `segments` those other than day segments that lie inside a whole UTC day of
+/// `range` listed with a fresh day segment.
+fn leave_out_summed(segments: &mut Vec<SegmentRow>, range: TimeRange) {
+    let day = Resolution::Day;
+    let summed: std::collections::HashSet<i64> = segments
+        .iter()
+        .filter(|s| s.level == DAY_LEVEL)
+        .map(|s| day.bucket(s.min_time))
+        .filter(|&start| range.start <= start && start.saturating_add(day.step_nanos()) <= range.end)
+        .collect();
+    if summed.is_empty() {
+        return;
+    }
+    segments.retain(|s| {
+        let start = day.bucket(s.min_time);
+        s.level == DAY_LEVEL
+            || s.level == STALE_DAY_LEVEL
+            || start != day.bucket(s.max_time)
+            || !summed.contains(&start)
+    });
+}
+
 #[async_trait]
 impl SegmentCatalog for SqlCatalog {
     async fn commit_segment_within(
@@ -267,7 +387,7 @@ impl SegmentCatalog for SqlCatalog {
     }
 
     async fn segments(&self, tenant: &str, range: TimeRange) -> CatalogResult<Vec<SegmentMeta>> {
-        self.list_segments(tenant, range, None).await
+        self.list_segments(tenant, range, None, false).await
     }
 
     async fn segments_holding(
@@ -276,10 +396,17 @@ impl SegmentCatalog for SqlCatalog {
         range: TimeRange,
         series_ids: &[i64],
     ) -> CatalogResult<Vec<SegmentMeta>> {
-        let ids = json_ids(series_ids);
-        let mut segments = self.list_segments(tenant, range, Some(&ids)).await?;
-        segments.retain(|s| !s.series.is_empty() || s.is_day());
-        Ok(segments)
+        self.segments_summed_or_not(tenant, range, Some(series_ids), false)
+            .await
+    }
+
+    async fn segments_summed(
+        &self,
+        tenant: &str,
+        range: TimeRange,
+        series_ids: Option<&[i64]>,
+    ) -> CatalogResult<Vec<SegmentMeta>> {
+        self.segments_summed_or_not(tenant, range, series_ids, true).await
     }
 
     async fn tenants(&self) -> CatalogResult<Vec<String>> {

@@ -93,6 +93,23 @@ async fn a_day_segment_is_listed_only_over_every_segment_of_its_day(url: String)
     let mut holding = ids(&holding);
     holding.sort();
     assert_eq!(holding, ["day-0", "seg-2"]);
+    // A read that takes whole days from day segments does not list what they sum, with
+    // or without a selection of series; over less than the whole day it lists everything.
+    let whole_day = range(0, DAY);
+    assert_eq!(
+        ids(&cat.segments_summed("t", whole_day, None).await.unwrap()),
+        ["day-0"]
+    );
+    let selected = cat
+        .segments_summed("t", whole_day, Some(&[f.api.id]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&selected), ["day-0"]);
+    let mut part = cat.segments_summed("t", range(0, DAY - 1), None).await.unwrap();
+    part.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut all = cat.segments("t", TimeRange::ALL).await.unwrap();
+    all.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(part, all, "objects and extents as the plain listing has them");
     // It counts as a segment with its tables, but holds no series of its own.
     let stats = cat.stats("t").await.unwrap();
     assert_eq!(stats.segments, 4);
@@ -116,6 +133,9 @@ async fn commits_and_swaps_in_its_day_make_it_stale(url: String) {
         .await
         .unwrap();
     assert_eq!(day_levels(&cat).await, [("day-0".to_string(), STALE_DAY_LEVEL)]);
+    // A stale day segment leaves nothing out.
+    let listed = cat.segments_summed("t", range(0, DAY), None).await.unwrap();
+    assert_eq!(listed.len(), 5, "{:?}", ids(&listed));
     // Summing the day again replaces the stale one, whose objects go after the grace.
     cat.commit_day(&day_commit(
         "day-0b",

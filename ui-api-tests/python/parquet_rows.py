@@ -5,7 +5,8 @@ with what the test sent.
 Usage: parquet_rows.py STORE_DIR
 
 Output: {"samples": [[series_id, time_nanos, value], ...], "rollup_1m": [...],
-"rollup_1h": [...], "totals_1m": [...], "totals_1h": [...], "files": {"samples": N, ...}},
+"rollup_1h": [...], "rollup_1d": [...], "totals_1m": [...], "totals_1h": [...],
+"totals_1d": [...], "files": {"samples": N, ...}},
 the rows of every object of each kind found under STORE_DIR/tenants/*/segments/*/.
 """
 
@@ -16,7 +17,7 @@ import sys
 
 import duckdb
 
-KINDS = ("samples", "rollup_1m", "rollup_1h", "totals_1m", "totals_1h")
+KINDS = ("samples", "rollup_1m", "rollup_1h", "rollup_1d", "totals_1m", "totals_1h", "totals_1d")
 
 
 def main():

@@ -11,7 +11,7 @@
 // One dependency list serves all of the package's tests, benches and binaries.
 #![allow(unused_crate_dependencies)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +25,7 @@ use ui_api_tests::server::{Options, Server};
 const SEC: i64 = 1_000_000_000;
 const MIN: i64 = 60 * SEC;
 const HOUR: i64 = 60 * MIN;
+const DAY: i64 = 24 * HOUR;
 const HOURS: i64 = 48;
 /// Hours whose samples raw retention removes, leaving their rollups.
 const ROLLUP_ONLY_HOURS: i64 = 10;
@@ -106,15 +107,30 @@ struct Rows {
     samples: Vec<(i64, i64)>,
     rollup_1m: Vec<(i64, i64)>,
     rollup_1h: Vec<(i64, i64)>,
+    rollup_1d: Vec<(i64, i64)>,
     totals_1m: Vec<(i64, i64)>,
     totals_1h: Vec<(i64, i64)>,
+    totals_1d: Vec<(i64, i64)>,
 }
 
-fn expected_rows(kept: &[&Sent], raw_from: i64) -> Rows {
+impl Rows {
+    /// The UTC days that day segments hold: which closed days compaction has summed depends
+    /// on the clock (a day whose blocks straddle the raw retention cutoff waits), so the
+    /// expected day cells are those of the days stored, each summed from the input.
+    fn days(&self) -> BTreeSet<i64> {
+        self.rollup_1d.iter().map(|(t, _)| *t).collect()
+    }
+}
+
+/// What the store must hold of `kept`, with day cells for the UTC days in `days`.
+fn expected_rows(kept: &[&Sent], raw_from: i64, days: &BTreeSet<i64>) -> Rows {
     // `by_stack` false sums a service's stacks together, as the totals do.
     let cells = |step: i64, by_stack: bool| {
         let mut sums: BTreeMap<(usize, i64, i32), i64> = BTreeMap::new();
         for p in kept {
+            if step == DAY && !days.contains(&(p.time.div_euclid(DAY) * DAY)) {
+                continue;
+            }
             let stack = if by_stack { p.stack } else { 0 };
             *sums
                 .entry((p.service, p.time.div_euclid(step) * step, stack))
@@ -134,8 +150,10 @@ fn expected_rows(kept: &[&Sent], raw_from: i64) -> Rows {
         samples,
         rollup_1m: cells(MIN, true),
         rollup_1h: cells(HOUR, true),
+        rollup_1d: cells(DAY, true),
         totals_1m: cells(MIN, false),
         totals_1h: cells(HOUR, false),
+        totals_1d: cells(DAY, false),
     }
 }
 
@@ -167,21 +185,24 @@ fn stored_rows(server: &Server) -> (Rows, Value) {
         samples: rows("samples"),
         rollup_1m: rows("rollup_1m"),
         rollup_1h: rows("rollup_1h"),
+        rollup_1d: rows("rollup_1d"),
         totals_1m: rows("totals_1m"),
         totals_1h: rows("totals_1h"),
+        totals_1d: rows("totals_1d"),
     };
     (stored, json["files"].clone())
 }
 
-/// [`stored_rows`] once they equal `want`, or after a minute. Replaced objects go after
-/// the deletion grace, orphans of killed passes after theirs: until then the store may
-/// hold more than the catalog lists.
-async fn settled_rows(server: &Server, want: &Rows) -> (Rows, Value) {
+/// [`stored_rows`] once they equal what the store must hold of `kept` (returned second),
+/// or after a minute. Replaced objects go after the deletion grace, orphans of killed passes
+/// after theirs: until then the store may hold more than the catalog lists.
+async fn settled_rows(server: &Server, kept: &[&Sent], raw_from: i64) -> (Rows, Rows, Value) {
     let started = Instant::now();
     loop {
         let (stored, files) = stored_rows(server);
-        if stored == *want || started.elapsed() > Duration::from_secs(60) {
-            return (stored, files);
+        let want = expected_rows(kept, raw_from, &stored.days());
+        if stored == want || started.elapsed() > Duration::from_secs(60) {
+            return (stored, want, files);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -307,15 +328,28 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
     let api = Api::new(server.http()).with_tenant(TENANT);
     let sent = input(base);
     send(&server, &sent).await;
+    // Yesterday lies wholly in the 48 hours sent, so at least one closed day is summed.
     wait_for(
-        "an hour block with rollups per hour",
+        "an hour block with rollups per hour and a day segment",
         Duration::from_secs(120),
         async || {
             let stats = api.stats().await;
-            stats["segments"] == HOURS && stats["tables"]["rollup_1h"]["objects"] == HOURS
+            let days = stats["tables"]["rollup_1d"]["objects"].as_i64().unwrap_or(0);
+            days >= 1 && stats["segments"] == HOURS + days && stats["tables"]["rollup_1h"]["objects"] == HOURS
         },
     )
     .await;
+    let all: Vec<&Sent> = sent.iter().collect();
+    let (stored, want, files) = settled_rows(&server, &all, base).await;
+    assert!(!stored.days().is_empty(), "no day segment stored ({files})");
+    assert_eq!(
+        stored.rollup_1d, want.rollup_1d,
+        "day rollups before retention ({files})"
+    );
+    assert_eq!(
+        stored.totals_1d, want.totals_1d,
+        "day totals before retention ({files})"
+    );
 
     // Raw retention from the middle of hour 9: hours 0-9 keep only their rollups.
     let raw_from = base + (ROLLUP_ONLY_HOURS - 1) * HOUR + 30 * MIN;
@@ -328,7 +362,6 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
     })
     .await;
     let (from, to) = (base, now());
-    let all: Vec<&Sent> = sent.iter().collect();
     assert_eq!(
         answers(&api, from, to).await,
         expected_answers(&all),
@@ -425,8 +458,7 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
     })
     .await;
 
-    let want = expected_rows(&kept, raw_from);
-    let (stored, files) = settled_rows(&server, &want).await;
+    let (stored, want, files) = settled_rows(&server, &kept, raw_from).await;
     for p in sent.iter().filter(|p| deletions.iter().any(|d| d.removes(p))) {
         assert!(
             !stored.samples.contains(&(p.time, p.value)),
@@ -438,6 +470,8 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
     assert_eq!(stored.rollup_1h, want.rollup_1h, "hour rollups ({files})");
     assert_eq!(stored.totals_1m, want.totals_1m, "minute totals ({files})");
     assert_eq!(stored.totals_1h, want.totals_1h, "hour totals ({files})");
+    assert_eq!(stored.rollup_1d, want.rollup_1d, "day rollups ({files})");
+    assert_eq!(stored.totals_1d, want.totals_1d, "day totals ({files})");
     let stats = api.stats().await;
     assert_eq!(
         stats["tables"]["samples"]["rows"].as_i64().unwrap(),
@@ -485,14 +519,14 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
         .collect();
     send(&server, &new).await;
     wait_for("hour 30 compacted again", Duration::from_secs(60), async || {
-        api.stats().await["segments"] == HOURS
+        let stats = api.stats().await;
+        stats["segments"] == HOURS + stats["tables"]["rollup_1d"]["objects"].as_i64().unwrap_or(0)
     })
     .await;
     server.restart().await;
     let api = Api::new(server.http()).with_tenant(TENANT);
     let kept: Vec<&Sent> = kept.into_iter().chain(&new).collect();
-    let want = expected_rows(&kept, raw_from);
-    let (stored, files) = settled_rows(&server, &want).await;
+    let (stored, want, files) = settled_rows(&server, &kept, raw_from).await;
     assert_eq!(stored.samples, want.samples, "samples after new ingest ({files})");
     assert_eq!(
         stored.rollup_1m, want.rollup_1m,
@@ -500,6 +534,7 @@ async fn a_purge_leaves_no_deleted_sample_in_any_object_and_survives_sigkill() {
     );
     assert_eq!(stored.rollup_1h, want.rollup_1h, "hour rollups after new ingest");
     assert_eq!(stored.totals_1h, want.totals_1h, "hour totals after new ingest");
+    assert_eq!(stored.rollup_1d, want.rollup_1d, "day rollups after new ingest");
     assert_eq!(
         answers(&api, from, to).await,
         expected_answers(&kept),

@@ -478,6 +478,24 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
         .filter(|x| compacted.contains(x.time))
         .map(|x| (x.service, x.time.div_euclid(HOUR)))
         .collect();
+    let day_end = T0 + 24 * HOUR;
+    let after_t0: Vec<_> = s
+        .catalog
+        .segments(TENANT, compacted)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|b| !b.is_day() && b.max_time >= day_end)
+        .collect();
+    let blocks_after_t0 = after_t0.len();
+    // A block reaching back into day T0 still holds those hours' rows: they are decoded
+    // and left out by the time filter.
+    let reaching_back = after_t0.iter().map(|b| b.min_time).min().unwrap_or(day_end);
+    let decoded = cells.len()
+        + cells
+            .iter()
+            .filter(|&&(_, hour)| reaching_back.div_euclid(HOUR) <= hour && hour * HOUR < day_end)
+            .count();
     for group_by in [vec![], vec![GroupKey::Label("service.name".into())]] {
         let series = tiered
             .timeseries(&TimeseriesQuery {
@@ -488,11 +506,19 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
             })
             .await
             .unwrap();
-        let read = series.stats.unwrap().rows_by_tier;
+        let stats = series.stats.unwrap();
+        // Day T0 is summed: its hours are read from the day segment's hour totals, one
+        // object in place of its blocks'.
+        assert_eq!(
+            stats.segments as usize,
+            1 + blocks_after_t0,
+            "the day segment and the blocks with samples after day T0"
+        );
+        let read = stats.rows_by_tier;
         assert_eq!(
             read.get("1h").copied(),
-            Some(cells.len() as u64),
-            "the time series reads one row per (series, hour): {read:?}"
+            Some(decoded as u64),
+            "the time series reads one row per (series, hour) of each object: {read:?}"
         );
         assert_eq!(read.len(), 1, "the 1h tier alone: {read:?}");
         let total: i64 = series.series.iter().map(|g| g.total).sum();

@@ -19,7 +19,8 @@ use futures::TryStreamExt;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use stackhouse_storage::catalog::{
-    Catalog, DAY_LEVEL, DeleteRequest, DeleteState, STALE_DAY_LEVEL, SegmentCommit, SegmentMeta, TableKind,
+    Catalog, DAY_LEVEL, DeleteRequest, DeleteState, ObjectMeta, STALE_DAY_LEVEL, SegmentCommit, SegmentMeta,
+    TableKind,
 };
 use stackhouse_storage::cleanup;
 use stackhouse_storage::clock::{Clock, ManualClock};
@@ -233,24 +234,30 @@ async fn totals_match_rollups(w: &World) {
                     *sum = sum.wrapping_add(v);
                 }
             }
-            let mut got = Vec::new();
-            for table in read_table(&w.store, totals.kind, totals).await.unwrap() {
-                let column = |name: &str| {
-                    table
-                        .column(table.schema().index_of(name).unwrap())
-                        .as_primitive::<Int64Type>()
-                        .clone()
-                };
-                let (t, s, v) = (
-                    column(schema::samples::TIME),
-                    column(schema::samples::SERIES_ID),
-                    column(schema::samples::VALUE),
-                );
-                got.extend((0..table.num_rows()).map(|i| ((s.value(i), t.value(i)), v.value(i))));
-            }
+            let got = totals_rows(w, totals).await;
             assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{} {r:?}", segment.id);
         }
     }
+}
+
+/// The ((series, bucket), sum) rows of a totals object, in stored order.
+async fn totals_rows(w: &World, totals: &ObjectMeta) -> Vec<((i64, i64), i64)> {
+    let mut out = Vec::new();
+    for table in read_table(&w.store, totals.kind, totals).await.unwrap() {
+        let column = |name: &str| {
+            table
+                .column(table.schema().index_of(name).unwrap())
+                .as_primitive::<Int64Type>()
+                .clone()
+        };
+        let (t, s, v) = (
+            column(schema::samples::TIME),
+            column(schema::samples::SERIES_ID),
+            column(schema::samples::VALUE),
+        );
+        out.extend((0..table.num_rows()).map(|i| ((s.value(i), t.value(i)), v.value(i))));
+    }
+    out
 }
 
 /// Three hours of data, the second in many segments, then compacted completely.
@@ -715,7 +722,21 @@ async fn a_closed_day_is_summed_once_and_goes_stale_with_its_blocks() {
     );
     assert!(summed.series.is_empty(), "a day segment owns no samples");
     let kinds: Vec<TableKind> = summed.objects.iter().map(|o| o.kind).collect();
-    assert_eq!(kinds, [TableKind::Rollup1d, TableKind::Totals1d]);
+    assert_eq!(
+        kinds,
+        [TableKind::Rollup1d, TableKind::Totals1d, TableKind::Totals1h]
+    );
+    // Its hour totals are the day's rows summed per (series, hour), for time series by the
+    // hour.
+    let mut hourly: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    for ((s, t, _), v) in sums(&w.rows, HOUR, day, day + DAY) {
+        let sum = hourly.entry((s, t)).or_default();
+        *sum = sum.wrapping_add(v);
+    }
+    assert_eq!(
+        totals_rows(&w, summed.object(TableKind::Totals1h).unwrap()).await,
+        hourly.into_iter().collect::<Vec<_>>()
+    );
     // The day rollup is the day's rows summed per (series, stack), the part of the
     // straddling block after midnight left out.
     let want = sums(&w.rows, DAY, day, day + DAY);

@@ -122,13 +122,15 @@ impl Rows {
     }
 }
 
-/// What the store must hold of `kept`, with day cells for the UTC days in `days`.
+/// What the store must hold of `kept`, with the day segments' cells for the UTC days in
+/// `days`: their day rollup and totals, and their hour totals beside the blocks' own.
 fn expected_rows(kept: &[&Sent], raw_from: i64, days: &BTreeSet<i64>) -> Rows {
-    // `by_stack` false sums a service's stacks together, as the totals do.
-    let cells = |step: i64, by_stack: bool| {
+    // `by_stack` false sums a service's stacks together, as the totals do; `summed` keeps
+    // only the samples of the days in `days`.
+    let cells = |step: i64, by_stack: bool, summed: bool| {
         let mut sums: BTreeMap<(usize, i64, i32), i64> = BTreeMap::new();
         for p in kept {
-            if step == DAY && !days.contains(&(p.time.div_euclid(DAY) * DAY)) {
+            if summed && !days.contains(&(p.time.div_euclid(DAY) * DAY)) {
                 continue;
             }
             let stack = if by_stack { p.stack } else { 0 };
@@ -146,14 +148,17 @@ fn expected_rows(kept: &[&Sent], raw_from: i64, days: &BTreeSet<i64>) -> Rows {
         .map(|p| (p.time, p.value))
         .collect();
     samples.sort_unstable();
+    let mut totals_1h = cells(HOUR, false, false);
+    totals_1h.extend(cells(HOUR, false, true));
+    totals_1h.sort_unstable();
     Rows {
         samples,
-        rollup_1m: cells(MIN, true),
-        rollup_1h: cells(HOUR, true),
-        rollup_1d: cells(DAY, true),
-        totals_1m: cells(MIN, false),
-        totals_1h: cells(HOUR, false),
-        totals_1d: cells(DAY, false),
+        rollup_1m: cells(MIN, true, false),
+        rollup_1h: cells(HOUR, true, false),
+        rollup_1d: cells(DAY, true, true),
+        totals_1m: cells(MIN, false, false),
+        totals_1h,
+        totals_1d: cells(DAY, false, true),
     }
 }
 

@@ -143,7 +143,11 @@ impl QueryEngine {
         let matched_ids: Vec<i64> = matched.values().flatten().map(|s| s.id).collect();
         let partial = matched_ids.len() < series.len();
         let selection = partial.then_some(matched_ids.as_slice());
-        let mut segments = if allowed.contains(&Resolution::Day) && deleted.cuts().is_empty() {
+        // Whole days are read from day segments where the query may read the day tier, or
+        // the hour tier without stacks (a day segment's hour totals).
+        let stackless = !dims.contains(&Dim::Stack);
+        let summed = allowed.contains(&Resolution::Day) || (stackless && allowed.contains(&Resolution::Hour));
+        let mut segments = if summed && deleted.cuts().is_empty() {
             self.catalog
                 .segments_summed(&scope.tenant, scope.range, selection)
                 .await?
@@ -185,21 +189,28 @@ impl QueryEngine {
             return Ok(None);
         }
         let timeless = !dims.iter().any(|d| matches!(d, Dim::Time | Dim::Bucket { .. }));
-        let reading = tiers::read(segments, days, scope.range, &allowed, timeless, &deleted.cuts()).map_err(
-            |gone| {
-                QueryError::RawGone(format!(
-                    "{} needs raw samples, and raw retention removed them up to {}; start the range after it",
-                    raw_reason.unwrap_or("this query"),
-                    rfc3339(gone.until)
-                ))
-            },
-        )?;
+        let reading = tiers::read(
+            segments,
+            days,
+            scope.range,
+            &allowed,
+            timeless,
+            stackless,
+            &deleted.cuts(),
+        )
+        .map_err(|gone| {
+            QueryError::RawGone(format!(
+                "{} needs raw samples, and raw retention removed them up to {}; start the range after it",
+                raw_reason.unwrap_or("this query"),
+                rfc3339(gone.until)
+            ))
+        })?;
         let links = link_filter(scope);
         let hidden = deleted.filter();
-        let sources = if dims.contains(&Dim::Stack) {
-            reading.sources
-        } else {
+        let sources = if stackless {
             tiers::stackless(reading.sources)
+        } else {
+            reading.sources
         };
         let scans = sources
             .into_iter()

@@ -179,22 +179,31 @@ fn ceil(t: i64, resolution: Resolution) -> i64 {
 ///
 /// `days` are fresh day segments: each sums every other segment's samples of its day, so
 /// a whole day of the range that has one is read from it alone, and the other segments
-/// skip that day. A day without one is read from the hour tier.
+/// skip that day. A day without one is read from the hour tier. A query without a stack
+/// dimension (`stackless`) reads the whole days of its hour stretches from their day
+/// segments' hour totals as well.
 pub(crate) fn read(
     segments: Vec<SegmentMeta>,
     days: Vec<SegmentMeta>,
     range: TimeRange,
     allowed: &[Resolution],
     timeless: bool,
+    stackless: bool,
     cuts: &[i64],
 ) -> Result<Reading, RawGone> {
     let days: BTreeMap<i64, SegmentMeta> = days.into_iter().map(|d| (d.day().start, d)).collect();
     let wanted = by_day(cut_at(range, allowed, cuts), &days);
-    let covered: Vec<TimeRange> = wanted
+    let (wanted, hourly) = if stackless {
+        hours_of_days(wanted, &days)
+    } else {
+        (wanted, Vec::new())
+    };
+    let daily: Vec<TimeRange> = wanted
         .iter()
         .filter(|(r, _)| *r == Resolution::Day)
         .map(|&(_, stretch)| stretch)
         .collect();
+    let covered: Vec<TimeRange> = daily.iter().chain(&hourly).copied().collect();
     let widen = allowed != [Resolution::Raw];
     let mut answered = range;
     let mut gone: Option<i64> = None;
@@ -285,23 +294,79 @@ pub(crate) fn read(
             totals: false,
         });
     }
-    let read_days: Vec<SegmentMeta> = days
-        .into_values()
-        .filter(|d| {
-            covered
-                .iter()
-                .any(|c| c.start <= d.day().start && d.day().end <= c.end)
-        })
-        .collect();
-    if !read_days.is_empty() {
-        sources.push(Source {
-            resolution: Resolution::Day,
-            ranges: covered,
-            segments: read_days,
-            totals: false,
-        });
+    let (mut read_daily, mut read_hourly) = (Vec::new(), Vec::new());
+    for day in days.into_values() {
+        let within = |c: &TimeRange| c.start <= day.day().start && day.day().end <= c.end;
+        if daily.iter().any(within) {
+            read_daily.push(day);
+        } else if hourly.iter().any(within) {
+            read_hourly.push(day);
+        }
+    }
+    for (resolution, ranges, segments, totals) in [
+        (Resolution::Day, daily, read_daily, false),
+        (Resolution::Hour, hourly, read_hourly, true),
+    ] {
+        if !segments.is_empty() {
+            sources.push(Source {
+                resolution,
+                ranges,
+                segments,
+                totals,
+            });
+        }
     }
     Ok(Reading { sources, answered })
+}
+
+/// `wanted` without the whole days of its hour stretches that have a day segment with
+/// hour totals, and those days (adjacent ones merged).
+fn hours_of_days(
+    wanted: Vec<(Resolution, TimeRange)>,
+    days: &BTreeMap<i64, SegmentMeta>,
+) -> (Vec<(Resolution, TimeRange)>, Vec<TimeRange>) {
+    let step = Resolution::Day.step_nanos();
+    let (mut out, mut taken) = (Vec::with_capacity(wanted.len()), Vec::new());
+    for (resolution, stretch) in wanted {
+        if resolution != Resolution::Hour {
+            push(&mut out, resolution, stretch);
+            continue;
+        }
+        let mut rest = stretch.start;
+        let mut day = ceil(stretch.start, Resolution::Day);
+        while day.saturating_add(step) <= stretch.end {
+            let end = day.saturating_add(step);
+            if days
+                .get(&day)
+                .is_some_and(|d| d.object(TableKind::Totals1h).is_some())
+            {
+                if rest < day {
+                    push(
+                        &mut out,
+                        resolution,
+                        TimeRange {
+                            start: rest,
+                            end: day,
+                        },
+                    );
+                }
+                taken.push(TimeRange { start: day, end });
+                rest = end;
+            }
+            day = end;
+        }
+        if rest < stretch.end {
+            push(
+                &mut out,
+                resolution,
+                TimeRange {
+                    start: rest,
+                    end: stretch.end,
+                },
+            );
+        }
+    }
+    (out, merged(taken))
 }
 
 /// `wanted` with each day stretch cut into its days: those with a day segment stay day
@@ -425,7 +490,16 @@ mod tests {
         // Written before totals existed.
         let old = segment("old", H, 2 * H - 1, &ALL);
         // Raw samples, then minutes, then the second hour.
-        let reading = read(vec![new, old], vec![], r(30 * M + 1, 2 * H), &ALL, false, &[]).unwrap();
+        let reading = read(
+            vec![new, old],
+            vec![],
+            r(30 * M + 1, 2 * H),
+            &ALL,
+            false,
+            false,
+            &[],
+        )
+        .unwrap();
         let mut got: Vec<(Resolution, TableKind, Vec<String>)> = stackless(reading.sources)
             .iter()
             .map(|s| {
@@ -465,7 +539,7 @@ mod tests {
             .collect()
     }
 
-    /// A day segment of the day starting at `start`, with both its tables.
+    /// A day segment of the day starting at `start`, with its tables.
     fn day_segment(id: &str, start: i64) -> SegmentMeta {
         SegmentMeta {
             id: id.into(),
@@ -474,7 +548,7 @@ mod tests {
             max_time: start + 24 * H - 7,
             level: stackhouse_storage::catalog::DAY_LEVEL,
             created_at_nanos: 0,
-            objects: [TableKind::Rollup1d, TableKind::Totals1d]
+            objects: [TableKind::Rollup1d, TableKind::Totals1d, TableKind::Totals1h]
                 .map(|kind| ObjectMeta {
                     kind,
                     key: format!("{id}/{}", kind.as_str()),
@@ -505,7 +579,7 @@ mod tests {
         let days = || vec![day_segment("d0", 0), day_segment("d1", D)];
         let range = r(D - 30 * M, 3 * D + 2 * H);
         let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let reading = read(blocks(), days(), range, &Resolution::ALL, false, &[]).unwrap();
+        let reading = read(blocks(), days(), range, &Resolution::ALL, false, false, &[]).unwrap();
         assert_eq!(reading.answered, range);
         assert_eq!(
             sources(&reading),
@@ -518,7 +592,7 @@ mod tests {
         );
         // Without a time dimension, blocks inside the range outside covered days are read
         // whole; one reaching into a covered day is not.
-        let reading = read(blocks(), days(), range, &Resolution::ALL, true, &[]).unwrap();
+        let reading = read(blocks(), days(), range, &Resolution::ALL, true, false, &[]).unwrap();
         assert_eq!(
             sources(&reading),
             vec![
@@ -532,16 +606,49 @@ mod tests {
         let kinds: Vec<TableKind> = stackless(reading.sources).iter().map(Source::kind).collect();
         assert!(kinds.contains(&TableKind::Totals1d), "{kinds:?}");
         // Where the day tier is not allowed (buckets of an hour), the day is read in hours.
-        let hourly = read(blocks(), days(), range, &ALL, false, &[]).unwrap();
+        let hourly = read(blocks(), days(), range, &ALL, false, false, &[]).unwrap();
         assert!(sources(&hourly).iter().all(|(res, _, _)| *res != Day));
         assert!(
             sources(&hourly)
                 .iter()
                 .any(|(_, _, ids)| ids.contains(&"b1".to_string()))
         );
+        // Without stacks, the same hours of day 1 come from its day segment's hour totals
+        // alone; the blocks read the rest.
+        let hourly = read(blocks(), days(), range, &ALL, false, true, &[]).unwrap();
+        assert_eq!(
+            sources(&hourly),
+            vec![
+                (Minute, vec![r(D - 30 * M, D)], ids(&["b0", "x", "b2", "b3"])),
+                (Hour, vec![r(2 * D, 3 * D + 2 * H)], ids(&["b0", "x", "b2", "b3"])),
+                (Hour, vec![r(D, 2 * D)], ids(&["d1"])),
+            ]
+        );
+        let kinds: Vec<TableKind> = hourly.sources.iter().map(Source::kind).collect();
+        assert_eq!(kinds.last(), Some(&TableKind::Totals1h), "{kinds:?}");
+        // A day segment without hour totals leaves its day's hours to the blocks.
+        let mut bare = day_segment("d1", D);
+        bare.objects.retain(|o| o.kind != TableKind::Totals1h);
+        let from_blocks = read(blocks(), vec![bare], range, &ALL, false, true, &[]).unwrap();
+        assert!(
+            sources(&from_blocks)
+                .iter()
+                .all(|(_, _, ids)| !ids.contains(&"d1".to_string()) && ids.len() == 5),
+            "{:?}",
+            sources(&from_blocks)
+        );
         // A deleted stretch's edge inside day 1 keeps its cells apart: day 1 is read in
         // hours and minutes around the cut, and its day segment not at all.
-        let cut = read(blocks(), days(), range, &Resolution::ALL, false, &[D + 90 * M]).unwrap();
+        let cut = read(
+            blocks(),
+            days(),
+            range,
+            &Resolution::ALL,
+            false,
+            false,
+            &[D + 90 * M],
+        )
+        .unwrap();
         assert!(
             sources(&cut).iter().all(|(res, _, _)| *res != Day),
             "{:?}",
@@ -591,7 +698,7 @@ mod tests {
         let range = r(H - 30, 3 * H);
         let fresh = segment("fresh", 2 * H + 5, 2 * H + 50, &[Raw]);
         let block = segment("block", H - 100, 2 * H - 1, &[Raw, Minute, Hour]);
-        let reading = read(vec![fresh, block], vec![], range, &ALL, false, &[]).unwrap();
+        let reading = read(vec![fresh, block], vec![], range, &ALL, false, false, &[]).unwrap();
         assert_eq!(reading.answered, range);
         assert_eq!(
             sources(&reading),
@@ -630,17 +737,26 @@ mod tests {
                 ),
             ]
         };
-        let reading = read(vec![block.clone(), straddling], vec![], range, &ALL, true, &[]).unwrap();
+        let reading = read(
+            vec![block.clone(), straddling],
+            vec![],
+            range,
+            &ALL,
+            true,
+            false,
+            &[],
+        )
+        .unwrap();
         assert_eq!(reading.answered, range);
         let mut want = by_stretches("older");
         want.push((Hour, vec![r(10 * H, 11 * H)], vec!["block".into()]));
         assert_eq!(sources(&reading), want);
         // Over time buckets the edges stay exact: the block's last seconds are raw.
-        let by_time = read(vec![block.clone()], vec![], range, &ALL, false, &[]).unwrap();
+        let by_time = read(vec![block.clone()], vec![], range, &ALL, false, false, &[]).unwrap();
         assert_eq!(sources(&by_time), by_stretches("block"));
         // Only the resolutions a query allows: raw alone reads the whole block raw.
         assert_eq!(
-            sources(&read(vec![block.clone()], vec![], range, &[Raw], true, &[]).unwrap()),
+            sources(&read(vec![block.clone()], vec![], range, &[Raw], true, false, &[]).unwrap()),
             vec![(
                 Raw,
                 vec![r(block.min_time, block.max_time + 1)],
@@ -649,7 +765,7 @@ mod tests {
         );
         // A sample at the range's end is outside it: the block is cut as before.
         let at_end = r(10 * H, block.max_time);
-        let cut = sources(&read(vec![block], vec![], at_end, &ALL, true, &[]).unwrap());
+        let cut = sources(&read(vec![block], vec![], at_end, &ALL, true, false, &[]).unwrap());
         assert!(cut.iter().any(|(res, _, _)| *res == Raw), "{cut:?}");
     }
 
@@ -658,7 +774,7 @@ mod tests {
         use Resolution::{Hour, Minute, Raw};
         let block = segment("block", 0, 3 * H - 1, &ALL);
         let at = H + 30 * M + 5;
-        let reading = read(vec![block], vec![], r(0, 3 * H), &ALL, true, &[at]).unwrap();
+        let reading = read(vec![block], vec![], r(0, 3 * H), &ALL, true, false, &[at]).unwrap();
         assert_eq!(
             sources(&reading),
             vec![
@@ -680,7 +796,7 @@ mod tests {
         use Resolution::{Hour, Minute, Raw};
         let old = segment("old", H, 2 * H - 1, &[Minute, Hour]);
         let range = r(H + 90 * 1_000_000_000, 3 * H);
-        let reading = read(vec![old.clone()], vec![], range, &ALL, false, &[]).unwrap();
+        let reading = read(vec![old.clone()], vec![], range, &ALL, false, false, &[]).unwrap();
         assert_eq!(reading.answered, r(H + M, 3 * H));
         let got: Vec<(Resolution, Vec<TimeRange>)> = reading
             .sources
@@ -692,12 +808,21 @@ mod tests {
             vec![(Minute, vec![r(H + M, 2 * H)]), (Hour, vec![r(2 * H, 3 * H)])]
         );
         assert_eq!(
-            read(vec![old], vec![], range, &[Raw], false, &[]).unwrap_err(),
+            read(vec![old], vec![], range, &[Raw], false, false, &[]).unwrap_err(),
             RawGone { until: 2 * H - 1 }
         );
         // Only the hour left: the hour cell is read once, though three stretches need it.
         let hour_only = segment("h", H, 2 * H - 1, &[Hour]);
-        let reading = read(vec![hour_only], vec![], r(H + 5, 2 * H - 7), &ALL, false, &[]).unwrap();
+        let reading = read(
+            vec![hour_only],
+            vec![],
+            r(H + 5, 2 * H - 7),
+            &ALL,
+            false,
+            false,
+            &[],
+        )
+        .unwrap();
         assert_eq!(reading.sources[0].ranges, vec![r(H, 2 * H)]);
         assert_eq!(reading.answered, r(H, 2 * H));
     }

@@ -191,6 +191,8 @@ impl SegmentMeta {
 /// one closed UTC day (see [`crate::compaction::days`]). It stays only while those
 /// segments do: a commit or swap of a segment with samples in its day marks it
 /// [`STALE_DAY_LEVEL`] in the same transaction, and queries read it only at this level.
+/// Its objects: `rollup_1d`, `totals_1d`, and `totals_1h` (the day's hour totals, so that
+/// a time series by the hour reads a whole day from it as well).
 pub const DAY_LEVEL: i32 = 3;
 
 /// A day segment that no longer sums its day's segments; compaction removes it.

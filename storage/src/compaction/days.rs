@@ -143,8 +143,10 @@ pub(super) async fn compact(
     Ok(report)
 }
 
-/// Sums the hour rollups of `group`'s sources inside its day and writes the day rollup and
-/// its totals as a new day segment (not listed yet).
+/// Sums the hour rollups of `group`'s sources inside its day and writes the day rollup, its
+/// totals and the day's hour totals as a new day segment (not listed yet). The hour totals
+/// are what a time series stepped by the hour reads of a whole day: one object instead of
+/// its 24 blocks'.
 async fn sum_day(
     store: &Store,
     tenant: &str,
@@ -159,18 +161,23 @@ async fn sum_day(
         parts.extend(read_table(store, TableKind::Rollup1h, object).await?);
     }
     let day = group.day;
-    let (rollup_1d, totals_1d) = blocking("summing a day", move || {
+    let tables = blocking("summing a day", move || {
         let table = concat_batches(&schema::ROLLUP, &parts)?;
         drop(parts);
-        let inside = filter_rows(&table, |_, t| day.start <= t && t < day.end)?;
-        let summed = rollup(&sort_samples(&inside)?, Resolution::Day)?;
-        let totals = totals(&summed)?;
-        Ok::<_, StoreError>((summed, totals))
+        let inside = sort_samples(&filter_rows(&table, |_, t| day.start <= t && t < day.end)?)?;
+        let hourly = totals(&inside)?;
+        let summed = rollup(&inside, Resolution::Day)?;
+        let daily = totals(&summed)?;
+        Ok::<_, StoreError>([
+            (TableKind::Rollup1d, summed),
+            (TableKind::Totals1d, daily),
+            (TableKind::Totals1h, hourly),
+        ])
     })
     .await?;
     let id = uuid::Uuid::now_v7().to_string();
     let mut objects = Vec::new();
-    for (kind, table) in [(TableKind::Rollup1d, rollup_1d), (TableKind::Totals1d, totals_1d)] {
+    for (kind, table) in tables {
         let key = segment_object_key(tenant, &id, kind);
         objects.push(put_table(store, key, kind, Tier::Compacted, table).await?);
     }

@@ -14,6 +14,7 @@ use stackhouse_storage::model::{FastMap, IdMap, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::debuginfo::NativeFiles;
+use crate::frames::{Frame, FrameView};
 use crate::render::json::write_cut;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, walk_up};
 use crate::tree::{Children, Cut, Interner, NameTable, Node, PathTree, ROOT_NAME, RankedTree, cut};
@@ -42,10 +43,22 @@ pub(crate) struct CallPaths {
     locations: IdMap<Box<[u32]>>,
     /// [`NativeFiles::fingerprint`] of the debug files native frames were named with.
     native: u64,
+    /// How frames are named and which are kept: one tree per view.
+    view: Arc<FrameView>,
+    /// With stack rules: per location, the marks of its frames ([`FrameView::marks`])…
+    location_marks: IdMap<u64>,
+    /// …and per stack node, the marks of every frame from it to the root.
+    stack_marks: IdMap<u64>,
 }
 
 impl Default for CallPaths {
     fn default() -> Self {
+        CallPaths::new(Arc::default())
+    }
+}
+
+impl CallPaths {
+    pub(crate) fn new(view: Arc<FrameView>) -> CallPaths {
         let mut names = Interner::default();
         let root = names.intern(ROOT_NAME);
         CallPaths {
@@ -58,16 +71,30 @@ impl Default for CallPaths {
             ends: IdMap::default(),
             locations: IdMap::default(),
             native: 0,
+            view,
+            location_marks: IdMap::default(),
+            stack_marks: IdMap::default(),
         }
     }
-}
 
-impl CallPaths {
     pub(crate) const ROOT: PathNode = 0;
 
     /// Entries held: what the cache's size limit counts.
     pub(crate) fn entries(&self) -> usize {
-        self.parents.len() + self.asked.len() + self.ends.len() + self.locations.len()
+        self.parents.len()
+            + self.asked.len()
+            + self.ends.len()
+            + self.locations.len()
+            + self.location_marks.len()
+            + self.stack_marks.len()
+    }
+
+    /// A tree like this one (same view and debug files) with nothing resolved.
+    fn emptied(&self) -> CallPaths {
+        CallPaths {
+            native: self.native,
+            ..CallPaths::new(self.view.clone())
+        }
     }
 
     /// Starts afresh when the names were resolved with other debug files than `native` (a
@@ -76,7 +103,7 @@ impl CallPaths {
         if self.native != native.fingerprint() {
             *self = CallPaths {
                 native: native.fingerprint(),
-                ..CallPaths::default()
+                ..CallPaths::new(self.view.clone())
             };
         }
     }
@@ -109,12 +136,16 @@ impl CallPaths {
         // every node below it provisional: their ends are not cached.
         let mut end = placed.map_or(Self::ROOT, |p| p as PathNode);
         let mut complete = true;
+        let collapses = self.view.aggregate_by.collapses();
         for (stack_node, location_id) in pending.into_iter().rev() {
             match location_id {
                 Some(location_id) => {
                     let frames = self.location(index, native, missing, location_id, &mut complete);
-                    for frame in &frames {
-                        end = self.child(end, *frame);
+                    for &frame in &frames {
+                        if collapses && end != Self::ROOT && self.node_names[end as usize] == frame {
+                            continue;
+                        }
+                        end = self.child(end, frame);
                     }
                 }
                 None => {
@@ -144,8 +175,8 @@ impl CallPaths {
         self.layout.get_or_init(|| Layout::of(self))
     }
 
-    /// The interned frames of a location, caller first; cached when nothing was missing,
-    /// and otherwise clears `complete`.
+    /// The interned frames of a location as the view names them, caller first, hidden
+    /// ones left out; cached when nothing was missing, and otherwise clears `complete`.
     fn location(
         &mut self,
         index: &SymbolIndex,
@@ -154,24 +185,79 @@ impl CallPaths {
         location_id: SymbolId,
         complete: &mut bool,
     ) -> Box<[u32]> {
-        if let Some(frames) = self.locations.get(&location_id) {
-            return frames.clone();
+        let (view, names) = (&self.view, &mut self.names);
+        per_location(
+            &mut self.locations,
+            index,
+            native,
+            missing,
+            location_id,
+            complete,
+            |frames| {
+                let named: Vec<String> = match frames {
+                    Some(frames) => frames.iter().filter_map(|frame| view.name(frame)).collect(),
+                    None => vec![UNKNOWN.to_string()],
+                };
+                named.iter().map(|n| names.intern(n)).collect()
+            },
+        )
+    }
+
+    /// Whether the view's stack rules (focus, drop) keep `stack_id`. Marks are cached per
+    /// stack node, so stacks sharing a prefix share its walk; a stack with missing
+    /// symbols is marked by the frames that are known, and not cached.
+    pub(crate) fn keeps(
+        &mut self,
+        index: &SymbolIndex,
+        native: &NativeFiles,
+        missing: &mut MissingSymbols,
+        stack_id: SymbolId,
+    ) -> bool {
+        if !self.view.filters_stacks() {
+            return true;
         }
-        let before = *missing;
-        let names = match index.locations.get(&location_id) {
-            Some(location) => location_frames(index, native, location, missing),
-            None => {
-                missing.locations += 1;
-                vec![UNKNOWN.to_string()]
+        let marks = &self.stack_marks;
+        let (pending, placed) = walk_up(index, missing, stack_id, |node| {
+            marks.get(&node).map(|&m| m as usize)
+        });
+        let mut mask = placed.map_or(0, |m| m as u64);
+        let mut complete = true;
+        for (stack_node, location_id) in pending.into_iter().rev() {
+            match location_id {
+                Some(location_id) => {
+                    mask |= self.location_marks(index, native, missing, location_id, &mut complete);
+                }
+                None => complete = false,
             }
-        };
-        let frames: Box<[u32]> = names.iter().map(|n| self.names.intern(n)).collect();
-        if *missing == before {
-            self.locations.insert(location_id, frames.clone());
-        } else {
-            *complete = false;
+            if complete {
+                self.stack_marks.insert(stack_node, mask);
+            }
         }
-        frames
+        self.view.keeps(mask)
+    }
+
+    fn location_marks(
+        &mut self,
+        index: &SymbolIndex,
+        native: &NativeFiles,
+        missing: &mut MissingSymbols,
+        location_id: SymbolId,
+        complete: &mut bool,
+    ) -> u64 {
+        let view = &self.view;
+        per_location(
+            &mut self.location_marks,
+            index,
+            native,
+            missing,
+            location_id,
+            complete,
+            |frames| {
+                frames.map_or(0, |frames| {
+                    frames.iter().fold(0, |marks, frame| marks | view.marks(frame))
+                })
+            },
+        )
     }
 
     /// The frame names of the path ending at `end`, root first (the synthetic root left
@@ -206,6 +292,37 @@ impl CallPaths {
         self.edges.insert((parent, name), node);
         node
     }
+}
+
+/// What `make` makes of a location's frames (`None`: the location is missing from the
+/// index), cached per location when nothing was missing; otherwise `complete` is cleared,
+/// so the symbols are looked up again once they may have been committed.
+fn per_location<T: Clone>(
+    cache: &mut IdMap<T>,
+    index: &SymbolIndex,
+    native: &NativeFiles,
+    missing: &mut MissingSymbols,
+    location_id: SymbolId,
+    complete: &mut bool,
+    make: impl FnOnce(Option<&[Frame]>) -> T,
+) -> T {
+    if let Some(value) = cache.get(&location_id) {
+        return value.clone();
+    }
+    let before = *missing;
+    let value = match index.locations.get(&location_id) {
+        Some(location) => make(Some(&location_frames(index, native, location, missing))),
+        None => {
+            missing.locations += 1;
+            make(None)
+        }
+    };
+    if *missing == before {
+        cache.insert(location_id, value.clone());
+    } else {
+        *complete = false;
+    }
+    value
 }
 
 /// The cached tree read as chains. A node ends a chain unless it has exactly one child and
@@ -683,14 +800,25 @@ impl Through {
     }
 }
 
-/// Per-tenant [`CallPaths`], each dropped and started afresh once it holds more than
-/// `max_entries`, which bounds the memory a tenant with ever-new stacks can take.
+/// Per-tenant [`CallPaths`], one per frame view, each dropped and started afresh once it
+/// holds more than `max_entries`, which bounds the memory a tenant with ever-new stacks
+/// can take. A tenant keeps at most [`CallPathCache::MAX_VIEWS`] views besides the default
+/// one: a view a reader tried once does not stay.
 pub(crate) struct CallPathCache {
     max_entries: usize,
-    tenants: Mutex<HashMap<String, Arc<Mutex<CallPaths>>>>,
+    tenants: Mutex<HashMap<String, TenantPaths>>,
+}
+
+#[derive(Default)]
+struct TenantPaths {
+    default: Arc<Mutex<CallPaths>>,
+    /// Other views by key, the most recently used last.
+    views: Vec<(String, Arc<Mutex<CallPaths>>)>,
 }
 
 impl CallPathCache {
+    pub(crate) const MAX_VIEWS: usize = 8;
+
     pub(crate) fn new(max_entries: usize) -> CallPathCache {
         CallPathCache {
             max_entries,
@@ -698,20 +826,35 @@ impl CallPathCache {
         }
     }
 
-    /// The tenant's paths, emptied first when over the limit. Queries of one tenant
-    /// take turns on it while they resolve and sum.
+    /// The tenant's paths in the default view: see [`CallPathCache::view`].
     pub(crate) fn tenant(&self, tenant: &str) -> Arc<Mutex<CallPaths>> {
+        self.view(tenant, &Arc::default())
+    }
+
+    /// The tenant's paths in `view`, emptied first when over the limit. Queries of one
+    /// tenant and view take turns on it while they resolve and sum.
+    pub(crate) fn view(&self, tenant: &str, view: &Arc<FrameView>) -> Arc<Mutex<CallPaths>> {
         let entry = {
             let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
-            tenants.entry(tenant.to_string()).or_default().clone()
+            let paths = tenants.entry(tenant.to_string()).or_default();
+            if view.key().is_empty() {
+                paths.default.clone()
+            } else {
+                let entry = match paths.views.iter().position(|(key, _)| key == view.key()) {
+                    Some(i) => paths.views.remove(i).1,
+                    None => Arc::new(Mutex::new(CallPaths::new(view.clone()))),
+                };
+                paths.views.push((view.key().to_string(), entry.clone()));
+                if paths.views.len() > Self::MAX_VIEWS {
+                    paths.views.remove(0);
+                }
+                entry
+            }
         };
         {
             let mut paths = entry.lock().unwrap_or_else(|e| e.into_inner());
             if paths.entries() > self.max_entries {
-                *paths = CallPaths {
-                    native: paths.native,
-                    ..CallPaths::default()
-                };
+                *paths = paths.emptied();
             }
         }
         entry

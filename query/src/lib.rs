@@ -17,6 +17,7 @@ pub mod debuginfo;
 pub mod endpoints;
 mod engine;
 mod error;
+pub mod frames;
 mod limits;
 pub mod native;
 pub mod pyroscope;

@@ -10,6 +10,8 @@ use stackhouse_storage::model::{IdMap, Location, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::debuginfo::NativeFiles;
+use crate::frames::Frame;
+use crate::frames::demangle::demangle;
 
 /// Name of a frame whose symbols are missing.
 pub(crate) const UNKNOWN: &str = "<unknown>";
@@ -32,50 +34,87 @@ impl MissingSymbols {
     }
 }
 
-/// Frame names of one location, caller first.
+/// What is known of the frames of one location, caller first; names that arrive mangled
+/// are shown demangled (see [`demangle`]).
 pub(crate) fn location_frames(
     index: &SymbolIndex,
     native: &NativeFiles,
     location: &Location,
     missing: &mut MissingSymbols,
-) -> Vec<String> {
+) -> Vec<Frame> {
+    let frame = |function: String| Frame {
+        function,
+        binary: mapping_filename(index, location).unwrap_or_default().to_string(),
+        address: location.address,
+        ..Frame::default()
+    };
     if location.lines.is_empty() {
         if let Some(frames) = native.location(index, location) {
-            return frames.iter().map(|f| f.function.clone()).collect();
+            return frames
+                .iter()
+                .map(|f| Frame {
+                    file: f.file.clone(),
+                    line: i64::from(f.line),
+                    ..frame(f.function.clone())
+                })
+                .collect();
         }
-        return vec![address_name(index, location, missing)];
+        return vec![frame(address_name(index, location, missing))];
     }
     location
         .lines
         .iter()
         .rev()
         .map(|line| match index.functions.get(&line.function_id) {
-            Some(f) if !f.name.is_empty() => f.name.clone(),
-            Some(f) if !f.system_name.is_empty() => f.system_name.clone(),
+            Some(f) if !f.name.is_empty() || !f.system_name.is_empty() => {
+                let sent = if f.name.is_empty() {
+                    &f.system_name
+                } else {
+                    &f.name
+                };
+                let function = demangle(sent).into_owned();
+                // A name sent mangled is the system name when no other was sent.
+                let system_name = if f.system_name.is_empty() && function != *sent {
+                    sent.clone()
+                } else {
+                    f.system_name.clone()
+                };
+                Frame {
+                    system_name,
+                    file: f.filename.clone(),
+                    line: line.line,
+                    ..frame(function)
+                }
+            }
             // A line that names no function is no better than no line at all.
-            Some(_) => address_name(index, location, missing),
+            Some(f) => Frame {
+                file: f.filename.clone(),
+                line: line.line,
+                ..frame(address_name(index, location, missing))
+            },
             None => {
                 missing.functions += 1;
-                UNKNOWN.to_string()
+                frame(UNKNOWN.to_string())
             }
         })
         .collect()
 }
 
+/// The file name of a location's mapping, when it has one that is known.
+fn mapping_filename<'i>(index: &'i SymbolIndex, location: &Location) -> Option<&'i str> {
+    if location.mapping_id.is_zero() {
+        return None;
+    }
+    let mapping = index.mappings.get(&location.mapping_id)?;
+    Some(mapping.filename.as_str()).filter(|f| !f.is_empty())
+}
+
 /// `<mapping filename>+0x<address>`, or `0x<address>` without a mapping or its filename.
 fn address_name(index: &SymbolIndex, location: &Location, missing: &mut MissingSymbols) -> String {
-    let filename = if location.mapping_id.is_zero() {
-        None
-    } else {
-        match index.mappings.get(&location.mapping_id) {
-            Some(m) => Some(m.filename.as_str()).filter(|f| !f.is_empty()),
-            None => {
-                missing.mappings += 1;
-                None
-            }
-        }
-    };
-    match filename {
+    if !location.mapping_id.is_zero() && !index.mappings.contains_key(&location.mapping_id) {
+        missing.mappings += 1;
+    }
+    match mapping_filename(index, location) {
         Some(filename) => format!("{filename}+0x{:x}", location.address),
         None => format!("0x{:x}", location.address),
     }
@@ -178,7 +217,10 @@ fn cached_frames<'c>(
     cache
         .entry(location_id)
         .or_insert_with(|| match index.locations.get(&location_id) {
-            Some(location) => location_frames(index, native, location, missing),
+            Some(location) => location_frames(index, native, location, missing)
+                .into_iter()
+                .map(|f| f.function)
+                .collect(),
             None => {
                 missing.locations += 1;
                 vec![UNKNOWN.to_string()]
@@ -191,6 +233,10 @@ mod tests {
     use stackhouse_storage::model::{Batch, Function, Line, Mapping, StackNode};
 
     use super::*;
+
+    fn names(frames: Vec<Frame>) -> Vec<String> {
+        frames.into_iter().map(|f| f.function).collect()
+    }
 
     fn index_of(batch: &Batch) -> SymbolIndex {
         let mut index = SymbolIndex::default();
@@ -226,7 +272,12 @@ mod tests {
         let index = index_of(&b);
         let mut missing = MissingSymbols::default();
         assert_eq!(
-            location_frames(&index, &NativeFiles::default(), &loc, &mut missing),
+            names(location_frames(
+                &index,
+                &NativeFiles::default(),
+                &loc,
+                &mut missing
+            )),
             ["caller", "middle", "inlined"]
         );
         assert!(missing.is_empty());
@@ -246,7 +297,7 @@ mod tests {
         let index = index_of(&b);
         let mut missing = MissingSymbols::default();
         let mut name = |mapping_id, address| {
-            location_frames(
+            names(location_frames(
                 &index,
                 &NativeFiles::default(),
                 &Location {
@@ -255,7 +306,7 @@ mod tests {
                     lines: vec![],
                 },
                 &mut missing,
-            )
+            ))
         };
         assert_eq!(name(libc, 0xABCDEF), ["/lib/libc.so.6+0xabcdef"]);
         assert_eq!(name(SymbolId::ZERO, 0xFF), ["0xff"]);
@@ -293,10 +344,10 @@ mod tests {
             lines: vec![line(system), line(nameless)],
         };
         let mut missing = MissingSymbols::default();
-        assert_eq!(
-            location_frames(&index, &NativeFiles::default(), &loc, &mut missing),
-            ["0x5", "_ZN4main"]
-        );
+        let frames = location_frames(&index, &NativeFiles::default(), &loc, &mut missing);
+        assert_eq!(names(frames.clone()), ["0x5", "_ZN4main"]);
+        assert_eq!(frames[0].file, "x.rs");
+        assert_eq!(frames[1].system_name, "_ZN4main");
     }
 
     #[test]
@@ -325,5 +376,59 @@ mod tests {
         assert!(s.missing().is_empty());
         assert_eq!(s.frames(orphan.id()), ["<unknown>", "leaf"]);
         assert_eq!(s.missing().stacks, 1);
+    }
+}
+
+#[cfg(test)]
+mod demangling {
+    use stackhouse_storage::model::{Batch, Function, Line, Mapping};
+
+    use super::*;
+
+    #[test]
+    fn mangled_names_are_shown_demangled_and_kept_as_system_names() {
+        let mut b = Batch::new("t");
+        let mapping_id = b.add_mapping(Mapping {
+            filename: "/usr/bin/app".into(),
+            ..Default::default()
+        });
+        let sent_as_name = b.add_function(Function {
+            name: "_ZN4core3fmt5write17h0123456789abcdefE".into(),
+            filename: "fmt/mod.rs".into(),
+            ..Default::default()
+        });
+        let both = b.add_function(Function {
+            name: "parse".into(),
+            system_name: "_ZN3app5parseEv".into(),
+            ..Default::default()
+        });
+        let mut index = SymbolIndex::default();
+        index.extend_from_batch(&b);
+        let line = |function_id, line| Line {
+            function_id,
+            line,
+            column: 0,
+        };
+        let loc = Location {
+            mapping_id,
+            address: 0x40,
+            lines: vec![line(sent_as_name, 7), line(both, 3)],
+        };
+        let frames = location_frames(
+            &index,
+            &NativeFiles::default(),
+            &loc,
+            &mut MissingSymbols::default(),
+        );
+        assert_eq!(frames[0].function, "parse");
+        assert_eq!(frames[0].system_name, "_ZN3app5parseEv");
+        assert_eq!(frames[1].function, "core::fmt::write");
+        assert_eq!(frames[1].system_name, "_ZN4core3fmt5write17h0123456789abcdefE");
+        assert_eq!((frames[1].file.as_str(), frames[1].line), ("fmt/mod.rs", 7));
+        assert!(
+            frames
+                .iter()
+                .all(|f| f.binary == "/usr/bin/app" && f.address == 0x40)
+        );
     }
 }

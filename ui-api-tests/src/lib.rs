@@ -21,6 +21,7 @@ pub mod jfr_reader;
 pub mod load;
 pub mod native_program;
 pub mod node_tool;
+pub mod pprof_messages;
 pub mod pprof_reader;
 pub mod prometheus;
 pub mod proxy;

@@ -363,56 +363,9 @@ async fn invalid_utf8_is_stored_with_replacement_characters() {
 
 // ---- malformed input ---------------------------------------------------------------------
 
-/// Minimal pprof messages, written from profile.proto, to build broken profiles.
+/// Broken profiles are built from a good one, field by field.
 mod pprof {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct Profile {
-        #[prost(message, repeated, tag = "1")]
-        pub sample_type: Vec<ValueType>,
-        #[prost(message, repeated, tag = "2")]
-        pub sample: Vec<Sample>,
-        #[prost(message, repeated, tag = "4")]
-        pub location: Vec<Location>,
-        #[prost(message, repeated, tag = "5")]
-        pub function: Vec<Function>,
-        #[prost(string, repeated, tag = "6")]
-        pub string_table: Vec<String>,
-        #[prost(int64, tag = "9")]
-        pub time_nanos: i64,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct ValueType {
-        #[prost(int64, tag = "1")]
-        pub r#type: i64,
-        #[prost(int64, tag = "2")]
-        pub unit: i64,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct Sample {
-        #[prost(uint64, repeated, tag = "1")]
-        pub location_id: Vec<u64>,
-        #[prost(int64, repeated, tag = "2")]
-        pub value: Vec<i64>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct Location {
-        #[prost(uint64, tag = "1")]
-        pub id: u64,
-        #[prost(message, repeated, tag = "4")]
-        pub line: Vec<Line>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct Line {
-        #[prost(uint64, tag = "1")]
-        pub function_id: u64,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct Function {
-        #[prost(uint64, tag = "1")]
-        pub id: u64,
-        #[prost(int64, tag = "2")]
-        pub name: i64,
-    }
+    pub(crate) use ui_api_tests::pprof_messages::*;
 
     /// `main` → `work` with value 5, then the given breakage.
     pub(crate) fn profile(time_nanos: i64) -> Profile {
@@ -432,11 +385,23 @@ mod pprof {
                     line: vec![Line { function_id: 2 }],
                 },
             ],
-            function: vec![Function { id: 1, name: 3 }, Function { id: 2, name: 4 }],
+            function: vec![
+                Function {
+                    id: 1,
+                    name: 3,
+                    ..Default::default()
+                },
+                Function {
+                    id: 2,
+                    name: 4,
+                    ..Default::default()
+                },
+            ],
             string_table: ["", "samples", "count", "main", "work"]
                 .map(String::from)
                 .to_vec(),
             time_nanos,
+            ..Default::default()
         }
     }
 }

@@ -62,14 +62,23 @@ pub(crate) async fn http_flamegraph_total(
     base: &str,
     range: TimeRange,
 ) -> anyhow::Result<i64> {
-    let url = format!(
-        "{base}/api/v1/flamegraph?profile_type={}&from={}&to={}",
-        cpu_type().id(),
-        range.start,
-        range.end
-    );
+    http_flamegraph_total_with(client, base, range, &[]).await
+}
+
+/// [`http_flamegraph_total`] with more query parameters.
+pub(crate) async fn http_flamegraph_total_with(
+    client: &reqwest::Client,
+    base: &str,
+    range: TimeRange,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<i64> {
+    let url = format!("{base}/api/v1/flamegraph");
+    let (start, end) = (range.start.to_string(), range.end.to_string());
+    let mut query = vec![("profile_type", cpu_type().id()), ("from", start), ("to", end)];
+    query.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
     let response = client
         .get(url)
+        .query(&query)
         .header("X-Scope-OrgID", TENANT)
         .send()
         .await?

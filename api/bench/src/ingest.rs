@@ -22,7 +22,7 @@ use super::env::{Env, TENANT};
 use super::measure::{cpu, cpu_time, peak_rss, quantile, reset_peak, rss};
 use super::report::{Report, Row, mib, ms};
 use super::workload::Workload;
-use super::{Plan, query};
+use super::{Plan, focus, query};
 use stackhouse_ingest::formats::{self, Body, Params};
 use stackhouse_ingest::pipeline::{Payload, Pipeline};
 use stackhouse_storage::clock::system_now_nanos as now_nanos;
@@ -406,6 +406,8 @@ pub(crate) async fn ingest_measurements(
     let (start, end) = workload.range_nanos();
     let range = TimeRange { start, end };
     query::flamegraph_measurement(plan, &env, range, samples, plan.large_seconds.is_none(), report).await?;
+    let focus = focus::pick(&encoded)?;
+    focus::measurement(plan, &env, range, &focus, report).await?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@ mod distributed;
 mod duckdb;
 mod env;
 mod fleet;
+mod focus;
 mod ingest;
 mod labels;
 pub mod measure;

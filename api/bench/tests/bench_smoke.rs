@@ -83,6 +83,7 @@ async fn tiny_bench_produces_every_measurement() {
         "flamegraph latency",
         "flamegraph over the HTTP API (JSON, default max_nodes)",
         "flamegraph over the HTTP API, a range holding",
+        "flamegraph with a focus filter over the HTTP API",
         "tenant with a debug file no frame needs",
         "1-hour flamegraph in a store holding",
         "-day flamegraph through the HTTP API",

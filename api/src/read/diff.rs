@@ -8,7 +8,7 @@ use stackhouse_query::request::TreeAnswer;
 use super::call::ReadCall;
 use super::connect::querier;
 use super::encode::{DiffBody, json, pprof, rendered};
-use super::params::{DiffParams, TenantHeader, TreeParams};
+use super::params::{DiffParams, FrameParams, TenantHeader, TreeParams};
 use crate::error::ApiError;
 use crate::route::{Route, documented};
 use crate::state::AppState;
@@ -22,7 +22,7 @@ pub(super) fn routes() -> Vec<Route> {
     get,
     path = "/api/v1/diff",
     tag = "query",
-    params(TenantHeader, DiffParams, TreeParams),
+    params(TenantHeader, DiffParams, TreeParams, FrameParams),
     responses(
         (status = 200, description = "The diff in the requested format (folded: `a;b;c BASELINE COMPARISON`; pprof: sample types `baseline` and `comparison`)", content(
             (DiffBody = "application/json"),
@@ -38,7 +38,8 @@ pub(crate) async fn diff(
     let sides = DiffParams::from_query(&q)?;
     let tree = TreeParams::from_query(&q)?;
     let format = tree.format()?;
-    let request = sides.request(tenant, tree.asked_max_nodes()?, tree.output()?);
+    let frames = FrameParams::from_query(&q)?;
+    let request = sides.request(tenant, tree.asked_max_nodes()?, tree.output()?, frames);
     Ok(match state.engine.read_diff(&request).await? {
         TreeAnswer::Pprof(profile) => pprof(&profile),
         TreeAnswer::Json(diff) => json(DiffBody::Diff(Box::new(diff))),

@@ -6,7 +6,7 @@ use stackhouse_query::EventsPage;
 use stackhouse_query::endpoints::events::EventsRequest;
 
 use super::call::ReadCall;
-use super::params::{EventsParams, ScopeParams, TenantHeader, TraceIdParams};
+use super::params::{EventsParams, FrameParams, ScopeParams, TenantHeader, TraceIdParams};
 use crate::error::ApiError;
 use crate::route::{Route, documented};
 use crate::state::AppState;
@@ -35,7 +35,7 @@ pub(crate) async fn events(
     let request = EventsRequest {
         limit: page.asked_limit()?,
         cursor: page.cursor,
-        scope: scope.request(tenant, trace.trace_id),
+        scope: scope.request(tenant, trace.trace_id, FrameParams::default()),
     };
     Ok(Json(state.engine.read_events(&request).await?))
 }

@@ -11,7 +11,7 @@ use stackhouse_query::request::TreeAnswer;
 use super::call::ReadCall;
 use super::connect::querier;
 use super::encode::{FlamegraphBody, JSON_CONTENT_TYPE, pprof, rendered, scan_headers};
-use super::params::{GroupByParams, ScopeParams, TenantHeader, TraceIdParams, TreeParams};
+use super::params::{FrameParams, GroupByParams, ScopeParams, TenantHeader, TraceIdParams, TreeParams};
 use crate::error::ApiError;
 use crate::route::{Route, documented};
 use crate::state::AppState;
@@ -38,7 +38,7 @@ pub(super) fn routes() -> Vec<Route> {
     get,
     path = "/api/v1/flamegraph",
     tag = "query",
-    params(TenantHeader, ScopeParams, TraceIdParams, GroupByParams, TreeParams),
+    params(TenantHeader, ScopeParams, TraceIdParams, GroupByParams, TreeParams, FrameParams),
     responses(
         (status = 200, description = "The flamegraph in the requested format", content(
             (FlamegraphBody = "application/json"),
@@ -61,7 +61,7 @@ pub(crate) async fn flamegraph(
     tag = "query",
     params(
         ("trace_id" = String, Path, description = "Trace id, 32 hex characters"),
-        TenantHeader, ScopeParams, GroupByParams, TreeParams,
+        TenantHeader, ScopeParams, GroupByParams, TreeParams, FrameParams,
     ),
     responses(
         (status = 200, description = "The trace's flamegraph in the requested format", content(
@@ -90,12 +90,13 @@ async fn flamegraph_response(
     let scope = ScopeParams::from_query(q)?;
     let group = GroupByParams::from_query(q)?;
     let tree = TreeParams::from_query(q)?;
+    let frames = FrameParams::from_query(q)?;
     let format = tree.format()?;
     let request = FlamegraphRequest {
         group_by: group.group_by()?,
         max_nodes: tree.asked_max_nodes()?,
         output: tree.output()?,
-        scope: scope.request(tenant, trace_ids),
+        scope: scope.request(tenant, trace_ids, frames),
     };
     Ok(match state.engine.read_flamegraph(&request).await? {
         TreeAnswer::Pprof(profile) => pprof(&profile),

@@ -10,6 +10,7 @@ pub(crate) mod connect;
 pub(crate) mod diff;
 mod encode;
 pub(crate) mod events;
+pub(crate) mod filters;
 pub(crate) mod flamegraph;
 pub(crate) mod labels;
 pub mod params;
@@ -39,6 +40,7 @@ pub fn routes() -> Vec<Route> {
         top::routes,
         diff::routes,
         events::routes,
+        filters::routes,
         labels::routes,
         settings::routes,
         recording_rules::routes,

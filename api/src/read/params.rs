@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 
 use stackhouse_query::endpoints::diff::{DiffRequest, SideRequest};
+use stackhouse_query::frames::FrameRequest;
 use stackhouse_query::render::{FORMATS, OutputFormat};
 use stackhouse_query::request::{ListingRequest, RangeRequest, ScopeRequest, TreeOutput};
 use stackhouse_query::{Aggregation, GroupKey, parse_group_by};
@@ -140,8 +141,8 @@ impl ScopeParams {
         })
     }
 
-    /// The scope these parameters select, plus the given trace ids (hex).
-    pub fn request(self, tenant: String, trace_ids: Vec<String>) -> ScopeRequest {
+    /// The scope these parameters select, plus the given trace ids (hex) and frame rules.
+    pub fn request(self, tenant: String, trace_ids: Vec<String>, frames: FrameParams) -> ScopeRequest {
         ScopeRequest {
             tenant,
             profile_type: self.profile_type,
@@ -153,6 +154,54 @@ impl ScopeParams {
             trace_ids,
             span_ids: self.span_id,
             profile_ids: self.profile_id,
+            frames: frames.request(),
+        }
+    }
+}
+
+/// Which stacks and frames a read keeps, and what a frame is named by. A rule is
+/// `[field:]pattern`: the field `function` (the default), `system_name`, `file`, `binary`
+/// or `address`, and a regular expression that must match the whole field.
+#[derive(Debug, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FrameParams {
+    /// Only stacks with a frame that matches; repeated, each must be met.
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, example = "function:.*handler.*")]
+    pub focus: Vec<String>,
+    /// Without the stacks that have a frame that matches any of these; repeatable.
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, example = "binary:libc\\.so.*")]
+    pub drop: Vec<String>,
+    /// Without the frames that match any of these, their children joining their parent;
+    /// repeatable.
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, example = "tokio::.*")]
+    pub hide: Vec<String>,
+    /// Named sets of rules, listed at `/api/v1/filter-presets`; repeatable.
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, example = "rust-async")]
+    pub preset: Vec<String>,
+    /// What a frame is named by: `function` (default), `function_line`, `file`, `binary`
+    /// or `address`.
+    #[param(example = "function")]
+    pub aggregate_by: Option<String>,
+}
+
+impl FrameParams {
+    pub fn from_query(q: &QueryMap) -> Result<FrameParams, ApiError> {
+        Ok(FrameParams {
+            focus: q.repeated("focus"),
+            drop: q.repeated("drop"),
+            hide: q.repeated("hide"),
+            preset: q.list("preset"),
+            aggregate_by: q.one("aggregate_by")?,
+        })
+    }
+
+    pub fn request(self) -> FrameRequest {
+        FrameRequest {
+            focus: self.focus,
+            drop: self.drop,
+            hide: self.hide,
+            presets: self.preset,
+            aggregate_by: self.aggregate_by,
         }
     }
 }
@@ -437,7 +486,13 @@ impl DiffParams {
     }
 
     /// Both sides as one request.
-    pub fn request(self, tenant: String, max_nodes: usize, output: TreeOutput) -> DiffRequest {
+    pub fn request(
+        self,
+        tenant: String,
+        max_nodes: usize,
+        output: TreeOutput,
+        frames: FrameParams,
+    ) -> DiffRequest {
         let side = |selector, from, to| SideRequest {
             selector,
             range: RangeRequest { from, to },
@@ -449,6 +504,7 @@ impl DiffParams {
             comparison: side(self.comparison_selector, self.comparison_from, self.comparison_to),
             max_nodes,
             output,
+            frames: frames.request(),
         }
     }
 }
@@ -499,6 +555,7 @@ mod tests {
         check(TopParams::from_query);
         check(EventsParams::from_query);
         check(DiffParams::from_query);
+        check(FrameParams::from_query);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use stackhouse_query::endpoints::timeseries::TimeseriesRequest;
 use super::call::ReadCall;
 use super::connect::querier;
 use super::encode::scan_headers;
-use super::params::{ScopeParams, TenantHeader, TimeseriesParams, TraceIdParams};
+use super::params::{FrameParams, ScopeParams, TenantHeader, TimeseriesParams, TraceIdParams};
 use crate::error::ApiError;
 use crate::route::{Route, documented};
 use crate::state::AppState;
@@ -28,7 +28,7 @@ pub(super) fn routes() -> Vec<Route> {
     get,
     path = "/api/v1/timeseries",
     tag = "query",
-    params(TenantHeader, ScopeParams, TraceIdParams, TimeseriesParams),
+    params(TenantHeader, ScopeParams, TraceIdParams, TimeseriesParams, FrameParams),
     responses(
         (status = 200, description = "The series", body = Timeseries),
     )
@@ -40,11 +40,12 @@ pub(crate) async fn timeseries(
     let scope = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
     let series = TimeseriesParams::from_query(&q)?;
+    let frames = FrameParams::from_query(&q)?;
     let request = TimeseriesRequest {
         group_by: series.group_by()?,
         aggregation: series.aggregation()?,
         step_nanos: series.step_nanos()?,
-        scope: scope.request(tenant, trace.trace_id),
+        scope: scope.request(tenant, trace.trace_id, frames),
     };
     let timeseries = state.engine.read_timeseries(&request).await?;
     Ok((scan_headers(timeseries.stats.as_ref()), Json(timeseries)))

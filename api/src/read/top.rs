@@ -6,7 +6,7 @@ use stackhouse_query::Top;
 use stackhouse_query::endpoints::top::TopRequest;
 
 use super::call::ReadCall;
-use super::params::{ScopeParams, TenantHeader, TopParams, TraceIdParams};
+use super::params::{FrameParams, ScopeParams, TenantHeader, TopParams, TraceIdParams};
 use crate::error::ApiError;
 use crate::route::{Route, documented};
 use crate::state::AppState;
@@ -20,7 +20,7 @@ pub(super) fn routes() -> Vec<Route> {
     get,
     path = "/api/v1/top",
     tag = "query",
-    params(TenantHeader, ScopeParams, TraceIdParams, TopParams),
+    params(TenantHeader, ScopeParams, TraceIdParams, TopParams, FrameParams),
     responses(
         (status = 200, description = "The top table", body = Top),
     )
@@ -32,9 +32,10 @@ pub(crate) async fn top(
     let scope = ScopeParams::from_query(&q)?;
     let trace = TraceIdParams::from_query(&q)?;
     let top = TopParams::from_query(&q)?;
+    let frames = FrameParams::from_query(&q)?;
     let request = TopRequest {
         limit: top.limit()?,
-        scope: scope.request(tenant, trace.trace_id),
+        scope: scope.request(tenant, trace.trace_id, frames),
     };
     Ok(Json(state.engine.read_top(&request).await?))
 }

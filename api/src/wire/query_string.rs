@@ -50,6 +50,15 @@ impl QueryMap {
     }
 
     /// A list parameter: every occurrence, each split at commas, empty items dropped.
+    /// Every non-empty value of a repeatable parameter, each as sent: for values that may
+    /// hold commas themselves, such as regular expressions.
+    pub fn repeated(&self, name: &str) -> Vec<String> {
+        self.values(name)
+            .filter(|v| !v.trim().is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
     pub fn list(&self, name: &str) -> Vec<String> {
         self.values(name)
             .flat_map(|v| v.split(','))

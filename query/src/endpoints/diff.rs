@@ -2,12 +2,15 @@
 //! values. The query API reads it as `GET /api/v1/diff` (also as pprof); Pyroscope as
 //! `Diff`.
 
+use std::sync::Arc;
+
 use stackhouse_proto::pyroscope_querier::{self, DiffResponse, FlameGraphDiff};
 
 use crate::endpoints::export::PprofQuery;
 use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
+use crate::frames::FrameRequest;
 use crate::pyroscope::scope::{max_nodes, merge_scope, stack_filter};
 use crate::pyroscope::{Caller, wire_levels};
 use crate::render::flamebearer::diff_levels;
@@ -81,6 +84,8 @@ pub struct DiffRequest {
     pub comparison: SideRequest,
     pub max_nodes: usize,
     pub output: TreeOutput,
+    /// Frame rules and granularity, the same for both sides.
+    pub frames: FrameRequest,
 }
 
 /// One side of a diff.
@@ -123,15 +128,18 @@ impl QueryEngine {
         let comparison_range = side_range("comparison", &r.comparison.range)?;
         let baseline_selector = selector("baseline_selector", r.baseline.selector.as_deref())?;
         let comparison_selector = selector("comparison_selector", r.comparison.selector.as_deref())?;
+        let frames = Arc::new(r.frames.resolve()?);
         let profile_type = self
             .known_profile_type(&r.tenant, r.profile_type.as_deref())
             .await?;
         let baseline = Scope {
             selector: baseline_selector,
+            frames: frames.clone(),
             ..Scope::new(&r.tenant, profile_type.clone(), baseline_range)
         };
         let comparison = Scope {
             selector: comparison_selector,
+            frames,
             ..Scope::new(&r.tenant, profile_type, comparison_range)
         };
         Ok((baseline, comparison))

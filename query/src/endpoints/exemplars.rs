@@ -141,7 +141,7 @@ impl QueryEngine {
                 Dim::Time,
             ];
             dims.extend(id_dims);
-            if !stacks.is_empty() {
+            if !stacks.is_empty() || q.scope.frames.filters_stacks() {
                 dims.push(Dim::Stack);
             }
             let Some(mut plan) = self.plan(&q.scope, Needs::grouped(dims, &q.group_by)).await? else {
@@ -157,6 +157,7 @@ impl QueryEngine {
             }
             let (mut rows, _) = self.aggregate(&plan).await?;
             self.retain_stacks(&q.scope.tenant, &mut rows, stacks).await?;
+            self.retain_focused(&q.scope, &mut rows).await?;
             let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let mut groups: HashMap<Vec<String>, HashMap<(i64, ExemplarId), Partial>> = HashMap::new();
             for row in &rows {

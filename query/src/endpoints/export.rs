@@ -56,7 +56,8 @@ impl QueryEngine {
                 let Some(plan) = self.plan(scope, Needs::grouped(DIMS.to_vec(), &[])).await? else {
                     continue;
                 };
-                let (rows, _) = self.aggregate(&plan).await?;
+                let (mut rows, _) = self.aggregate(&plan).await?;
+                self.retain_focused(scope, &mut rows).await?;
                 add_side(&mut values, &rows, side, sides.len());
                 let Plan {
                     series: s, period: p, ..
@@ -99,6 +100,7 @@ impl QueryEngine {
                 samples,
                 symbols: &symbols,
                 native: &native,
+                view: &first.frames,
             };
             Ok(build(&input))
         })

@@ -136,7 +136,7 @@ impl QueryEngine {
             if q.aggregation == Aggregation::Avg {
                 dims.extend([Dim::Series, Dim::Time]);
             }
-            if !stacks.is_empty() {
+            if !stacks.is_empty() || q.scope.frames.filters_stacks() {
                 dims.push(Dim::Stack);
             }
             let Some(plan) = self.plan(&q.scope, Needs::grouped(dims, &q.group_by)).await? else {
@@ -144,6 +144,7 @@ impl QueryEngine {
             };
             let (mut rows, stats) = self.aggregate(&plan).await?;
             self.retain_stacks(&q.scope.tenant, &mut rows, stacks).await?;
+            self.retain_focused(&q.scope, &mut rows).await?;
             let symbols = self.symbols.loaded(&q.scope.tenant).await;
             let mut groups: HashMap<Vec<String>, BTreeMap<i64, Bucket>> = HashMap::new();
             for row in &rows {

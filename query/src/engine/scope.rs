@@ -2,10 +2,12 @@
 //! and optionally trace, span and profile ids; and how results are grouped.
 
 use std::fmt;
+use std::sync::Arc;
 
 use stackhouse_storage::model::{ProfileType, TimeRange};
 
 use crate::error::QueryError;
+use crate::frames::FrameView;
 use crate::selector::Selector;
 
 #[derive(Clone, Debug)]
@@ -28,6 +30,8 @@ pub struct Scope {
     /// Pyroscope shows the eBPF profiler's sample counts. Totals stay exact integers:
     /// each row is multiplied by its series' period before it is summed.
     pub in_time: bool,
+    /// How frames are named and which stacks and frames are kept.
+    pub frames: Arc<FrameView>,
 }
 
 impl Scope {
@@ -43,6 +47,7 @@ impl Scope {
             profile_ids: Vec::new(),
             segments: None,
             in_time: false,
+            frames: Arc::default(),
         }
     }
 

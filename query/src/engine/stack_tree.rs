@@ -2,16 +2,20 @@
 //! endpoints build on.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use stackhouse_storage::model::{IdMap, ProfileType, SymbolId};
+use stackhouse_storage::symbols::SymbolIndex;
 
 use super::QueryEngine;
 use super::aggregate::{Dim, Row};
 use super::grouping::{group_values, too_many_groups};
 use super::plan::Needs;
 use super::scope::{GroupKey, Scope, group_name};
-use crate::call_paths::{PathNode, PathSums, Through, Within};
+use crate::call_paths::{CallPaths, PathNode, PathSums, Through, Within};
+use crate::debuginfo::NativeFiles;
 use crate::error::QueryError;
+use crate::frames::FrameView;
 use crate::limits::size;
 use crate::stack_filter::StackFilter;
 use crate::symbolize::MissingSymbols;
@@ -42,21 +46,55 @@ impl QueryEngine {
         if filter.is_empty() {
             return Ok(());
         }
+        let filter = filter.clone();
+        self.retain_resolved(
+            tenant,
+            &Arc::default(),
+            rows,
+            move |paths, symbols, native, missing, id| {
+                let end = paths.end(symbols, native, missing, id);
+                filter.keeps(&paths.frames(end))
+            },
+        )
+        .await
+    }
+
+    /// Keeps only the rows whose stacks the scope's frame rules (focus, drop) keep.
+    pub(crate) async fn retain_focused(&self, scope: &Scope, rows: &mut Vec<Row>) -> Result<(), QueryError> {
+        if !scope.frames.filters_stacks() {
+            return Ok(());
+        }
+        self.retain_resolved(
+            &scope.tenant,
+            &scope.frames,
+            rows,
+            |paths, symbols, native, missing, id| paths.keeps(symbols, native, missing, id),
+        )
+        .await
+    }
+
+    /// Keeps only the rows whose stacks `keep` keeps, each stack asked once, in the tenant's
+    /// call paths of `view`.
+    async fn retain_resolved(
+        &self,
+        tenant: &str,
+        view: &Arc<FrameView>,
+        rows: &mut Vec<Row>,
+        keep: impl Fn(&mut CallPaths, &SymbolIndex, &NativeFiles, &mut MissingSymbols, SymbolId) -> bool
+        + Send
+        + 'static,
+    ) -> Result<(), QueryError> {
         let stack_ids: HashSet<SymbolId> = rows.iter().map(|r| r.stack_id).collect();
         let symbols = self.symbols.loaded(tenant).await;
         let native = self.debuginfo.files_for(tenant, &symbols).await?;
-        let paths = self.call_paths.tenant(tenant);
-        let filter = filter.clone();
+        let paths = self.call_paths.view(tenant, view);
         let kept: HashSet<SymbolId> = tokio::task::spawn_blocking(move || {
             let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
             paths.use_native(&native);
             let mut missing = MissingSymbols::default();
             stack_ids
                 .into_iter()
-                .filter(|&id| {
-                    let end = paths.end(&symbols, &native, &mut missing, id);
-                    filter.keeps(&paths.frames(end))
-                })
+                .filter(|&id| keep(&mut paths, &symbols, &native, &mut missing, id))
                 .collect()
         })
         .await
@@ -161,19 +199,27 @@ impl QueryEngine {
         let max_groups = self.limits.max_groups;
         let call_site = call_site.to_vec();
         let native = self.debuginfo.files_for(&scope.tenant, &symbols).await?;
-        let paths = self.call_paths.tenant(&scope.tenant);
+        let paths = self.call_paths.view(&scope.tenant, &scope.frames);
         let root = tokio::task::spawn_blocking(move || {
             let mut paths = paths.lock().unwrap_or_else(|e| e.into_inner());
             paths.use_native(&native);
             let mut missing = MissingSymbols::default();
-            let ends: Vec<PathNode> = rows
+            // A stack the view's rules leave out ends nowhere.
+            let ends: Vec<Option<PathNode>> = rows
                 .iter()
-                .map(|row| paths.end(&symbols, &native, &mut missing, row.stack_id))
+                .map(|row| {
+                    paths
+                        .keeps(&symbols, &native, &mut missing, row.stack_id)
+                        .then(|| paths.end(&symbols, &native, &mut missing, row.stack_id))
+                })
                 .collect();
             let mut within = (!call_site.is_empty()).then(|| Within::new(paths.find(&call_site)));
             let mut sums = PathSums::new(&paths);
             let mut groups: HashMap<String, usize> = HashMap::new();
             for (row, end) in rows.iter().zip(ends) {
+                let Some(end) = end else {
+                    continue;
+                };
                 if let Some(within) = &mut within
                     && !within.contains(&paths, end)
                 {

@@ -19,6 +19,7 @@ use stackhouse_storage::model::{IdMap, Location, SymbolId};
 use stackhouse_storage::symbols::SymbolIndex;
 
 use crate::debuginfo::NativeFiles;
+use crate::frames::{Frame, FrameView, Granularity};
 use crate::native::NativeFrame;
 use crate::symbolize::{MissingSymbols, UNKNOWN, location_frames, stack_location_ids};
 
@@ -45,6 +46,9 @@ pub struct PprofInput<'a> {
     pub symbols: &'a SymbolIndex,
     /// Debug files that name native frames, with their source files and lines.
     pub native: &'a NativeFiles,
+    /// Names functions by its granularity and leaves its hidden frames out; the stack
+    /// rules (focus, drop) are the caller's, who picks the samples.
+    pub view: &'a FrameView,
 }
 
 /// The profile encoded and gzipped, as a `.pb.gz` file holds it.
@@ -58,7 +62,7 @@ pub fn gzip(profile: &pprof::Profile) -> Vec<u8> {
 
 /// The profile of the samples.
 pub fn build(input: &PprofInput<'_>) -> pprof::Profile {
-    let mut b = Builder::new(input.symbols, input.native);
+    let mut b = Builder::new(input.symbols, input.native, input.view);
     let sample_type = input
         .sample_types
         .iter()
@@ -97,6 +101,10 @@ pub fn build(input: &PprofInput<'_>) -> pprof::Profile {
     }
 }
 
+/// What [`Builder::location`] answers for a location whose frames are all hidden: pprof
+/// ids start at 1.
+const HIDDEN: u64 = 0;
+
 /// A pprof Function's identity: name, system name, filename, start line.
 type FunctionKey = (String, String, String, i64);
 
@@ -105,6 +113,7 @@ type FunctionKey = (String, String, String, i64);
 struct Builder<'a> {
     index: &'a SymbolIndex,
     native: &'a NativeFiles,
+    view: &'a FrameView,
     strings: Vec<String>,
     string_ids: HashMap<String, i64>,
     functions: Vec<pprof::Function>,
@@ -120,10 +129,11 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    fn new(index: &'a SymbolIndex, native: &'a NativeFiles) -> Builder<'a> {
+    fn new(index: &'a SymbolIndex, native: &'a NativeFiles, view: &'a FrameView) -> Builder<'a> {
         Builder {
             index,
             native,
+            view,
             strings: vec![String::new()],
             string_ids: HashMap::from([(String::new(), 0)]),
             functions: Vec::new(),
@@ -164,12 +174,14 @@ impl<'a> Builder<'a> {
                     Some(location_id) => self.location(location_id),
                     None => self.unknown_location(),
                 })
+                .filter(|&id| id != HIDDEN)
                 .collect();
             self.stacks.insert(stack_id, ids);
         }
         &self.stacks[&stack_id]
     }
 
+    /// The pprof location of a stored one, [`HIDDEN`] when the view hides all its frames.
     fn location(&mut self, location_id: SymbolId) -> u64 {
         if let Some(&id) = self.location_ids.get(&location_id) {
             return id;
@@ -193,29 +205,54 @@ impl<'a> Builder<'a> {
         }
         // The names our JSON gives each line (caller first), so that a function without a
         // name reads the same in both.
-        let mut names = location_frames(
+        let mut frames = location_frames(
             self.index,
             &NativeFiles::default(),
             location,
             &mut MissingSymbols::default(),
         );
-        names.reverse();
-        let line = location
+        frames.reverse();
+        if location.lines.is_empty() {
+            // An address alone: hidden as its frame is, and named by the view when it names
+            // frames by other than their function, so that readers see the same names.
+            let Some(name) = frames.first().and_then(|frame| self.view.name(frame)) else {
+                return HIDDEN;
+            };
+            let line = if self.view.aggregate_by == Granularity::Function {
+                Vec::new()
+            } else {
+                vec![pprof::Line {
+                    function_id: self.function((name, String::new(), String::new(), 0)),
+                    ..Default::default()
+                }]
+            };
+            return self.push_location(pprof::Location {
+                mapping_id,
+                address: location.address,
+                line,
+                ..Default::default()
+            });
+        }
+        let line: Vec<pprof::Line> = location
             .lines
             .iter()
-            .zip(names)
-            .map(|(line, name)| {
+            .zip(frames)
+            .filter_map(|(line, frame)| {
+                let name = self.view.name(&frame)?;
                 let key = match self.index.functions.get(&line.function_id) {
-                    Some(f) => (name, f.system_name.clone(), f.filename.clone(), f.start_line),
+                    Some(f) => (name, frame.system_name, f.filename.clone(), f.start_line),
                     None => (name, String::new(), String::new(), 0),
                 };
-                pprof::Line {
+                Some(pprof::Line {
                     function_id: self.function(key),
                     line: line.line,
                     column: line.column,
-                }
+                })
             })
             .collect();
+        if line.is_empty() {
+            return HIDDEN;
+        }
         self.push_location(pprof::Location {
             mapping_id,
             address: location.address,
@@ -234,15 +271,34 @@ impl<'a> Builder<'a> {
             mapping.has_line_numbers |= frames.iter().any(|f| f.line != 0);
             mapping.has_inline_frames |= frames.len() > 1;
         }
-        let line = frames
+        let binary = self
+            .index
+            .mappings
+            .get(&location.mapping_id)
+            .map(|m| m.filename.clone())
+            .unwrap_or_default();
+        let line: Vec<pprof::Line> = frames
             .iter()
             .rev()
-            .map(|f| pprof::Line {
-                function_id: self.function((f.function.clone(), String::new(), f.file.clone(), 0)),
-                line: i64::from(f.line),
-                column: 0,
+            .filter_map(|f| {
+                let name = self.view.name(&Frame {
+                    function: f.function.clone(),
+                    file: f.file.clone(),
+                    line: i64::from(f.line),
+                    binary: binary.clone(),
+                    address: location.address,
+                    ..Frame::default()
+                })?;
+                Some(pprof::Line {
+                    function_id: self.function((name, String::new(), f.file.clone(), 0)),
+                    line: i64::from(f.line),
+                    column: 0,
+                })
             })
             .collect();
+        if line.is_empty() {
+            return HIDDEN;
+        }
         self.push_location(pprof::Location {
             mapping_id,
             address: location.address,
@@ -506,6 +562,7 @@ mod tests {
             samples: f.samples.clone(),
             symbols: &f.index,
             native: &f.native,
+            view: &crate::frames::DEFAULT_VIEW,
         }
     }
 
@@ -616,6 +673,7 @@ mod tests {
             samples: vec![],
             symbols: &index,
             native: &native,
+            view: &crate::frames::DEFAULT_VIEW,
         })));
         assert!(p.sample.is_empty() && p.location.is_empty() && p.function.is_empty());
         assert_eq!(p.string_table[0], "");

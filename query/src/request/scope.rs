@@ -2,12 +2,15 @@
 //! with its defaults from the engine's clock, the selector, the ids, and a profile type the
 //! tenant stored; a catalog listing's scope is its tenant and range.
 
+use std::sync::Arc;
+
 use stackhouse_storage::model::{ProfileType, TimeRange};
 
 use super::{hex_ids, parse_range};
 use crate::engine::QueryEngine;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
+use crate::frames::FrameRequest;
 use crate::selector::{Selector, parse_selector};
 
 /// What a read selects, as the query API's parameters spell it.
@@ -25,6 +28,8 @@ pub struct ScopeRequest {
     pub span_ids: Vec<String>,
     /// Hex, 32 characters each.
     pub profile_ids: Vec<String>,
+    /// Frame rules and granularity.
+    pub frames: FrameRequest,
 }
 
 /// `from` and `to` as sent: unix nanoseconds, RFC 3339, `now` or `now-<duration>`; `to`
@@ -55,6 +60,7 @@ impl QueryEngine {
         let selector = selector("selector", r.selector.as_deref())?;
         let span_ids = hex_ids::<8>("span_id", &r.span_ids)?;
         let profile_ids = hex_ids::<16>("profile_id", &r.profile_ids)?;
+        let frames = Arc::new(r.frames.resolve()?);
         let profile_type = self
             .known_profile_type(&r.tenant, r.profile_type.as_deref())
             .await?;
@@ -63,6 +69,7 @@ impl QueryEngine {
             trace_ids,
             span_ids,
             profile_ids,
+            frames,
             ..Scope::new(&r.tenant, profile_type, range)
         })
     }

@@ -1438,4 +1438,60 @@ mod tests {
         );
         assert_eq!(cache.tenant("other").lock().unwrap().entries(), 1);
     }
+
+    fn hiding(name: &str) -> Arc<FrameView> {
+        let request = crate::frames::FrameRequest {
+            hide: vec![name.to_string()],
+            ..Default::default()
+        };
+        Arc::new(request.resolve().unwrap())
+    }
+
+    #[test]
+    fn views_have_trees_of_their_own_and_the_least_used_leaves() {
+        let cache = CallPathCache::new(1000);
+        let default = cache.tenant("t");
+        let a = cache.view("t", &hiding("a"));
+        assert!(
+            Arc::ptr_eq(&a, &cache.view("t", &hiding("a"))),
+            "the same rules, the same tree"
+        );
+        assert!(!Arc::ptr_eq(&a, &default));
+        for i in 0..CallPathCache::MAX_VIEWS {
+            cache.view("t", &hiding(&format!("x{i}")));
+        }
+        assert!(
+            !Arc::ptr_eq(&a, &cache.view("t", &hiding("a"))),
+            "the least used view left"
+        );
+        assert!(
+            Arc::ptr_eq(&default, &cache.tenant("t")),
+            "the default view stays"
+        );
+    }
+
+    #[test]
+    fn hidden_frames_join_their_parent_and_coarse_names_merge() {
+        let mut b = Batch::new("t");
+        let (main, tokio, work) = (
+            function(&mut b, "main"),
+            function(&mut b, "tokio::poll"),
+            function(&mut b, "work"),
+        );
+        let locs = [main, tokio, work].map(|f| location(&mut b, vec![f]));
+        let s = b.add_stack(&[locs[2], locs[1], locs[0]]);
+        let index = index_of(&b);
+        let none = NativeFiles::default();
+        let mut hidden = CallPaths::new(hiding("tokio::.*"));
+        let end = hidden.end(&index, &none, &mut MissingSymbols::default(), s);
+        assert_eq!(hidden.frames(end), ["main", "work"]);
+        // Every frame has the same (unknown) binary: one node.
+        let request = crate::frames::FrameRequest {
+            aggregate_by: Some("binary".into()),
+            ..Default::default()
+        };
+        let mut binary = CallPaths::new(Arc::new(request.resolve().unwrap()));
+        let end = binary.end(&index, &none, &mut MissingSymbols::default(), s);
+        assert_eq!(binary.frames(end), [UNKNOWN]);
+    }
 }

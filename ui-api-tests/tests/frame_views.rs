@@ -23,7 +23,7 @@ use ui_api_tests::http_query::{Http, Params, params, with};
 use ui_api_tests::pprof_reader;
 use ui_api_tests::server::{Options, Server};
 use ui_api_tests::trees::{
-    decode_flamebearer, flamebearer_folded, json_diff_values, json_folded, parse_folded,
+    decode_flamebearer, flamebearer_folded, json_diff_values, json_folded, parse_folded, parse_folded_diff,
 };
 
 const CPU: &str = "samples:count:cpu:nanoseconds";
@@ -793,6 +793,23 @@ async fn diffs_follow_the_rules_on_both_sides() {
         ));
         let json = http.json("/api/v1/diff", &q).await;
         let values = json_diff_values(&json["root"]);
+        let folded = parse_folded_diff(
+            &http
+                .text("/api/v1/diff", &with(q.clone(), &[("format", "folded")]))
+                .await,
+        );
+        for side in 0..2 {
+            let got: BTreeMap<String, i64> = folded
+                .iter()
+                .map(|(path, v)| (path.clone(), [v.0, v.1][side]))
+                .filter(|(_, v)| *v != 0)
+                .collect();
+            assert_eq!(
+                got,
+                expected_folded(&view, side, true),
+                "{name}: folded side {side}"
+            );
+        }
         for side in 0..2 {
             let got: BTreeMap<String, i64> = values
                 .iter()

@@ -34,6 +34,8 @@ const T0: i64 = 1_700_000_040 * SECOND;
 const MID: i64 = T0 + 60 * SECOND;
 const END: i64 = T0 + 120 * SECOND;
 const UNKNOWN: &str = "<unknown>";
+/// The one profile every sample belongs to.
+const PROFILE_ID: &str = "6f1c0de5a1b2c3d4e5f60718293a4b5c";
 
 /// One frame as sent: a function's line in a location.
 #[derive(Clone, Copy, Debug)]
@@ -544,6 +546,7 @@ fn request() -> ExportProfilesServiceRequest {
         period: 10_000_000,
         time_unix_nano: T0 as u64,
         duration_nano: (END - T0) as u64,
+        profile_id: hex::decode(PROFILE_ID).unwrap(),
         samples,
         ..Default::default()
     };
@@ -719,6 +722,10 @@ async fn flamegraphs_in_every_format_follow_the_rules() {
             .text("/api/v1/flamegraph", &with(q.clone(), &[("format", "folded")]))
             .await;
         assert_eq!(parse_folded(&folded), want, "{name}: folded");
+        let mut by_id = view.params();
+        by_id.push(("format".into(), "folded".into()));
+        let folded = http.text(&format!("/api/v1/profiles/{PROFILE_ID}"), &by_id).await;
+        assert_eq!(parse_folded(&folded), want, "{name}: the profile by its id");
         let fb = http
             .json(
                 "/api/v1/flamegraph",

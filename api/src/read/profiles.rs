@@ -7,7 +7,7 @@ use stackhouse_query::request::TreeAnswer;
 
 use super::call::ReadCall;
 use super::encode::{ProfileBody, json, pprof, rendered};
-use super::params::{ProfileTypeParams, TenantHeader, TreeParams};
+use super::params::{FrameParams, ProfileTypeParams, TenantHeader, TreeParams};
 use crate::error::ApiError;
 use crate::route::{Route, documented};
 use crate::state::AppState;
@@ -24,7 +24,7 @@ pub(super) fn routes() -> Vec<Route> {
     tag = "query",
     params(
         ("profile_id" = String, Path, description = "Profile id, 32 hex characters"),
-        TenantHeader, ProfileTypeParams, TreeParams,
+        TenantHeader, ProfileTypeParams, TreeParams, FrameParams,
     ),
     responses(
         (status = 200, description = "The profile in the requested format", content(
@@ -41,6 +41,7 @@ pub(crate) async fn profile(
 ) -> Result<Response, ApiError> {
     let type_params = ProfileTypeParams::from_query(&q)?;
     let tree = TreeParams::from_query(&q)?;
+    let frames = FrameParams::from_query(&q)?;
     let format = tree.format()?;
     let request = ProfileRequest {
         tenant,
@@ -48,6 +49,7 @@ pub(crate) async fn profile(
         profile_type: type_params.profile_type,
         max_nodes: tree.asked_max_nodes()?,
         output: tree.output()?,
+        frames: frames.request(),
     };
     Ok(match state.engine.read_profile(&request).await? {
         TreeAnswer::Pprof(profile) => pprof(&profile),

@@ -3,6 +3,7 @@
 //! `GET /api/v1/profiles/{id}`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use stackhouse_storage::model::{ProfileType, TimeRange, member_tenants};
@@ -14,6 +15,7 @@ use crate::engine::QueryEngine;
 use crate::engine::deleted::Deleted;
 use crate::engine::scope::Scope;
 use crate::error::QueryError;
+use crate::frames::FrameRequest;
 use crate::request::{TreeAnswer, TreeOutput, hex_id, parse_profile_type};
 use crate::tree::Flamegraph;
 
@@ -181,6 +183,8 @@ pub struct ProfileRequest {
     pub profile_type: Option<String>,
     pub max_nodes: usize,
     pub output: TreeOutput,
+    /// Frame rules and granularity.
+    pub frames: FrameRequest,
 }
 
 impl QueryEngine {
@@ -194,9 +198,11 @@ impl QueryEngine {
             let profile_id = hex_id::<16>("profile_id", &r.profile_id)?;
             let profile_type = r.profile_type.as_deref().map(parse_profile_type).transpose()?;
             let max_nodes = self.max_nodes(r.max_nodes)?;
-            let (meta, scope) = self
+            let frames = Arc::new(r.frames.resolve()?);
+            let (meta, mut scope) = self
                 .find_profile(&r.tenant, profile_id, profile_type.as_ref())
                 .await?;
+            scope.frames = frames;
             if r.output == TreeOutput::Pprof {
                 return Ok(TreeAnswer::Pprof(self.pprof(&PprofQuery::Scope(scope)).await?));
             }

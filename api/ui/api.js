@@ -21,7 +21,10 @@ export class Api {
   url(path, params = {}) {
     const query = new URLSearchParams();
     for (const [name, value] of Object.entries(params)) {
-      if (value !== undefined && value !== null && value !== "") query.set(name, value);
+      // Arrays are repeated parameters (`focus=a&focus=b`).
+      for (const one of Array.isArray(value) ? value : [value]) {
+        if (one !== undefined && one !== null && one !== "") query.append(name, one);
+      }
     }
     const text = query.toString();
     return text ? `${path}?${text}` : path;

@@ -1,10 +1,16 @@
 // The page: controls, URL state and the query API calls behind the chart, the flame graph,
-// the timeline, the sandwich and the table. Every query parameter in the URL has the API's
-// own name, so a link (or a dashboard's deep link) reproduces a view.
+// the timeline, the sandwich, the call graph, the bottom-up tree and the table. Every query
+// parameter in the URL has the API's own name, so a link (or a dashboard's deep link)
+// reproduces a view.
 
 import { Api } from "./api.js";
 import { SelectorAutocomplete } from "./autocomplete.js";
+import { BottomUpTable } from "./bottomup.js";
+import { CallGraphView } from "./callgraph.js";
+import { ComparePresets } from "./compare.js";
+import { FilterBar, RULE_PARAMS, frameParams, functionRule, stackParams } from "./filters.js";
 import { FlameGraph } from "./flamegraph.js";
+import { FrameMenu } from "./framemenu.js";
 import { SERIES_COLORS, exact, formatValue, parseTime, percent, rfc3339 } from "./format.js";
 import { sandwich } from "./sandwich.js";
 import { FunctionTable } from "./table.js";
@@ -14,16 +20,20 @@ import { TimeChart, stepFor } from "./timeseries.js";
 
 /**
  * URL parameters, in the order written. `view`, `search`, `tenant`, `tz` (time zone shown),
- * `lane` (the timeline's lane key), `events` (the most samples it reads) and `function`
- * (the sandwich's) are the page's own.
+ * `lane` (the timeline's lane key), `events` (the most samples it reads), `function`
+ * (the sandwich's) and `compare`, `compare_label`, `compare_value` (the diff's comparison
+ * preset) are the page's own. `focus`, `drop`, `hide` and `preset` are repeated.
  */
 const PARAMS = [
   "view", "profile_type", "selector", "from", "to", "group_by", "max_nodes",
   "trace_id", "span_id", "profile_id",
+  ...RULE_PARAMS, "aggregate_by",
   "baseline_selector", "baseline_from", "baseline_to",
   "comparison_selector", "comparison_from", "comparison_to",
+  "compare", "compare_label", "compare_value",
   "search", "tenant", "tz", "lane", "function", "events",
 ];
+const LISTS = new Set(RULE_PARAMS);
 const DEFAULTS = { view: "flamegraph", from: "now-1h", to: "now", lane: "thread", events: "100000" };
 /** Fields holding times: shown as date-times in the zone picked, kept as the API reads them. */
 const TIME_FIELDS = ["from", "to", "baseline_from", "baseline_to", "comparison_from", "comparison_to"];
@@ -39,13 +49,17 @@ function readUrl() {
   const query = new URLSearchParams(window.location.search);
   const state = {};
   for (const name of PARAMS) state[name] = query.get(name) ?? DEFAULTS[name] ?? "";
+  for (const name of LISTS) state[name] = query.getAll(name).flatMap((v) => (name === "preset" ? v.split(",") : [v])).filter(Boolean);
   if (!query.has("tenant")) state.tenant = localStorage.getItem("stackhouse.tenant") || "";
   return state;
 }
 
 function writeUrl(push) {
   const query = new URLSearchParams();
-  for (const name of PARAMS) if (state[name] && state[name] !== DEFAULTS[name]) query.set(name, state[name]);
+  for (const name of PARAMS) {
+    if (LISTS.has(name)) state[name].forEach((value) => query.append(name, value));
+    else if (state[name] && state[name] !== DEFAULTS[name]) query.set(name, state[name]);
+  }
   const url = `${window.location.pathname}${query.size ? `?${query}` : ""}`;
   if (url !== `${window.location.pathname}${window.location.search}`) {
     window.history[push ? "pushState" : "replaceState"](null, "", url);
@@ -58,10 +72,20 @@ const api = new Api(
   () => $("token").value.trim(),
 );
 const tooltip = $("tooltip");
-const flame = new FlameGraph($("flamegraph"), tooltip, (node) => {
-  $("reset-zoom").disabled = !node;
-  $("sandwich-zoomed").disabled = !node || flame.mode === "diff";
-});
+const frameMenu = new FrameMenu(
+  $("frame-menu"),
+  (kind, name) => filters.add(kind, functionRule(name)),
+  (name) => openSandwich(name),
+);
+const flame = new FlameGraph(
+  $("flamegraph"),
+  tooltip,
+  (node) => {
+    $("reset-zoom").disabled = !node;
+    $("sandwich-zoomed").disabled = !node || flame.mode === "diff";
+  },
+  { onMenu: (node, x, y) => frameMenu.open(node.name, x, y, $("flamegraph")) },
+);
 const chart = new TimeChart($("chart"), tooltip, brushed, openExemplar);
 const table = new FunctionTable(
   $("top-table"),
@@ -75,6 +99,16 @@ const table = new FunctionTable(
 const timeline = new Timeline($("timeline"), tooltip, focusFrame);
 const callers = new FlameGraph($("callers"), tooltip, () => {}, { inverted: true });
 const callees = new FlameGraph($("callees"), tooltip, () => {});
+const callgraph = new CallGraphView($("callgraph"));
+const bottomup = new BottomUpTable($("bottomup-table"));
+const filters = new FilterBar(
+  {
+    form: $("filter-bar"), kind: $("rule-kind"), field: $("rule-field"), pattern: $("rule-pattern"),
+    chips: $("rule-chips"), presets: $("filter-presets"), granularity: $("aggregate-by"),
+  },
+  state,
+  () => run(),
+);
 /** Frames (caller first) to zoom the flame graph to once it is drawn: a timeline click. */
 let pendingFocus = null;
 /** The query running now; a new one aborts it. */
@@ -102,6 +136,19 @@ const labels = {
     return (await this.get(name, `/api/v1/labels/${encodeURIComponent(name)}/values`)).values;
   },
 };
+
+const compare = new ComparePresets(
+  {
+    kind: $("compare"), label: $("compare-label"), value: $("compare-value"),
+    labelBox: $("compare-label-box"), valueBox: $("compare-value-box"), message: $("compare-message"),
+  },
+  state,
+  labels,
+  () => {
+    fillControls();
+    run();
+  },
+);
 
 // --- controls <-> state ---------------------------------------------------------------
 
@@ -140,13 +187,17 @@ function fillControls() {
   $("service").value = serviceOf(state.selector);
   $("diff-controls").hidden = state.view !== "diff";
   $("timeline-panel").hidden = state.view !== "timeline";
-  $("split").hidden = state.view === "timeline";
+  $("callgraph-panel").hidden = state.view !== "callgraph";
+  $("bottomup-panel").hidden = state.view !== "bottomup";
+  $("split").hidden = ["timeline", "callgraph", "bottomup"].includes(state.view);
   $("sandwich-panel").hidden = state.view !== "sandwich";
   $("flame-panel").hidden = state.view === "sandwich";
   for (const tab of document.querySelectorAll(".tabs button")) {
     tab.setAttribute("aria-selected", String(tab.dataset.view === state.view));
   }
   renderIdChips();
+  filters.render();
+  compare.render();
 }
 
 /** Reads the controls into the state; a time field edited to something unreadable throws. */
@@ -236,8 +287,12 @@ function clearPanels(message) {
   timeline.clear();
   callers.clear();
   callees.clear();
+  callgraph.clear();
+  bottomup.clear();
   $("timeline-status").hidden = true;
-  for (const id of ["chart-message", "flame-message", "table-message", "timeline-message", "sandwich-message"]) panelMessage(id, message);
+  for (const id of ["chart-message", "flame-message", "table-message", "timeline-message", "sandwich-message", "callgraph-message", "bottomup-message"]) {
+    panelMessage(id, message);
+  }
   $("stats").textContent = "";
   $("search-result").textContent = "";
 }
@@ -256,7 +311,7 @@ function scope() {
 }
 
 function diffParams() {
-  const params = { profile_type: state.profile_type, max_nodes: state.max_nodes };
+  const params = { profile_type: state.profile_type, max_nodes: state.max_nodes, ...frameParams(state) };
   for (const side of ["baseline", "comparison"]) {
     for (const part of ["selector", "from", "to"]) params[`${side}_${part}`] = state[`${side}_${part}`];
   }
@@ -290,7 +345,7 @@ async function loadChart(signal) {
   const now = Date.now() * 1e6;
   const [from, to] = [parseTime(state.from, now), parseTime(state.to, now)];
   const step = from !== null && to !== null && to > from ? stepFor(to - from, $("chart").parentElement.clientWidth) / 1e9 : "";
-  const data = await api.json("/api/v1/timeseries", { ...scope(), group_by: state.group_by, step }, signal);
+  const data = await api.json("/api/v1/timeseries", { ...scope(), ...stackParams(state), group_by: state.group_by, step }, signal);
   shown = { from: data.from, to: data.to };
   chart.show(data);
   if (state.view !== "diff") loadExemplars(data, signal);
@@ -310,7 +365,7 @@ async function loadChart(signal) {
 
 async function loadFlamegraph(signal) {
   const started = performance.now();
-  const data = await api.json("/api/v1/flamegraph", { ...scope(), group_by: state.group_by, max_nodes: state.max_nodes }, signal);
+  const data = await api.json("/api/v1/flamegraph", { ...scope(), ...frameParams(state), group_by: state.group_by, max_nodes: state.max_nodes }, signal);
   const elapsed = performance.now() - started;
   flame.show(data, "single");
   if (pendingFocus) flame.zoomToPath(pendingFocus);
@@ -333,7 +388,7 @@ function statsLine(stats, elapsed) {
 }
 
 async function loadTop(signal) {
-  const data = await api.json("/api/v1/top", { ...scope(), limit: TOP_LIMIT }, signal);
+  const data = await api.json("/api/v1/top", { ...scope(), ...frameParams(state), limit: TOP_LIMIT }, signal);
   const value = (v) => `${formatValue(v, data.unit)} · ${percent(v, data.total)}`;
   table.show(
     [
@@ -507,7 +562,7 @@ function openSandwich(name) {
 }
 
 async function loadSandwich(signal) {
-  const data = await api.json("/api/v1/flamegraph", { ...scope(), max_nodes: state.max_nodes }, signal);
+  const data = await api.json("/api/v1/flamegraph", { ...scope(), ...frameParams(state), max_nodes: state.max_nodes }, signal);
   const name = state.function;
   if (!name) {
     callers.clear();
@@ -521,6 +576,30 @@ async function loadSandwich(signal) {
   callees.show({ ...data, root: down, total: down.total }, "single");
   panelMessage("sandwich-message", up.total ? "" : `${name} is not in ${describeScope()}.`);
   $("sandwich-title").textContent = `Sandwich of ${name} · ${formatValue(down.total, data.unit)} (${percent(down.total, data.total)})`;
+}
+
+// --- call graph and bottom-up ----------------------------------------------------------
+
+/** The flame graph of the selection without groups, which both views read. */
+function loadTree(signal) {
+  return api.json("/api/v1/flamegraph", { ...scope(), ...frameParams(state), max_nodes: state.max_nodes }, signal);
+}
+
+async function loadCallgraph(signal) {
+  const data = await loadTree(signal);
+  callgraph.show(data);
+  const { functions, edges, dropped } = callgraph.graph;
+  panelMessage("callgraph-message", data.total ? "" : `No samples of ${describeScope()}.`);
+  $("callgraph-title").textContent =
+    `Call graph · ${functions.length} functions${dropped ? ` (the ${functions.length} largest of ${functions.length + dropped})` : ""}, ` +
+    `${edges.length} calls · ${formatValue(data.total, data.unit)} total`;
+}
+
+async function loadBottomup(signal) {
+  const data = await loadTree(signal);
+  bottomup.show(data);
+  panelMessage("bottomup-message", bottomup.rows.length ? "" : `No samples of ${describeScope()}.`);
+  $("bottomup-title").textContent = `Bottom-up · ${bottomup.rows.length} functions · ${formatValue(data.total, data.unit)} total`;
 }
 
 /** Self values per function on both sides, from the diff tree. */
@@ -633,6 +712,12 @@ async function run({ push = true } = {}) {
     } else if (state.view === "sandwich") {
       markDiffSides();
       await Promise.all([chartDone, loadSandwich(signal), loadTop(signal)]);
+    } else if (state.view === "callgraph") {
+      markDiffSides();
+      await Promise.all([chartDone, loadCallgraph(signal)]);
+    } else if (state.view === "bottomup") {
+      markDiffSides();
+      await Promise.all([chartDone, loadBottomup(signal)]);
     } else {
       markDiffSides();
       await Promise.all([chartDone, loadFlamegraph(signal), loadTop(signal)]);
@@ -663,6 +748,8 @@ function search() {
 function brushed(from, to) {
   if (state.view === "diff") {
     const side = document.querySelector('input[name="brush"]:checked').value;
+    state.compare = "";
+    compare.render();
     setTime(`${side}_from`, String(from));
     setTime(`${side}_to`, String(to));
     markDiffSides();
@@ -679,7 +766,7 @@ function download(format) {
   const [path, params] =
     state.view === "diff"
       ? ["/api/v1/diff", { ...diffParams(), format }]
-      : ["/api/v1/flamegraph", { ...scope(), group_by: state.group_by, format }];
+      : ["/api/v1/flamegraph", { ...scope(), ...frameParams(state), group_by: state.group_by, format }];
   const name = `stackhouse-${state.view}-${state.profile_type.replace(/[^\w.-]+/g, "_")}`;
   api.download(path, params, format === "pprof" ? `${name}.pb.gz` : `${name}.folded.txt`).catch((e) => showError(e.message));
 }
@@ -787,7 +874,8 @@ function bind() {
 $("zone-local").textContent = `local (${zoneName()})`;
 fillControls();
 bind();
+filters.loadPresets(api);
 run({ push: false });
 
 // For tests and the browser console.
-window.stackhouse = { state, flame, chart, table, timeline, callers, callees, formatDateTime, readTime };
+window.stackhouse = { state, flame, chart, table, timeline, callers, callees, callgraph, bottomup, formatDateTime, readTime };

@@ -57,10 +57,16 @@ export function matcher(text) {
 }
 
 export class FlameGraph {
-  /** `onZoom(node)` is told of every zoom and reset (`null`); `inverted` draws the root at the bottom. */
-  constructor(canvas, tooltip, onZoom, { inverted = false } = {}) {
+  /**
+   * `onZoom(node)` is told of every zoom and reset (`null`); `inverted` draws the root at
+   * the bottom; `onMenu(node, x, y)` (if given) opens a frame's menu at client coordinates,
+   * from a right-click or, on the focused canvas, the context-menu key, Shift+F10 or `m`
+   * for the frame zoomed to.
+   */
+  constructor(canvas, tooltip, onZoom, { inverted = false, onMenu = null } = {}) {
     this.canvas = canvas;
     this.inverted = inverted;
+    this.onMenu = onMenu;
     this.tooltip = tooltip;
     this.onZoom = onZoom;
     this.root = null;
@@ -73,9 +79,13 @@ export class FlameGraph {
       const frame = this.frameAt(event);
       if (frame) this.zoomTo(frame.node);
     });
-    canvas.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") this.reset();
+    canvas.addEventListener("contextmenu", (event) => {
+      const frame = this.onMenu && this.frameAt(event);
+      if (!frame || frame.node === this.root) return;
+      event.preventDefault();
+      this.onMenu(frame.node, event.clientX, event.clientY);
     });
+    canvas.addEventListener("keydown", (event) => this.key(event));
     new ResizeObserver(() => this.draw()).observe(canvas.parentElement);
   }
 
@@ -107,6 +117,36 @@ export class FlameGraph {
 
   reset() {
     if (this.root) this.zoomTo(this.root);
+  }
+
+  /**
+   * Keys on the focused canvas: Escape resets the zoom; ↓ zooms into the widest callee,
+   * ↑ to the caller, ← and → to the neighbouring frames of the same caller; the menu keys
+   * open the zoomed frame's menu.
+   */
+  key(event) {
+    if (event.key === "Escape") return this.reset();
+    if (!this.root) return;
+    const node = this.zoomed || this.root;
+    let next = null;
+    if (event.key === "ArrowDown") {
+      next = node.children.reduce((widest, c) => (!widest || c.weight > widest.weight ? c : widest), null);
+    } else if (event.key === "ArrowUp") {
+      next = node.parent;
+    } else if ((event.key === "ArrowLeft" || event.key === "ArrowRight") && node.parent) {
+      const siblings = node.parent.children;
+      next = siblings[siblings.indexOf(node) + (event.key === "ArrowLeft" ? -1 : 1)] || null;
+    } else if (this.onMenu && this.zoomed && (event.key === "ContextMenu" || event.key === "m" || (event.key === "F10" && event.shiftKey))) {
+      event.preventDefault();
+      const box = this.canvas.getBoundingClientRect();
+      const frame = this.rows.flat().find((f) => f.node === this.zoomed);
+      this.onMenu(this.zoomed, box.left + 16, box.top + (frame ? this.rowY(frame.depth) + ROW : 0));
+      return;
+    }
+    if (next) {
+      event.preventDefault();
+      this.zoomTo(next);
+    }
   }
 
   /** Zooms to the frame at the end of `names` (caller first, from the root's children). */

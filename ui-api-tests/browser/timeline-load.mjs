@@ -7,16 +7,10 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { session } from "./session.mjs";
 
 const plan = JSON.parse(readFileSync(0, "utf8"));
-const browser = await chromium.launch({
-  executablePath: plan.chromium,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
-});
-const page = await (await browser.newContext({ viewport: { width: 1400, height: 1000 }, timezoneId: "UTC" })).newPage();
-const pageErrors = [];
-page.on("pageerror", (error) => pageErrors.push(`${error.name}: ${error.message}`));
+const { browser, page, pageErrors } = await session(plan, { timezoneId: "UTC" });
 
 const started = Date.now();
 await page.goto(`${plan.base}/?${new URLSearchParams(plan.query)}`);

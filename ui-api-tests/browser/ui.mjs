@@ -8,33 +8,13 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { chromium } from "playwright-core";
+import { session } from "./session.mjs";
 
 const plan = JSON.parse(readFileSync(0, "utf8"));
-const browser = await chromium.launch({
-  executablePath: plan.chromium,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
-});
-const context = await browser.newContext({ viewport: { width: 1400, height: 1000 }, acceptDownloads: true });
-const page = await context.newPage();
-const pageErrors = [];
-const consoleErrors = [];
-page.on("pageerror", (error) => pageErrors.push(`${error.name}: ${error.message}`));
-page.on("console", (message) => message.type() === "error" && consoleErrors.push(message.text()));
+const { browser, page, pageErrors, consoleErrors, requests, settled, open } = await session(plan, { acceptDownloads: true });
 
 const out = {};
 const shot = (name) => page.screenshot({ path: join(plan.screenshots, `${name}.png`), fullPage: true });
-
-/** Waits until no query runs and the flame graph or a message is shown. */
-async function settled() {
-  await page.waitForFunction(() => !document.body.classList.contains("busy") && window.stackhouse, null, { timeout: 30_000 });
-  await page.waitForTimeout(100);
-}
-
-async function open(query) {
-  await page.goto(`${plan.base}/?${new URLSearchParams(query)}`);
-  await settled();
-}
 
 /** Painted pixels of a canvas, and how many of them are clearly red or green. */
 function pixels(selector) {

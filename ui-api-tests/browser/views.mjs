@@ -8,32 +8,13 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { session } from "./session.mjs";
 
 const plan = JSON.parse(readFileSync(0, "utf8"));
-const browser = await chromium.launch({
-  executablePath: plan.chromium,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
-});
-const context = await browser.newContext({ viewport: { width: 1400, height: 1000 }, timezoneId: plan.timezone });
-const page = await context.newPage();
-const pageErrors = [];
-page.on("pageerror", (error) => pageErrors.push(`${error.name}: ${error.message}`));
-const requests = [];
-page.on("request", (request) => requests.push(request.url()));
+const { browser, page, pageErrors, requests, settled, open } = await session(plan, { timezoneId: plan.timezone });
 
 const out = {};
 const shot = (name) => page.screenshot({ path: join(plan.screenshots, `${name}.png`), fullPage: true });
-
-async function settled() {
-  await page.waitForFunction(() => !document.body.classList.contains("busy") && window.stackhouse, null, { timeout: 60_000 });
-  await page.waitForTimeout(100);
-}
-
-async function open(query) {
-  await page.goto(`${plan.base}/?${new URLSearchParams(query)}`);
-  await settled();
-}
 
 const params = () => Object.fromEntries(new URL(page.url()).searchParams);
 /** The query of the last request to `path`, as the server got it. */

@@ -29,7 +29,7 @@ pub fn drive(script: &str, mut plan: Value) -> Value {
     );
     let dir = node_tool::install(
         "browser",
-        &["package.json", script],
+        &["package.json", "session.mjs", script],
         "node_modules/playwright-core/package.json",
     );
     plan["chromium"] = CHROMIUM.into();

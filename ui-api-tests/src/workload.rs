@@ -48,6 +48,10 @@ pub const LINKS: [(usize, &str); 6] = [
     (2, "a3ce929d0e0e4736"),
 ];
 
+/// A Rust symbol as a native profiler sends it, and how it reads (as `rustfilt` and
+/// `c++filt -s rust` print it, the hash left out).
+pub const MANGLED_ONLY: (&str, &str) = ("_ZN4core3fmt5write17h7a6a4e8d3b1f2c5eE", "core::fmt::write");
+
 /// One location of a stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Loc {
@@ -55,8 +59,8 @@ pub enum Loc {
     Func(&'static str),
     /// Several lines (inlined functions), caller first.
     Inline(&'static [&'static str]),
-    /// A function with only a system name.
-    System(&'static str),
+    /// A function sent with only its system name, mangled: [`MANGLED_ONLY`].
+    System,
     /// No lines: an address, in a mapping or not.
     Addr {
         mapping: Option<&'static str>,
@@ -68,7 +72,8 @@ impl Loc {
     /// Frame names as DESIGN.md defines them, caller first.
     pub fn frames(&self) -> Vec<String> {
         match self {
-            Loc::Func(name) | Loc::System(name) => vec![name.to_string()],
+            Loc::Func(name) => vec![name.to_string()],
+            Loc::System => vec![MANGLED_ONLY.1.to_string()],
             Loc::Inline(names) => names.iter().map(|n| n.to_string()).collect(),
             Loc::Addr {
                 mapping: Some(file),
@@ -177,12 +182,7 @@ fn cpu_stacks() -> Vec<Vec<Loc>> {
             Func("recurse"),
             Func("compute"),
         ],
-        vec![
-            Func("main"),
-            Func("recurse"),
-            Func("recurse"),
-            System("_ZN4core3fmt5write"),
-        ],
+        vec![Func("main"), Func("recurse"), Func("recurse"), System],
         vec![
             Func("main"),
             Addr {
@@ -548,8 +548,8 @@ impl Dict {
                 lines: vec![line(self.function(name, ""))],
                 ..Default::default()
             },
-            Loc::System(name) => Location {
-                lines: vec![line(self.function("", name))],
+            Loc::System => Location {
+                lines: vec![line(self.function("", MANGLED_ONLY.0))],
                 ..Default::default()
             },
             // OTLP lists the innermost line first; the last line is the caller.

@@ -23,8 +23,8 @@ use ui_api_tests::trees::{
     parse_folded, parse_folded_diff,
 };
 use ui_api_tests::workload::{
-    CPU, FROM, LINKS, OFF_CPU, Obs, SECOND, T0, TO, TRACES, Workload, buckets, folded, node_values, top,
-    total,
+    CPU, FROM, LINKS, MANGLED_ONLY, OFF_CPU, Obs, SECOND, T0, TO, TRACES, Workload, buckets, folded,
+    node_values, top, total,
 };
 
 const TYPES: [&str; 2] = [CPU, OFF_CPU];
@@ -1446,7 +1446,7 @@ fn workload_encoding_matches_its_description() {
                 .frames
                 .iter()
                 .map(|f| {
-                    if f.starts_with("_ZN") {
+                    if f == MANGLED_ONLY.1 {
                         String::new()
                     } else {
                         f.clone()

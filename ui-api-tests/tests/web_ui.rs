@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use ui_api_tests::server::{Options, Server};
+use ui_api_tests::trees::parse_folded;
 use ui_api_tests::workload::{self, FROM, Loc, Obs, ProfileSpec, SECOND, SampleSpec, T0, TO, Workload};
 use ui_api_tests::{browser, reads};
 
@@ -247,18 +248,7 @@ async fn web_ui_shows_what_the_workload_holds() {
     // Downloads.
     assert_eq!(at("/pprof/gzip"), true, "pprof is gzipped");
     assert!(num(&at("/pprof/text")) > 0, "pprof inflates");
-    let folded: i64 = at("/folded/text")
-        .as_str()
-        .unwrap()
-        .lines()
-        .map(|line| {
-            line.rsplit_once(' ')
-                .expect("STACK VALUE")
-                .1
-                .parse::<i64>()
-                .unwrap()
-        })
-        .sum();
+    let folded: i64 = parse_folded(at("/folded/text").as_str().unwrap()).values().sum();
     assert_eq!(folded, total - empty_stacks, "folded download");
 
     // Diff from a link: both totals from the input, frames colored both ways.

@@ -2,6 +2,7 @@
 //! rule tests push to it, read back over its HTTP API.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,22 +17,53 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
+    /// With the remote-write receiver on and out-of-order points accepted, as the
+    /// recording rule tests push backfilled points.
     pub fn start() -> Prometheus {
+        // Backfilled points are older than what Prometheus already holds of other series.
+        Prometheus::with_config::<&str>("storage:\n  tsdb:\n    out_of_order_time_window: 7d\n", &[])
+    }
+
+    /// Scraping `targets` (`host:port`) every second, evaluating `rule_files` (copied
+    /// beside its configuration) every second.
+    pub fn scraping(targets: &[String], rule_files: &[&Path]) -> Prometheus {
+        let list: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let names: Vec<String> = (0..rule_files.len())
+            .map(|i| format!("  - rules-{i}.yaml\n"))
+            .collect();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n{}\
+             scrape_configs:\n  - job_name: stackhouse\n    static_configs:\n      - targets: [{}]\n",
+            if names.is_empty() {
+                "  []\n".to_string()
+            } else {
+                names.concat()
+            },
+            list.join(", ")
+        );
+        let files: Vec<(String, &Path)> = rule_files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (format!("rules-{i}.yaml"), *f))
+            .collect();
+        Prometheus::with_config(&config, &files)
+    }
+
+    /// `config` as its prometheus.yml, `files` copied beside it under their names.
+    pub fn with_config<N: AsRef<str>>(config: &str, files: &[(N, &Path)]) -> Prometheus {
         let found = Command::new("prometheus")
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success());
         assert!(
             found,
-            "prometheus is not installed: the recording rule tests need Debian's prometheus package (apt-get install prometheus)"
+            "prometheus is not installed: these tests need Debian's prometheus package (apt-get install prometheus)"
         );
         let dir = tempfile::tempdir().unwrap();
-        // Backfilled points are older than what Prometheus already holds of other series.
-        std::fs::write(
-            dir.path().join("prometheus.yml"),
-            "storage:\n  tsdb:\n    out_of_order_time_window: 7d\n",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+        for (name, file) in files {
+            std::fs::copy(file, dir.path().join(name.as_ref())).unwrap();
+        }
         let mut p = Prometheus {
             child: None,
             port: free_port(),
@@ -39,6 +71,19 @@ impl Prometheus {
         };
         p.spawn();
         p
+    }
+
+    /// A GET of its HTTP API, as JSON.
+    pub async fn get(&self, path: &str, query: &[(&str, &str)]) -> Value {
+        crate::http_client()
+            .get(format!("http://127.0.0.1:{}{path}", self.port))
+            .query(query)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     pub fn spawn(&mut self) {

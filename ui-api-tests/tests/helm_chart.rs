@@ -99,21 +99,7 @@ fn lint_template_and_validate_each_ci_values_file() {
         assert!(ok, "helm lint --strict -f {values}: {out}{err}");
         let rendered =
             template(Some(values), &[]).unwrap_or_else(|e| panic!("helm template -f {values}: {e}"));
-        let mut validate = Command::new("kubernetes-validate")
-            .args(["--strict", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubernetes-validate is missing: run deploy/helm/install-tools.sh");
-        std::io::Write::write_all(&mut validate.stdin.take().unwrap(), rendered.as_bytes()).unwrap();
-        let out = validate.wait_with_output().unwrap();
-        let report = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "kubernetes-validate --strict, {values}: {report}"
-        );
-        assert!(!report.contains("ERROR"), "{values}: {report}");
+        kubernetes_validate(&rendered, values);
     }
 }
 
@@ -501,4 +487,247 @@ fn every_rendered_workload_starts_the_real_binary() {
             );
         }
     }
+}
+
+/// `kubernetes-validate --strict` over rendered manifests; panics with its report.
+fn kubernetes_validate(rendered: &str, what: &str) {
+    let mut validate = Command::new("kubernetes-validate")
+        .args(["--strict", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubernetes-validate is missing: run deploy/helm/install-tools.sh");
+    std::io::Write::write_all(&mut validate.stdin.take().unwrap(), rendered.as_bytes()).unwrap();
+    let out = validate.wait_with_output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict, {what}: {report}"
+    );
+    assert!(!report.contains("ERROR"), "{what}: {report}");
+}
+
+/// The ConfigMaps Grafana's sidecar would pick up by `label: value`.
+fn dashboard_maps<'a>(docs: &'a [Value], label: &str, value: &str) -> Vec<&'a Value> {
+    kind(docs, "ConfigMap")
+        .into_iter()
+        .filter(|c| c["metadata"]["labels"][label].as_str() == Some(value))
+        .collect()
+}
+
+/// The monitoring mixin (dashboards and alert rules from the chart's own files): nothing
+/// of it by default, as with the ServiceMonitor; with `dashboards.enabled` one sidecar-
+/// labelled ConfigMap per dashboard file holding that file; with `prometheusRule.enabled`
+/// one PrometheusRule holding the rule file's groups, which promtool accepts; both
+/// validated; label, folder, thresholds and per-alert switches from values.
+#[test]
+fn dashboards_and_prometheus_rule_render_exactly_when_enabled() {
+    let files: BTreeMap<String, serde_json::Value> = std::fs::read_dir(chart().join("dashboards"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (
+                name,
+                serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(files.len(), 5, "{:?}", files.keys());
+    let rule_file: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(chart().join("rules/stackhouse-alerts.yaml")).unwrap())
+            .unwrap();
+    let alert_names = |groups: &Value| -> Vec<String> {
+        groups
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_sequence().unwrap().iter())
+            .map(|r| r["alert"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all_alerts = alert_names(&rule_file["groups"]);
+
+    for values in CI_VALUES {
+        // Off by default.
+        let docs = documents(&template(Some(values), &[]).unwrap());
+        assert!(
+            kind(&docs, "PrometheusRule").is_empty(),
+            "{values}: a PrometheusRule by default"
+        );
+        assert!(
+            dashboard_maps(&docs, "grafana_dashboard", "1").is_empty(),
+            "{values}: dashboards by default"
+        );
+
+        // On.
+        let rendered = template(
+            Some(values),
+            &["dashboards.enabled=true", "prometheusRule.enabled=true"],
+        )
+        .unwrap_or_else(|e| panic!("{values}: {e}"));
+        kubernetes_validate(&rendered, values);
+        let (ok, out, err) = run(
+            helm()
+                .args(["lint", "--strict"])
+                .arg(chart())
+                .arg("-f")
+                .arg(chart().join("ci").join(values))
+                .args(["--set", "dashboards.enabled=true,prometheusRule.enabled=true"]),
+            "helm lint",
+        );
+        assert!(ok, "helm lint --strict -f {values} with the mixin on: {out}{err}");
+        let docs = documents(&rendered);
+        let maps = dashboard_maps(&docs, "grafana_dashboard", "1");
+        assert_eq!(maps.len(), files.len(), "{values}: one ConfigMap per dashboard");
+        for map in &maps {
+            assert!(map["metadata"]["annotations"].is_null(), "no folder by default");
+            let data = map["data"].as_mapping().unwrap();
+            assert_eq!(data.len(), 1);
+            let (key, json) = data.iter().next().unwrap();
+            let key = key.as_str().unwrap();
+            let parsed: serde_json::Value = serde_json::from_str(json.as_str().unwrap()).unwrap();
+            assert_eq!(Some(&parsed), files.get(key), "{key} is the chart's file");
+        }
+        let rules = kind(&docs, "PrometheusRule");
+        assert_eq!(rules.len(), 1, "{values}");
+        let rule = rules[0];
+        assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+        let groups = &rule["spec"]["groups"];
+        assert_eq!(
+            alert_names(groups),
+            all_alerts,
+            "{values}: every alert of the rule file"
+        );
+        for (g, file_g) in groups
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .zip(rule_file["groups"].as_sequence().unwrap())
+        {
+            for (r, file_r) in g["rules"].as_sequence().unwrap().iter().zip(file_r_rules(file_g)) {
+                assert_eq!(
+                    r["expr"].as_str().unwrap().trim(),
+                    file_r["expr"].as_str().unwrap().trim()
+                );
+                assert_eq!(r["annotations"], file_r["annotations"]);
+                assert_eq!(r["labels"], file_r["labels"]);
+                assert_eq!(r["for"], file_r["for"]);
+            }
+        }
+        promtool_check(groups, values);
+    }
+
+    // Sidecar label and folder from values; thresholds, `for`, severity and switches per alert.
+    let docs = documents(
+        &template(
+            None,
+            &[
+                "dashboards.enabled=true",
+                "dashboards.label=observability/dashboard",
+                "dashboards.labelValue=stackhouse",
+                "dashboards.folder=Profiling",
+                "prometheusRule.enabled=true",
+                "prometheusRule.labels.release=kube-prometheus-stack",
+                "prometheusRule.additionalAlertLabels.team=profiling",
+                "prometheusRule.runbookBaseUrl=https://wiki.example.com/stackhouse/ops",
+                "prometheusRule.alerts.StackhouseIngestErrors.threshold=0.25",
+                "prometheusRule.alerts.StackhouseIngestErrors.for=20m",
+                "prometheusRule.alerts.StackhouseIngestErrors.severity=page",
+                "prometheusRule.alerts.StackhouseQueryTimeouts.enabled=false",
+            ],
+        )
+        .unwrap(),
+    );
+    assert!(dashboard_maps(&docs, "grafana_dashboard", "1").is_empty());
+    let maps = dashboard_maps(&docs, "observability/dashboard", "stackhouse");
+    assert_eq!(maps.len(), files.len());
+    for map in maps {
+        assert_eq!(map["metadata"]["annotations"]["grafana_folder"], "Profiling");
+    }
+    let rule = kind(&docs, "PrometheusRule")[0];
+    assert_eq!(rule["metadata"]["labels"]["release"], "kube-prometheus-stack");
+    let names = alert_names(&rule["spec"]["groups"]);
+    assert!(!names.contains(&"StackhouseQueryTimeouts".to_string()));
+    assert_eq!(names.len(), all_alerts.len() - 1);
+    let rules: Vec<&Value> = rule["spec"]["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap().iter())
+        .collect();
+    for r in &rules {
+        assert_eq!(r["labels"]["team"], "profiling");
+        let url = r["annotations"]["runbook_url"].as_str().unwrap();
+        assert!(
+            url.starts_with("https://wiki.example.com/stackhouse/ops#stackhouse"),
+            "{url}"
+        );
+    }
+    let errors = rules
+        .iter()
+        .find(|r| r["alert"] == "StackhouseIngestErrors")
+        .unwrap();
+    assert!(
+        errors["expr"].as_str().unwrap().trim_end().ends_with("> 0.25"),
+        "{:?}",
+        errors["expr"]
+    );
+    assert_eq!(errors["for"], "20m");
+    assert_eq!(errors["labels"]["severity"], "page");
+    promtool_check(&rule["spec"]["groups"], "overrides");
+
+    // Mistakes are refused: an alert that does not exist, a threshold where the
+    // expression has none, a bad duration.
+    for sets in [
+        &[
+            "prometheusRule.enabled=true",
+            "prometheusRule.alerts.StackhouseNoSuchAlert.enabled=false",
+        ][..],
+        &[
+            "prometheusRule.enabled=true",
+            "prometheusRule.alerts.StackhouseCompactionBacklog.threshold=3",
+        ],
+        &[
+            "prometheusRule.enabled=true",
+            "prometheusRule.alerts.StackhouseIngestErrors.for=soon",
+        ],
+        &["dashboards.enabled=true", "dashboards.label="],
+    ] {
+        assert!(template(None, sets).is_err(), "--set {sets:?} was accepted");
+    }
+}
+
+fn file_r_rules(group: &Value) -> impl Iterator<Item = &Value> {
+    group["rules"].as_sequence().unwrap().iter()
+}
+
+/// `promtool check rules` over rendered rule groups.
+fn promtool_check(groups: &Value, what: &str) {
+    let found = Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "promtool is not installed: Debian's prometheus package (apt-get install prometheus)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.yaml");
+    let mut file = serde_yaml::Mapping::new();
+    file.insert("groups".into(), groups.clone());
+    std::fs::write(&path, serde_yaml::to_string(&file).unwrap()).unwrap();
+    let out = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check rules, {what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -14,8 +14,9 @@ use prost::Message;
 use serde_json::Value;
 use ui_api_tests::capture;
 use ui_api_tests::client::Api;
+use ui_api_tests::prometheus::Prometheus;
 use ui_api_tests::requests::{PROFILE_TYPE, dictionary, profile, request};
-use ui_api_tests::server::{Options, Server, free_port};
+use ui_api_tests::server::{Options, Server};
 use ui_api_tests::testdata;
 
 /// The samples of the shared eBPF capture, as `jq` over its JSON twin counts them too.
@@ -141,46 +142,28 @@ async fn ingest_counters_lint_and_a_real_prometheus_scrape() {
     );
 
     // A real Prometheus scraping the server every second.
-    let dir = tempfile::tempdir().unwrap();
     let target = server.http().trim_start_matches("http://").to_string();
-    let config = format!(
-        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: stackhouse\n    static_configs:\n      - targets: ['{target}']\n"
-    );
-    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-    let port = free_port();
-    let mut prometheus = Command::new("prometheus")
-        .arg(format!(
-            "--config.file={}",
-            dir.path().join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting prometheus");
-    let url = format!("http://127.0.0.1:{port}/api/v1/query?query=sum(stackhouse_ingest_samples_total)");
+    let prometheus = Prometheus::scraping(&[target], &[]);
+    prometheus.ready().await;
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut last = Value::Null;
     let got = loop {
-        if let Ok(r) = ui_api_tests::http_client().get(&url).send().await
-            && let Ok(body) = r.json::<Value>().await
-        {
-            if let Some(v) = body["data"]["result"][0]["value"][1].as_str() {
-                break Some(v.parse::<f64>().unwrap());
-            }
-            last = body;
+        let body = prometheus
+            .get(
+                "/api/v1/query",
+                &[("query", "sum(stackhouse_ingest_samples_total)")],
+            )
+            .await;
+        if let Some(v) = body["data"]["result"][0]["value"][1].as_str() {
+            break Some(v.parse::<f64>().unwrap());
         }
+        last = body;
         if Instant::now() > deadline {
             break None;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let _ = prometheus.kill();
-    let _ = prometheus.wait();
+    drop(prometheus);
     assert_eq!(
         got,
         Some(expected as f64),

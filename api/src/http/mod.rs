@@ -4,6 +4,7 @@
 pub mod debuginfo;
 pub mod deletes;
 mod ingest;
+mod mcp;
 pub mod openapi;
 mod ops;
 mod otlp;
@@ -28,6 +29,7 @@ pub(crate) fn query_routes() -> Vec<Route> {
     routes.extend(deletes::routes());
     routes.extend(tenants::routes());
     routes.extend(openapi::routes());
+    routes.extend(mcp::routes());
     routes
 }
 

@@ -138,6 +138,10 @@ fn describe() {
         "stackhouse_compaction_runs_total",
         "Compaction passes by outcome."
     );
+    describe_counter!(
+        "stackhouse_compaction_leases_lost_total",
+        "Compaction leases lost mid-pass: not renewed in time, or taken by another compactor."
+    );
     describe_counter!("stackhouse_retention_runs_total", "Retention passes by outcome.");
     describe_counter!(
         "stackhouse_purge_runs_total",

@@ -60,6 +60,8 @@ pub async fn run(
     let mut retain = ticker(config.retention_interval);
     let mut clean = ticker(config.cleanup_interval);
     let mut orphans = ticker(config.orphan_interval);
+    // At 0 from the first scrape: an alert on its increase has a series before any loss.
+    metrics::counter!("stackhouse_compaction_leases_lost_total").increment(0);
     loop {
         tokio::select! {
             // The `Ref` that `wait_for` returns holds a lock: drop it inside, so this

@@ -166,14 +166,32 @@ impl Held {
         match (renewed, *until) {
             // Renewals may finish out of order; the latest expiry counts.
             (true, Some(old)) if started < old => *until = Some(old.max(started + ttl)),
-            _ => *until = None,
+            (_, Some(_)) => lose(&mut until),
+            (_, None) => {}
         }
         Ok(renewed && until.is_some())
     }
 
+    /// Whether the last renewal is less than a TTL old; once it is not, the lease is lost
+    /// for good, as a lapse found by a renewal is.
     fn is_held(&self) -> bool {
-        let until = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        until.is_some_and(|t| Instant::now() < t)
+        let mut until = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match *until {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                lose(&mut until);
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+/// Marks a held lease lost, counted once per lease in
+/// `stackhouse_compaction_leases_lost_total`.
+fn lose(until: &mut Option<Instant>) {
+    if until.take().is_some() {
+        metrics::counter!("stackhouse_compaction_leases_lost_total").increment(1);
     }
 }
 
@@ -203,5 +221,30 @@ async fn heartbeat(
             }
             Err(e) => tracing::warn!(lease = %name, error = %e, "renewing the lease failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
+    use super::*;
+
+    #[test]
+    fn a_lapsed_lease_is_lost_for_good_and_counted_once() {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let lapsed = Held(Mutex::new(Some(Instant::now() - Duration::from_millis(1))));
+        let fresh = Held(Mutex::new(Some(Instant::now() + Duration::from_secs(600))));
+        metrics::with_local_recorder(&recorder, || {
+            assert!(fresh.is_held());
+            assert!(!lapsed.is_held());
+            assert!(!lapsed.is_held(), "a lapse is final");
+        });
+        let text = handle.render();
+        assert!(
+            text.contains("stackhouse_compaction_leases_lost_total 1\n"),
+            "{text}"
+        );
     }
 }

@@ -10,6 +10,20 @@ use serde_json::Value;
 
 use crate::server::free_port;
 
+/// Fails the test, saying how to install it, unless `tool` (`prometheus` or `promtool`)
+/// runs.
+pub fn require(tool: &str) {
+    let found = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{tool} is not installed: these tests need Debian's prometheus package \
+         (DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus)"
+    );
+}
+
 pub struct Prometheus {
     child: Option<Child>,
     port: u16,
@@ -51,14 +65,7 @@ impl Prometheus {
 
     /// `config` as its prometheus.yml, `files` copied beside it under their names.
     pub fn with_config<N: AsRef<str>>(config: &str, files: &[(N, &Path)]) -> Prometheus {
-        let found = Command::new("prometheus")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        assert!(
-            found,
-            "prometheus is not installed: these tests need Debian's prometheus package (apt-get install prometheus)"
-        );
+        require("prometheus");
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
         for (name, file) in files {

@@ -14,7 +14,7 @@ use prost::Message;
 use serde_json::Value;
 use ui_api_tests::capture;
 use ui_api_tests::client::Api;
-use ui_api_tests::prometheus::Prometheus;
+use ui_api_tests::prometheus::{Prometheus, require};
 use ui_api_tests::requests::{PROFILE_TYPE, dictionary, profile, request};
 use ui_api_tests::server::{Options, Server};
 use ui_api_tests::testdata;
@@ -38,17 +38,6 @@ async fn metrics_text(server: &Server) -> String {
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
-fn require(tool: &str) {
-    let found = Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "{tool} is not installed: the metrics tests need Debian's prometheus package (apt-get install prometheus)"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -23,7 +23,7 @@ use regex::Regex;
 use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
 use ui_api_tests::capture;
-use ui_api_tests::prometheus::Prometheus;
+use ui_api_tests::prometheus::{Prometheus, require};
 use ui_api_tests::server::{Options, Server, free_port};
 use ui_api_tests::services::PostgresDb;
 use ui_api_tests::{testdata, workspace_dir};
@@ -34,18 +34,6 @@ fn chart() -> PathBuf {
 
 fn rules_file() -> PathBuf {
     chart().join("rules/stackhouse-alerts.yaml")
-}
-
-fn require(tool: &str) {
-    let found = Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "{tool} is not installed: the monitoring mixin tests need Debian's prometheus package \
-         (DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus)"
-    );
 }
 
 fn yaml(path: &std::path::Path) -> Yaml {

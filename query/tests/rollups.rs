@@ -23,7 +23,7 @@ use stackhouse_query::{
     Aggregation, DiffQuery, FlamegraphQuery, GroupKey, QueryConfig, QueryEngine, QueryError, Scope,
     StackFilter, TimeseriesQuery, TopQuery, folded, parse_selector,
 };
-use stackhouse_storage::catalog::{Catalog, TableKind, open_catalog};
+use stackhouse_storage::catalog::{Catalog, DeleteRequest, DeleteState, TableKind, open_catalog};
 use stackhouse_storage::clock::ManualClock;
 use stackhouse_storage::compaction::{CompactMode, CompactionConfig, Compactor};
 use stackhouse_storage::model::{
@@ -396,6 +396,19 @@ const SELECTORS: [(&str, &[usize]); 4] = [
 ];
 const STEPS: [i64; 6] = [MIN, HOUR, 2 * HOUR, 15 * SEC, 90 * SEC, 10 * MIN];
 
+/// The total of the ungrouped flamegraph of `scope`.
+async fn flamegraph_total(engine: &QueryEngine, scope: Scope) -> i64 {
+    engine
+        .flamegraph(&FlamegraphQuery {
+            scope,
+            group_by: vec![],
+            max_nodes: 0,
+        })
+        .await
+        .unwrap()
+        .total
+}
+
 fn scope_of(selector: &str, range: TimeRange) -> Scope {
     Scope {
         selector: parse_selector(selector).unwrap(),
@@ -413,10 +426,11 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
     let lo = T0 - HOUR;
     let hi = T0 + (HOURS + FRESH_HOURS + 1) * HOUR;
     for round in 0..40 {
-        // A few whole-store ranges, the rest random.
-        let range = if round < 2 {
+        // A few whole-store ranges (one starting after midnight, before the first
+        // sample: its first day is still read from the day segment), the rest random.
+        let range = if round < 3 {
             TimeRange {
-                start: T0 - round * 17 * SEC,
+                start: [T0, T0 - 17 * SEC, T0 + 1][round as usize],
                 end: T0 + (HOURS + FRESH_HOURS) * HOUR,
             }
         } else {
@@ -443,16 +457,8 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
                 &format!("{name} of {selector} over {range:?} by {group_by:?} (step {step})"),
             );
         }
-        let flamegraph = tiered
-            .flamegraph(&FlamegraphQuery {
-                scope,
-                group_by: vec![],
-                max_nodes: 0,
-            })
-            .await
-            .unwrap();
         assert_eq!(
-            flamegraph.total,
+            flamegraph_total(&tiered, scope).await,
             expected_total(&s.samples, range, services),
             "total of {selector} over {range:?}"
         );
@@ -673,4 +679,89 @@ async fn tiers_answer_what_raw_samples_answer_until_raw_retention_and_after() {
         .await
         .unwrap_err();
     assert!(matches!(refused, QueryError::RawGone(_)), "{refused:?}");
+}
+
+/// A deletion's edge may lie between a cell's start and the first sample in it (or after
+/// the last one and before the cell's end): the samples then all lie on one side of it,
+/// but a rollup row, stamped with its cell's start, would be masked by where the cell
+/// starts. Blocks read whole from a tier must not be read from such a tier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_edges_inside_a_blocks_cells_hide_exactly_what_they_match() {
+    let s = store().await;
+    let blocks = s.catalog.segments(TENANT, TimeRange::ALL).await.unwrap();
+    // Compaction leaves blocks of five hours here, as the writer's segments span.
+    let block = |hours: std::ops::Range<i64>| {
+        blocks
+            .iter()
+            .find(|b| {
+                !b.is_day() && b.min_time >= T0 + hours.start * HOUR && b.max_time < T0 + hours.end * HOUR
+            })
+            .unwrap_or_else(|| panic!("no block inside hours {hours:?}: {blocks:?}"))
+    };
+    // api from the first sample of the block of hours 5 to 10 (after 05:00) to its end;
+    // db from the start of the block of hours 15 to 20 to just after its last sample.
+    let (first, last) = (block(5..10).min_time, block(15..20).max_time);
+    assert!(
+        first > T0 + 5 * HOUR && last < T0 + 20 * HOUR - 1,
+        "{first} {last}"
+    );
+    let requests = [
+        ("api", r#"{service.name="api"}"#, first, T0 + 10 * HOUR),
+        ("db", r#"{service.name="db"}"#, T0 + 15 * HOUR, last + 1),
+    ];
+    for (i, &(_, selector, from, to)) in requests.iter().enumerate() {
+        s.catalog
+            .add_delete_request(
+                TENANT,
+                &DeleteRequest {
+                    id: format!("d{i}"),
+                    selector: selector.into(),
+                    from_nanos: from,
+                    to_nanos: to,
+                    created_at_millis: 0,
+                    cancel_until_millis: i64::MAX,
+                    state: DeleteState::Pending,
+                    matched_series: 1,
+                    matched_samples: 0,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let hidden = |x: &Sample| {
+        requests
+            .iter()
+            .any(|&(service, _, from, to)| SERVICES[x.service] == service && from <= x.time && x.time < to)
+    };
+    let visible: Vec<Sample> = s.samples.iter().filter(|x| !hidden(x)).cloned().collect();
+    assert!(visible.len() < s.samples.len());
+    let tiered = engine(&s, true);
+    let raw = engine(&s, false);
+    let whole = TimeRange {
+        start: T0 - 17 * SEC,
+        end: T0 + (HOURS + FRESH_HOURS) * HOUR,
+    };
+    let ragged = TimeRange {
+        start: T0 + 4 * HOUR + 7 * SEC,
+        end: T0 + 21 * HOUR + 3 * SEC,
+    };
+    for range in [whole, ragged] {
+        for (selector, services) in SELECTORS {
+            let scope = scope_of(selector, range);
+            assert_eq!(
+                flamegraph_total(&tiered, scope.clone()).await,
+                expected_total(&visible, range, services),
+                "total of {selector} over {range:?}"
+            );
+            let want = answers(&raw, &scope, &[], HOUR, &mut TierRows::default())
+                .await
+                .unwrap();
+            let got = answers(&tiered, &scope, &[], HOUR, &mut TierRows::default())
+                .await
+                .unwrap();
+            for ((name, want), (_, got)) in want.iter().zip(&got) {
+                same(got, want, &format!("{name} of {selector} over {range:?}"));
+            }
+        }
+    }
 }

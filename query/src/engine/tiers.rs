@@ -153,6 +153,14 @@ fn push(out: &mut Vec<(Resolution, TimeRange)>, resolution: Resolution, range: T
     }
 }
 
+/// The cells of `resolution`'s grid that hold `segment`'s samples.
+fn cells_around(segment: &SegmentMeta, resolution: Resolution) -> TimeRange {
+    TimeRange {
+        start: resolution.bucket(segment.min_time),
+        end: ceil(segment.max_time.saturating_add(1), resolution),
+    }
+}
+
 /// The start of the first bucket of `resolution` at or after `t`.
 fn ceil(t: i64, resolution: Resolution) -> i64 {
     let down = resolution.bucket(t);
@@ -192,6 +200,12 @@ pub(crate) fn read(
     cuts: &[i64],
 ) -> Result<Reading, RawGone> {
     let days: BTreeMap<i64, SegmentMeta> = days.into_iter().map(|d| (d.day().start, d)).collect();
+    let asked = range;
+    let range = if timeless && allowed.contains(&Resolution::Day) {
+        to_whole_days(range, &days)
+    } else {
+        range
+    };
     let wanted = by_day(cut_at(range, allowed, cuts), &days);
     let (wanted, hourly) = if stackless {
         hours_of_days(wanted, &days)
@@ -205,7 +219,7 @@ pub(crate) fn read(
         .collect();
     let covered: Vec<TimeRange> = daily.iter().chain(&hourly).copied().collect();
     let widen = allowed != [Resolution::Raw];
-    let mut answered = range;
+    let mut answered = asked;
     let mut gone: Option<i64> = None;
     // Segments that hold the same resolutions read alike: one table per resolution.
     let mut by_held: BTreeMap<Vec<Resolution>, Vec<SegmentMeta>> = BTreeMap::new();
@@ -222,23 +236,19 @@ pub(crate) fn read(
             .into_iter()
             .filter(|r| segment.object(r.kind()).is_some())
             .collect();
-        let inside = range.start <= segment.min_time
-            && segment.max_time < range.end
-            && !cuts
-                .iter()
-                .any(|&t| segment.min_time < t && t <= segment.max_time);
-        if let Some(&coarsest) = held
+        let inside = range.start <= segment.min_time && segment.max_time < range.end;
+        // The coarsest tier whose cells around the segment's samples straddle no cut: a
+        // rollup row is stamped with the start of its cell, which may lie before a cut
+        // that the samples themselves all lie after, and the deletion mask reads only
+        // that stamp.
+        if let Some((coarsest, cells)) = held
             .iter()
             .rev()
-            .find(|r| allowed.contains(r))
+            .filter(|r| allowed.contains(r))
+            .map(|&r| (r, cells_around(&segment, r)))
+            .find(|(_, cells)| !cuts.iter().any(|&t| cells.start < t && t < cells.end))
             .filter(|_| timeless && inside && in_days.is_none())
         {
-            // The cells around the segment's samples, on the grid of what it is read
-            // from: a rollup row is stamped with the start of its cell.
-            let cells = TimeRange {
-                start: coarsest.bucket(segment.min_time),
-                end: ceil(segment.max_time.saturating_add(1), coarsest),
-            };
             let (hull, segments) = whole.entry(coarsest).or_insert((cells, Vec::new()));
             hull.start = hull.start.min(cells.start);
             hull.end = hull.end.max(cells.end);
@@ -317,6 +327,29 @@ pub(crate) fn read(
         }
     }
     Ok(Reading { sources, answered })
+}
+
+/// `range` stretched to the edges of the days at its ends whose samples all lie inside
+/// it: nothing of such a day lies outside the range, so where the answer has no time
+/// dimension its day segment answers for the whole day, one object instead of up to 24
+/// hour blocks. A store's first day, and a range that ends after the newest sample of a
+/// summed day, are the common cases.
+fn to_whole_days(range: TimeRange, days: &BTreeMap<i64, SegmentMeta>) -> TimeRange {
+    let inside = |day: &SegmentMeta| range.start <= day.min_time && day.max_time < range.end;
+    let mut out = range;
+    if let Some(first) = days
+        .get(&Resolution::Day.bucket(range.start))
+        .filter(|d| inside(d))
+    {
+        out.start = first.day().start;
+    }
+    if let Some(last) = days
+        .get(&Resolution::Day.bucket(range.end.saturating_sub(1)))
+        .filter(|d| inside(d))
+    {
+        out.end = out.end.max(last.day().end);
+    }
+    out
 }
 
 /// `wanted` without the whole days of its hour stretches that have a day segment with
@@ -789,6 +822,100 @@ mod tests {
         );
         // Cuts outside the range change nothing.
         assert_eq!(cut_at(r(H, 2 * H), &ALL, &[0, 5 * H]), vec![(Hour, r(H, 2 * H))]);
+    }
+
+    #[test]
+    fn a_day_whose_samples_all_lie_inside_the_range_is_read_from_its_day_segment() {
+        use Resolution::Day;
+        const D: i64 = 24 * H;
+        // A store from 18:00 of day 0 to 18:00 of day 2, every day summed.
+        let mut first = day_segment("d0", 0);
+        first.min_time = 18 * H + 3;
+        let mut last = day_segment("d2", 2 * D);
+        last.max_time = 2 * D + 18 * H - 9;
+        let days = || vec![first.clone(), day_segment("d1", D), last.clone()];
+        let blocks = || {
+            vec![
+                segment("b0", 18 * H + 3, 19 * H - 1, &ALL),
+                segment("b2", 2 * D + 17 * H, 2 * D + 18 * H - 9, &ALL),
+            ]
+        };
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let range = r(18 * H, 2 * D + 18 * H);
+        let reading = read(blocks(), days(), range, &Resolution::ALL, true, false, &[]).unwrap();
+        assert_eq!(reading.answered, range);
+        assert_eq!(
+            sources(&reading),
+            vec![(Day, vec![r(0, 3 * D)], ids(&["d0", "d1", "d2"]))]
+        );
+        // A range that starts after the first day's first sample, a time dimension, or a
+        // deletion's edge inside the day: that day is read from its blocks.
+        let reads = |reading: Reading, id: &str| {
+            sources(&reading)
+                .iter()
+                .any(|(_, _, ids)| ids.contains(&id.to_string()))
+        };
+        let later = r(18 * H + 5, 2 * D + 18 * H);
+        let reading = read(blocks(), days(), later, &Resolution::ALL, true, false, &[]).unwrap();
+        assert!(reads(reading.clone(), "b0") && !reads(reading.clone(), "d0") && reads(reading, "d2"));
+        let by_time = read(blocks(), days(), range, &Resolution::ALL, false, false, &[]).unwrap();
+        assert!(reads(by_time.clone(), "b0") && reads(by_time.clone(), "b2") && !reads(by_time, "d0"));
+        let cut = read(blocks(), days(), range, &Resolution::ALL, true, false, &[20 * H]).unwrap();
+        assert!(reads(cut.clone(), "b0") && !reads(cut.clone(), "d0") && reads(cut, "d2"));
+    }
+
+    #[test]
+    fn a_segment_read_whole_takes_no_tier_whose_cells_straddle_a_cut() {
+        use Resolution::{Hour, Minute, Raw};
+        const S: i64 = 1_000_000_000;
+        // A minute window's segment holding the samples of 10:00:57 to 10:00:59.5, and a
+        // deletion from 10:00:56: every sample lies after the cut, but the minute and hour
+        // cells around them start before it, and a rollup row carries its cell's start.
+        let window = segment(
+            "window",
+            10 * H + 57 * S,
+            10 * H + 59 * S + S / 2,
+            &[Raw, Minute, Hour],
+        );
+        let range = r(9 * H, 11 * H);
+        let reading = read(
+            vec![window.clone()],
+            vec![],
+            range,
+            &ALL,
+            true,
+            false,
+            &[10 * H + 56 * S],
+        )
+        .unwrap();
+        assert_eq!(
+            sources(&reading),
+            vec![(
+                Raw,
+                vec![r(window.min_time, window.max_time + 1)],
+                vec!["window".into()]
+            )]
+        );
+        // A cut on the minute's edge leaves the minute cell whole, not the hour's.
+        let reading = read(vec![window.clone()], vec![], range, &ALL, true, false, &[10 * H]).unwrap();
+        assert_eq!(
+            sources(&reading),
+            vec![(Hour, vec![r(10 * H, 11 * H)], vec!["window".into()])]
+        );
+        let reading = read(
+            vec![window],
+            vec![],
+            range,
+            &ALL,
+            true,
+            false,
+            &[10 * H + M, 10 * H + 30 * M],
+        )
+        .unwrap();
+        assert_eq!(
+            sources(&reading),
+            vec![(Minute, vec![r(10 * H, 10 * H + M)], vec!["window".into()])]
+        );
     }
 
     #[test]

@@ -241,14 +241,16 @@ pub(crate) fn read(
         // rollup row is stamped with the start of its cell, which may lie before a cut
         // that the samples themselves all lie after, and the deletion mask reads only
         // that stamp.
-        if let Some((coarsest, cells)) = held
-            .iter()
-            .rev()
-            .filter(|r| allowed.contains(r))
-            .map(|&r| (r, cells_around(&segment, r)))
-            .find(|(_, cells)| !cuts.iter().any(|&t| cells.start < t && t < cells.end))
-            .filter(|_| timeless && inside && in_days.is_none())
-        {
+        let whole_from = (timeless && inside && in_days.is_none())
+            .then(|| {
+                held.iter()
+                    .rev()
+                    .filter(|r| allowed.contains(r))
+                    .map(|&r| (r, cells_around(&segment, r)))
+                    .find(|(_, cells)| !cuts.iter().any(|&t| cells.start < t && t < cells.end))
+            })
+            .flatten();
+        if let Some((coarsest, cells)) = whole_from {
             let (hull, segments) = whole.entry(coarsest).or_insert((cells, Vec::new()));
             hull.start = hull.start.min(cells.start);
             hull.end = hull.end.max(cells.end);
@@ -850,18 +852,18 @@ mod tests {
         );
         // A range that starts after the first day's first sample, a time dimension, or a
         // deletion's edge inside the day: that day is read from its blocks.
-        let reads = |reading: Reading, id: &str| {
-            sources(&reading)
+        let reads = |reading: &Reading, id: &str| {
+            sources(reading)
                 .iter()
                 .any(|(_, _, ids)| ids.contains(&id.to_string()))
         };
         let later = r(18 * H + 5, 2 * D + 18 * H);
         let reading = read(blocks(), days(), later, &Resolution::ALL, true, false, &[]).unwrap();
-        assert!(reads(reading.clone(), "b0") && !reads(reading.clone(), "d0") && reads(reading, "d2"));
+        assert!(reads(&reading, "b0") && !reads(&reading, "d0") && reads(&reading, "d2"));
         let by_time = read(blocks(), days(), range, &Resolution::ALL, false, false, &[]).unwrap();
-        assert!(reads(by_time.clone(), "b0") && reads(by_time.clone(), "b2") && !reads(by_time, "d0"));
+        assert!(reads(&by_time, "b0") && reads(&by_time, "b2") && !reads(&by_time, "d0"));
         let cut = read(blocks(), days(), range, &Resolution::ALL, true, false, &[20 * H]).unwrap();
-        assert!(reads(cut.clone(), "b0") && !reads(cut.clone(), "d0") && reads(cut, "d2"));
+        assert!(reads(&cut, "b0") && !reads(&cut, "d0") && reads(&cut, "d2"));
     }
 
     #[test]
